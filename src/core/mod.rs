@@ -1,0 +1,14 @@
+//! Shared vocabulary of the server: group/version/resource names, request info, user info,
+//! field errors, Kubernetes `Status` errors, name rules and time stamps.
+//!
+//! Owns plain data types and pure functions only. Must not do I/O, and must not depend on any
+//! other module of this crate: every other module may depend on it.
+
+pub mod field;
+pub mod gvr;
+pub mod names;
+pub mod paths;
+pub mod request_info;
+pub mod status;
+pub mod time;
+pub mod user;

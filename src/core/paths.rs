@@ -1,0 +1,36 @@
+//! URL paths of the API, built in one place.
+
+use super::gvr::GroupVersion;
+
+/// `/apis/<group>`
+pub fn group_path(group: &str) -> String {
+    format!("/apis/{group}")
+}
+
+/// `/apis/<group>/<version>`
+pub fn group_version_path(gv: &GroupVersion) -> String {
+    format!("/apis/{}/{}", gv.group, gv.version)
+}
+
+/// The collection path of a resource: `/apis/<g>/<v>[/namespaces/<ns>]/<plural>`.
+pub fn collection_path(gv: &GroupVersion, namespace: Option<&str>, plural: &str) -> String {
+    match namespace {
+        Some(ns) => format!("/apis/{}/{}/namespaces/{ns}/{plural}", gv.group, gv.version),
+        None => format!("/apis/{}/{}/{plural}", gv.group, gv.version),
+    }
+}
+
+/// The OpenAPI v3 document path of a group version, relative to the server root without the
+/// leading slash, as the `/openapi/v3` index keys it: `apis/<g>/<v>`.
+pub fn openapi_v3_key(gv: &GroupVersion) -> String {
+    format!("apis/{}/{}", gv.group, gv.version)
+}
+
+/// Template of a path as OpenAPI documents list it.
+pub fn openapi_collection_template(gv: &GroupVersion, namespaced: bool, plural: &str) -> String {
+    if namespaced {
+        format!("/apis/{}/{}/namespaces/{{namespace}}/{plural}", gv.group, gv.version)
+    } else {
+        format!("/apis/{}/{}/{plural}", gv.group, gv.version)
+    }
+}

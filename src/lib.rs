@@ -1,0 +1,7 @@
+//! crd-apiserver: an aggregated Kubernetes apiserver that serves the resources of
+//! CustomResourceDefinition manifests from its own store.
+//!
+//! See ARCHITECTURE.md for the map of modules and the direction of their dependencies.
+
+pub mod core;
+pub mod store;

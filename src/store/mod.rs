@@ -1,0 +1,152 @@
+//! Storage: objects as bytes under string keys, one global revision, compare-and-swap writes,
+//! consistent paginated lists, and watch.
+//!
+//! Owns durability and ordering. Never sees schemas, CEL, HTTP or Kubernetes object structure:
+//! values are opaque bytes, and the only thing it knows of keys is how `key` builds them.
+//!
+//! Contract (every backend):
+//! - one strictly increasing `u64` revision; each write gets the next one;
+//! - `create` fails if the key exists, `update`/`delete` compare the expected revision;
+//! - a successful write is durable (on disk) before it is acknowledged;
+//! - `list` is consistent at one revision and pages by key;
+//! - `watch` replays every event after a revision, then streams; a revision older than the
+//!   retained window is `Error::Expired`.
+
+pub mod key;
+pub mod sled;
+
+#[cfg(test)]
+pub mod conformance;
+
+use std::future::Future;
+
+use bytes::Bytes;
+
+/// A point in the store's history; the `resourceVersion` of objects and lists.
+pub type Revision = u64;
+
+/// A stored value at the revision that last wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    pub revision: Revision,
+    pub value: Bytes,
+}
+
+/// One entry of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub revision: Revision,
+    pub value: Bytes,
+}
+
+/// Which part of a prefix to list, and at which revision.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// List as of this revision; `None` lists the latest state.
+    pub revision: Option<Revision>,
+    /// Start strictly after this key (pagination).
+    pub start_after: Option<String>,
+    /// At most this many items; `None` for all.
+    pub limit: Option<usize>,
+}
+
+/// A page of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListResult {
+    /// The revision the list is consistent at.
+    pub revision: Revision,
+    pub items: Vec<KeyValue>,
+    /// True when items after the last one returned exist.
+    pub more: bool,
+}
+
+/// What happened to a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, as watchers receive it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventType,
+    pub key: String,
+    pub revision: Revision,
+    /// The new value; for deletions the last value the key had.
+    pub value: Bytes,
+    /// The value before this change (`None` for additions).
+    pub prev: Option<Bytes>,
+}
+
+/// Errors of the storage contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("key {0} not found")]
+    NotFound(String),
+    #[error("key {0} already exists")]
+    AlreadyExists(String),
+    /// The expected revision did not match; carries the current one.
+    #[error("key {key}: expected revision {expected}, found {current}")]
+    Conflict { key: String, expected: Revision, current: Revision },
+    /// The requested revision is older than the retained history.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: Revision, oldest: Revision },
+    /// The requested revision is newer than the store's.
+    #[error("resource version {requested} is newer than the store's {current}")]
+    TooLarge { requested: Revision, current: Revision },
+    #[error("storage is closed")]
+    Closed,
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A stream of events for one watch.
+pub struct Watch {
+    /// Events that happened before the watch registered, in revision order.
+    backlog: std::collections::VecDeque<Event>,
+    live: tokio::sync::mpsc::Receiver<Event>,
+}
+
+impl Watch {
+    pub fn new(backlog: Vec<Event>, live: tokio::sync::mpsc::Receiver<Event>) -> Watch {
+        Watch { backlog: backlog.into(), live }
+    }
+
+    /// The next event; `None` when the store ended the watch (shutdown, or this watcher fell
+    /// too far behind and was dropped so that it cannot slow writers or other watchers).
+    pub async fn next(&mut self) -> Option<Event> {
+        if let Some(event) = self.backlog.pop_front() {
+            return Some(event);
+        }
+        self.live.recv().await
+    }
+}
+
+/// The storage contract. `Send` futures so that handlers can await them on any worker.
+pub trait Store: Send + Sync + 'static {
+    /// The latest durable revision.
+    fn current_revision(&self) -> Revision;
+
+    fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned>>> + Send;
+
+    /// Lists keys starting with `prefix`, in key order, consistent at one revision.
+    fn list(&self, prefix: &str, options: ListOptions) -> impl Future<Output = Result<ListResult>> + Send;
+
+    /// Creates `key`; fails with `AlreadyExists` if present. Returns the new revision.
+    fn create(&self, key: &str, value: Bytes) -> impl Future<Output = Result<Revision>> + Send;
+
+    /// Replaces `key` if its revision is `expected`. Returns the new revision.
+    fn update(&self, key: &str, expected: Revision, value: Bytes) -> impl Future<Output = Result<Revision>> + Send;
+
+    /// Deletes `key` (if its revision is `expected`, when given). Returns the deletion's
+    /// revision and the last value.
+    fn delete(&self, key: &str, expected: Option<Revision>) -> impl Future<Output = Result<(Revision, Bytes)>> + Send;
+
+    /// Every event on keys under `prefix` after revision `from`, then live events.
+    fn watch(&self, prefix: &str, from: Revision) -> impl Future<Output = Result<Watch>> + Send;
+}

@@ -1,0 +1,201 @@
+//! The sled backend's recent history: every event of a bounded window, used to read keys as of
+//! an earlier revision (consistent lists, pagination, reads that must not show unflushed
+//! writes) and to replay and fan out watch events.
+//!
+//! Events enter when the writer has decided a batch (before sled applies it) and become visible
+//! to watchers only once the batch is durable.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::store::{Error, Event, Result, Revision, Versioned, key};
+
+/// One change and the revision of the value it replaced.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    pub event: Event,
+    pub prev_revision: Revision,
+}
+
+impl Record {
+    fn prev(&self) -> Option<Versioned> {
+        self.event.prev.clone().map(|value| Versioned { revision: self.prev_revision, value })
+    }
+
+    fn size(&self) -> usize {
+        self.event.value.len() + self.event.prev.as_ref().map_or(0, Bytes::len) + self.event.key.len() + 64
+    }
+}
+
+struct Watcher {
+    prefix: String,
+    tx: mpsc::Sender<Event>,
+}
+
+/// Limits of the retained window.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryLimits {
+    pub max_events: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for HistoryLimits {
+    fn default() -> Self {
+        HistoryLimits { max_events: 100_000, max_bytes: 256 << 20 }
+    }
+}
+
+/// Buffered events per watcher; a watcher that falls this far behind is dropped.
+pub(super) const WATCHER_BUFFER: usize = 4096;
+
+pub(super) struct History {
+    records: VecDeque<Record>,
+    bytes: usize,
+    /// Every event at or below this revision may have been dropped from the window.
+    compacted: Revision,
+    /// The latest revision known to be on disk.
+    durable: Revision,
+    limits: HistoryLimits,
+    /// Watchers by resource prefix (`/group/plural/`).
+    watchers: HashMap<String, Vec<Watcher>>,
+}
+
+impl History {
+    pub fn new(revision: Revision, limits: HistoryLimits) -> History {
+        History {
+            records: VecDeque::new(),
+            bytes: 0,
+            compacted: revision,
+            durable: revision,
+            limits,
+            watchers: HashMap::new(),
+        }
+    }
+
+    pub fn durable(&self) -> Revision {
+        self.durable
+    }
+
+    /// Checks that every event after `at` is still retained.
+    pub fn check_retained(&self, at: Revision) -> Result<()> {
+        if at < self.compacted {
+            return Err(Error::Expired { requested: at, oldest: self.compacted });
+        }
+        Ok(())
+    }
+
+    /// Records events the writer has decided but not yet made durable.
+    pub fn push_pending(&mut self, records: Vec<Record>) {
+        for record in records {
+            self.bytes += record.size();
+            self.records.push_back(record);
+        }
+    }
+
+    /// Drops pending events above `revision` (their batch failed to apply).
+    pub fn discard_pending_after(&mut self, revision: Revision) {
+        while self.records.back().is_some_and(|r| r.event.revision > revision) {
+            if let Some(r) = self.records.pop_back() {
+                self.bytes -= r.size();
+            }
+        }
+    }
+
+    /// Marks everything up to `revision` durable, delivers those events to watchers, and trims
+    /// the window.
+    pub fn make_durable(&mut self, revision: Revision) {
+        let start = self.index_after(self.durable);
+        let end = self.index_after(revision);
+        for record in self.records.range(start..end) {
+            let event = &record.event;
+            let Some(resource) = key::resource_prefix_of(&event.key) else { continue };
+            if let Some(watchers) = self.watchers.get_mut(resource) {
+                // A full buffer means the watcher stopped reading: drop it rather than wait.
+                watchers.retain(|w| !event.key.starts_with(&w.prefix) || w.tx.try_send(event.clone()).is_ok());
+                if watchers.is_empty() {
+                    self.watchers.remove(resource);
+                }
+            }
+        }
+        self.durable = revision;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.records.len() > self.limits.max_events || self.bytes > self.limits.max_bytes {
+            let Some(front) = self.records.front() else { break };
+            if front.event.revision > self.durable {
+                break;
+            }
+            if let Some(r) = self.records.pop_front() {
+                self.bytes -= r.size();
+                self.compacted = r.event.revision;
+            }
+        }
+    }
+
+    /// Index of the first record with a revision above `revision`.
+    fn index_after(&self, revision: Revision) -> usize {
+        self.records.partition_point(|r| r.event.revision <= revision)
+    }
+
+    /// The value `key` had at revision `at`, given what sled holds now (`current`). Callers
+    /// check `check_retained(at)` first.
+    pub fn value_at(&self, key: &str, current: Option<Versioned>, at: Revision) -> Option<Versioned> {
+        if let Some(v) = &current
+            && v.revision <= at
+        {
+            return current;
+        }
+        let start = self.index_after(at);
+        match self.records.range(start..).find(|r| r.event.key == key) {
+            Some(record) => record.prev(),
+            // Not changed since `at`: sled's value is the one (it cannot be newer).
+            None => current.filter(|v| v.revision <= at),
+        }
+    }
+
+    /// For every key under `prefix` (after `start_after`) changed since `at`: its value at `at`.
+    pub fn changed_since(&self, prefix: &str, start_after: Option<&str>, at: Revision) -> BTreeMap<String, Option<Versioned>> {
+        let mut out = BTreeMap::new();
+        let start = self.index_after(at);
+        for record in self.records.range(start..) {
+            let k = &record.event.key;
+            if !k.starts_with(prefix) || start_after.is_some_and(|s| k.as_str() <= s) {
+                continue;
+            }
+            out.entry(k.clone()).or_insert_with(|| record.prev());
+        }
+        out
+    }
+
+    /// Registers a watcher on `prefix` and returns the retained events after `from`.
+    pub fn subscribe(&mut self, prefix: &str, from: Revision) -> Result<(Vec<Event>, mpsc::Receiver<Event>)> {
+        if from > self.durable {
+            return Err(Error::TooLarge { requested: from, current: self.durable });
+        }
+        self.check_retained(from)?;
+        let start = self.index_after(from);
+        let end = self.index_after(self.durable);
+        let backlog = self
+            .records
+            .range(start..end)
+            .filter(|r| r.event.key.starts_with(prefix))
+            .map(|r| r.event.clone())
+            .collect();
+        let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
+        let resource = key::resource_prefix_of(prefix).unwrap_or(prefix).to_string();
+        self.watchers.entry(resource).or_default().push(Watcher { prefix: prefix.to_string(), tx });
+        Ok((backlog, rx))
+    }
+
+    /// Forgets watchers whose receivers are gone.
+    pub fn prune_closed_watchers(&mut self) {
+        self.watchers.retain(|_, ws| {
+            ws.retain(|w| !w.tx.is_closed());
+            !ws.is_empty()
+        });
+    }
+}
