@@ -4,4 +4,5 @@
 //! See ARCHITECTURE.md for the map of modules and the direction of their dependencies.
 
 pub mod core;
+pub mod definitions;
 pub mod store;

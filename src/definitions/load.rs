@@ -1,0 +1,222 @@
+//! Reading definition manifests from files and directories: multi-document YAML or JSON,
+//! checked one by one, so that a broken definition is reported and the others still load.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+use super::model::Definition;
+use super::validate;
+use crate::core::field::FieldError;
+
+/// A definition that could not be served, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// File (and document number, for multi-document files).
+    pub source: String,
+    /// The definition's name, when it has one.
+    pub name: Option<String>,
+    pub errors: Vec<String>,
+}
+
+impl Problem {
+    pub fn new(source: impl Into<String>, name: Option<String>, errors: Vec<String>) -> Problem {
+        Problem { source: source.into(), name, errors }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subject = match &self.name {
+            Some(name) => format!("CustomResourceDefinition \"{name}\" is invalid"),
+            None => "not a usable CustomResourceDefinition".to_string(),
+        };
+        match self.errors.as_slice() {
+            [one] => write!(f, "{}: {subject}: {one}", self.source),
+            many => {
+                write!(f, "{}: {subject}:", self.source)?;
+                for e in many {
+                    write!(f, "\n* {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What loading found.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub definitions: Vec<Definition>,
+    pub problems: Vec<Problem>,
+}
+
+/// Files of a definitions directory: YAML and JSON, not hidden (Kubernetes ConfigMap volumes
+/// keep their real files in hidden `..data` directories, reached through these names).
+fn is_manifest(path: &Path) -> bool {
+    let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    !hidden && matches!(ext, "yaml" | "yml" | "json")
+}
+
+/// The manifest files named by `paths`: files as given, directories' manifests sorted by name.
+pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot read: {e}")]))?;
+        if meta.is_dir() {
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot list: {e}")]))?;
+            let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_manifest(p) && p.is_file()).collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Parses a manifest file's text into its documents (empty documents skipped).
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // JSON: one object, or a List's items handled by the caller.
+        if let Ok(v) = serde_json::from_str::<Value>(text) {
+            return Ok(vec![v]);
+        }
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Checks one manifest document and builds its served model.
+pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Problem> {
+    let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+    let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
+        return Err(Problem::new(
+            source,
+            None,
+            vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
+        ));
+    }
+    let mut crd: CustomResourceDefinition =
+        serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    validate::apply_defaults(&mut crd);
+    let errors: Vec<FieldError> = validate::check(&crd, &raw);
+    if !errors.is_empty() {
+        return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
+    }
+    Ok(validate::build(crd, source.to_string()))
+}
+
+/// Loads every definition from files and directories. Problems are collected, not fatal.
+pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
+    let mut report = LoadReport::default();
+    let files = match manifest_files(paths) {
+        Ok(f) => f,
+        Err(p) => {
+            report.problems.push(p);
+            return report;
+        }
+    };
+    for file in files {
+        let shown = file.display().to_string();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) => {
+                report.problems.push(Problem::new(shown, None, vec![format!("cannot read: {e}")]));
+                continue;
+            }
+        };
+        let docs = match parse_documents(&text) {
+            Ok(d) => d,
+            Err(e) => {
+                report.problems.push(Problem::new(shown, None, vec![format!("cannot parse: {e}")]));
+                continue;
+            }
+        };
+        let many = docs.len() > 1;
+        for (i, doc) in expand_lists(docs).into_iter().enumerate() {
+            let source = if many { format!("{shown} (document {})", i + 1) } else { shown.clone() };
+            match definition_from_value(doc, &source) {
+                Ok(d) => report.definitions.push(d),
+                Err(p) => report.problems.push(p),
+            }
+        }
+    }
+    report
+}
+
+/// `kind: List` documents (as `kubectl get -o yaml` writes) contribute their items.
+fn expand_lists(docs: Vec<Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for doc in docs {
+        let is_list = doc.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k == "CustomResourceDefinitionList");
+        match (is_list, doc) {
+            (true, Value::Object(mut map)) => match map.remove("items") {
+                Some(Value::Array(items)) => out.extend(items),
+                _ => {}
+            },
+            (_, doc) => out.push(doc),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object}
+";
+
+    #[test]
+    fn loads_good_and_reports_bad_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = GOOD.replace("crontabs.stable.example.com", "wrong.stable.example.com");
+        std::fs::write(dir.path().join("a.yaml"), format!("{GOOD}---\n{bad}")).unwrap();
+        std::fs::write(dir.path().join(".hidden.yaml"), "not: [valid").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+        let report = load_paths(&[dir.path().to_path_buf()]);
+        assert_eq!(report.definitions.len(), 1);
+        assert_eq!(report.definitions[0].name, "crontabs.stable.example.com");
+        assert_eq!(report.problems.len(), 1);
+        let text = report.problems[0].to_string();
+        assert!(text.contains("a.yaml (document 2)"), "{text}");
+        assert!(text.contains(r#"metadata.name: Invalid value: "wrong.stable.example.com": must be spec.names.plural+"."+spec.group"#), "{text}");
+    }
+
+    #[test]
+    fn json_and_lists() {
+        let value: Value = serde_saphyr::from_str(GOOD).unwrap();
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [value]});
+        let docs = expand_lists(parse_documents(&list.to_string()).unwrap());
+        assert_eq!(docs.len(), 1);
+        assert!(definition_from_value(docs.into_iter().next().unwrap(), "x").is_ok());
+    }
+
+    #[test]
+    fn other_kinds_are_problems() {
+        let err = definition_from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"}), "cm.yaml").unwrap_err();
+        assert_eq!(err.to_string(), "cm.yaml: not a usable CustomResourceDefinition: expected apiextensions.k8s.io/v1 CustomResourceDefinition, found v1 ConfigMap");
+    }
+}

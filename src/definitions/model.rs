@@ -1,0 +1,101 @@
+//! The served form of a definition: what the API needs per resource and version, computed
+//! once when the definition is loaded.
+
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition,
+};
+
+use crate::core::gvr::{GroupKind, GroupResource, GroupVersion};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// The scale subresource's paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scale {
+    pub spec_replicas_path: String,
+    pub status_replicas_path: String,
+    pub label_selector_path: Option<String>,
+}
+
+/// One version of a definition.
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub name: String,
+    pub served: bool,
+    pub storage: bool,
+    pub deprecated: bool,
+    /// The warning every request to this version gets, if deprecated.
+    pub deprecation_warning: Option<String>,
+    /// The version's `openAPIV3Schema`, as JSON.
+    pub openapi_schema: Option<serde_json::Value>,
+    pub printer_columns: Vec<CustomResourceColumnDefinition>,
+    pub status_subresource: bool,
+    pub scale: Option<Scale>,
+    /// `selectableFields` JSON paths without the leading dot (`spec.color`).
+    pub selectable_fields: Vec<String>,
+}
+
+/// A loaded, valid definition.
+#[derive(Debug, Clone)]
+pub struct Definition {
+    /// `metadata.name`: `<plural>.<group>`.
+    pub name: String,
+    /// Where it was loaded from (file, and document index for multi-document files).
+    pub source: String,
+    pub group: String,
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub scope: Scope,
+    /// Versions in manifest order.
+    pub versions: Vec<Arc<Version>>,
+    /// The version objects are stored in (one of `versions`).
+    pub storage: Arc<Version>,
+    /// The definition as written, for publishing and for later checks.
+    pub manifest: Arc<CustomResourceDefinition>,
+}
+
+impl Definition {
+    pub fn namespaced(&self) -> bool {
+        self.scope == Scope::Namespaced
+    }
+
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(&self.group, &self.plural)
+    }
+
+    pub fn group_kind(&self) -> GroupKind {
+        GroupKind::new(&self.group, &self.kind)
+    }
+
+    pub fn version(&self, name: &str) -> Option<&Arc<Version>> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+
+    pub fn group_version(&self, version: &str) -> GroupVersion {
+        GroupVersion::new(&self.group, version)
+    }
+
+    pub fn served_versions(&self) -> impl Iterator<Item = &Arc<Version>> {
+        self.versions.iter().filter(|v| v.served)
+    }
+
+    /// The storage version hash of discovery: base64 of the first 8 bytes of
+    /// sha256("<group>/<storageVersion>/<Kind>").
+    pub fn storage_version_hash(&self) -> String {
+        use base64::Engine;
+        let input = format!("{}/{}/{}", self.group, self.storage.name, self.kind);
+        let digest = ring::digest::digest(&ring::digest::SHA256, input.as_bytes());
+        let bytes = digest.as_ref().get(..8).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+}

@@ -1,0 +1,163 @@
+//! The immutable set of served resources. A new registry is built whenever the definitions
+//! change and swapped in whole; readers hold an `Arc` to the one they started with.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::load::Problem;
+use super::model::{Definition, Version};
+use super::version_order;
+
+/// A resource at one served version.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub definition: Arc<Definition>,
+    pub version: Arc<Version>,
+}
+
+/// Served resources by group, version and plural.
+#[derive(Debug, Default)]
+pub struct Registry {
+    definitions: Vec<Arc<Definition>>,
+    by_group: BTreeMap<String, HashMap<String, HashMap<String, Served>>>,
+    /// Served versions of each group, by Kubernetes version priority.
+    group_versions: BTreeMap<String, Vec<String>>,
+}
+
+impl Registry {
+    /// Builds a registry, refusing definitions whose names clash with earlier ones (in the
+    /// order given), as Kubernetes' naming controller refuses them.
+    pub fn build(definitions: Vec<Definition>) -> (Registry, Vec<Problem>) {
+        let mut registry = Registry::default();
+        let mut problems = Vec::new();
+        let mut by_name: HashMap<String, String> = HashMap::new();
+        // Per group: resource names (plural, singular, short names) and kinds in use.
+        let mut resource_names: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut kind_names: HashMap<String, HashSet<String>> = HashMap::new();
+        for definition in definitions {
+            if let Some(first) = by_name.get(&definition.name) {
+                problems.push(Problem::new(
+                    &definition.source,
+                    Some(definition.name.clone()),
+                    vec![format!("metadata.name: Duplicate value: \"{}\": already defined in {first}", definition.name)],
+                ));
+                continue;
+            }
+            let used = resource_names.entry(definition.group.clone()).or_default();
+            let kinds = kind_names.entry(definition.group.clone()).or_default();
+            let mut mine: Vec<&str> = vec![definition.plural.as_str(), definition.singular.as_str()];
+            mine.extend(definition.short_names.iter().map(String::as_str));
+            let kind_pair = [definition.kind.as_str(), definition.list_kind.as_str()];
+            let clash = mine.iter().find(|n| used.contains(**n)).or_else(|| kind_pair.iter().find(|k| kinds.contains(**k)));
+            if let Some(name) = clash {
+                problems.push(Problem::new(
+                    &definition.source,
+                    Some(definition.name.clone()),
+                    vec![format!("names not accepted: \"{name}\" is already in use")],
+                ));
+                continue;
+            }
+            used.extend(mine.iter().map(|s| s.to_string()));
+            kinds.insert(definition.kind.clone());
+            kinds.insert(definition.list_kind.clone());
+            by_name.insert(definition.name.clone(), definition.source.clone());
+            registry.insert(Arc::new(definition));
+        }
+        for versions in registry.group_versions.values_mut() {
+            versions.sort_by(|a, b| version_order::by_priority(a, b));
+            versions.dedup();
+        }
+        (registry, problems)
+    }
+
+    fn insert(&mut self, definition: Arc<Definition>) {
+        let group = self.by_group.entry(definition.group.clone()).or_default();
+        for version in definition.served_versions() {
+            group
+                .entry(version.name.clone())
+                .or_default()
+                .insert(definition.plural.clone(), Served { definition: definition.clone(), version: version.clone() });
+            self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
+        }
+        self.definitions.push(definition);
+    }
+
+    /// The resource served at `/apis/<group>/<version>/<plural>`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Served> {
+        self.by_group.get(group)?.get(version)?.get(plural)
+    }
+
+    /// Every accepted definition, in load order.
+    pub fn definitions(&self) -> &[Arc<Definition>] {
+        &self.definitions
+    }
+
+    /// Groups with their served versions, preferred first.
+    pub fn groups(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.group_versions.iter().map(|(g, v)| (g.as_str(), v.as_slice()))
+    }
+
+    /// Served versions of a group, preferred first.
+    pub fn versions_of(&self, group: &str) -> Option<&[String]> {
+        self.group_versions.get(group).map(Vec::as_slice)
+    }
+
+    /// The resources of a group version, by plural.
+    pub fn resources(&self, group: &str, version: &str) -> Vec<&Served> {
+        let mut out: Vec<&Served> = self.by_group.get(group).and_then(|g| g.get(version)).map(|m| m.values().collect()).unwrap_or_default();
+        out.sort_by(|a, b| a.definition.plural.cmp(&b.definition.plural));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definitions::load::definition_from_value;
+    use serde_json::json;
+
+    fn def(plural: &str, kind: &str, short: &[&str], versions: &[(&str, bool)]) -> Definition {
+        let versions: Vec<_> = versions
+            .iter()
+            .enumerate()
+            .map(|(i, (name, served))| json!({"name": name, "served": served, "storage": i == 0, "schema": {"openAPIV3Schema": {"type": "object"}}}))
+            .collect();
+        definition_from_value(
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.example.com")},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": kind, "shortNames": short}, "versions": versions}
+            }),
+            plural,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn serves_only_served_versions_in_priority_order() {
+        let (registry, problems) = Registry::build(vec![
+            def("foos", "Foo", &[], &[("v1beta1", true), ("v1", true), ("v2alpha1", false)]),
+            def("bars", "Bar", &[], &[("v2", true)]),
+        ]);
+        assert!(problems.is_empty());
+        assert_eq!(registry.versions_of("example.com").unwrap(), &["v2", "v1", "v1beta1"]);
+        assert!(registry.lookup("example.com", "v1", "foos").is_some());
+        assert!(registry.lookup("example.com", "v2alpha1", "foos").is_none());
+        assert!(registry.lookup("example.com", "v2", "foos").is_none());
+    }
+
+    #[test]
+    fn refuses_clashing_names() {
+        let (registry, problems) = Registry::build(vec![
+            def("foos", "Foo", &["f"], &[("v1", true)]),
+            def("fums", "Fum", &["f"], &[("v1", true)]),
+            def("bars", "Foo", &[], &[("v1", true)]),
+        ]);
+        assert_eq!(registry.definitions().len(), 1);
+        assert_eq!(problems.len(), 2);
+        assert!(problems[0].errors[0].contains("\"f\" is already in use"));
+        // The singular defaults to the lower-cased kind, so the kind clash shows there first.
+        assert!(problems[1].errors[0].contains("\"foo\" is already in use"));
+    }
+}
