@@ -3,6 +3,8 @@
 //!
 //! See ARCHITECTURE.md for the map of modules and the direction of their dependencies.
 
+pub mod api;
+pub mod conversion;
 pub mod core;
 pub mod definitions;
 pub mod store;

@@ -15,6 +15,9 @@
 pub mod key;
 pub mod sled;
 
+mod backend;
+pub use backend::Backend;
+
 #[cfg(test)]
 pub mod conformance;
 

@@ -1,0 +1,148 @@
+//! Request and response bodies: the body types of the whole server, reading a request body
+//! under the size limit, and writing responses. `error_response` is the one place where an
+//! [`ApiError`] becomes a `Status` on the wire.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+
+use super::negotiate::Encoding;
+use crate::core::status::{ApiError, Status};
+
+/// Request bodies as the server passes them around.
+pub type ReqBody = UnsyncBoxBody<Bytes, BodyError>;
+/// Response bodies: whole buffers, or streams for watches.
+pub type RespBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// An error while reading a request body.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Largest request body accepted (Kubernetes' `MaxRequestBodyBytes`).
+pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
+/// Wraps bytes as a request body (tests, internal calls).
+pub fn request_body(bytes: impl Into<Bytes>) -> ReqBody {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A whole response body.
+pub fn full(bytes: impl Into<Bytes>) -> RespBody {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+/// Reads a whole request body, refusing more than [`MAX_REQUEST_BYTES`] with 413.
+pub async fn read_limited(body: ReqBody) -> Result<Bytes, ApiError> {
+    match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(
+            ApiError::request_entity_too_large(format!("Request entity too large: limit is {MAX_REQUEST_BYTES}")),
+        ),
+        Err(e) => Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
+    }
+}
+
+/// A response with a body already encoded in `content_type`.
+pub fn bytes_response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<RespBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Encodes a JSON value in the negotiated encoding.
+pub fn value_response(status: StatusCode, encoding: Encoding, value: &serde_json::Value) -> Response<RespBody> {
+    match encoding {
+        Encoding::Yaml => match serde_saphyr::to_string(value) {
+            Ok(text) => bytes_response(status, "application/yaml", text),
+            Err(e) => error_response(&ApiError::internal(format!("encoding YAML: {e}")), Encoding::Json),
+        },
+        Encoding::Json => match serde_json::to_vec(value) {
+            Ok(bytes) => bytes_response(status, "application/json", bytes),
+            Err(e) => error_response(&ApiError::internal(format!("encoding JSON: {e}")), Encoding::Json),
+        },
+    }
+}
+
+/// The `Status` body of an error, in the requested encoding.
+pub fn error_response(error: &ApiError, encoding: Encoding) -> Response<RespBody> {
+    let status = error.to_status();
+    status_response(&status, encoding)
+}
+
+/// Writes a `Status` object (success or failure) with its own code.
+pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody> {
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let value = serde_json::to_value(status).unwrap_or_default();
+    let mut response = value_response(code, encoding, &value);
+    if let Some(seconds) = status.details.as_ref().and_then(|d| d.retry_after_seconds)
+        && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
+}
+
+/// Adds `Warning: 299 - "<text>"` headers, as Kubernetes sends them (each text cut to 256
+/// characters, 4 KiB in all).
+pub fn add_warnings(response: &mut Response<RespBody>, warnings: &[String]) {
+    const MAX_ONE: usize = 256;
+    const MAX_ALL: usize = 4096;
+    let mut total = 0;
+    for text in warnings {
+        let mut text: String = text.chars().filter(|c| !c.is_control()).collect();
+        if text.chars().count() > MAX_ONE {
+            text = text.chars().take(MAX_ONE).collect();
+        }
+        let value = format!("299 - {}", quote_warning(&text));
+        total += value.len();
+        if total > MAX_ALL {
+            break;
+        }
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+}
+
+/// Quotes warning text as Go's `%q` would for ASCII, which is what Kubernetes writes.
+fn quote_warning(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_ascii() => out.push(c),
+            // Header values must be visible ASCII; escape the rest as Go does for %q in ASCII mode.
+            c => {
+                let code = c as u32;
+                if code <= 0xFFFF { out.push_str(&format!("\\u{code:04x}")) } else { out.push_str(&format!("\\U{code:08x}")) }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn oversized_bodies_are_413() {
+        let body = request_body(vec![b'x'; MAX_REQUEST_BYTES + 1]);
+        let err = read_limited(body).await.unwrap_err();
+        assert_eq!(err.code, 413);
+        assert_eq!(err.message, "Request entity too large: limit is 3145728");
+        assert_eq!(read_limited(request_body("ok")).await.unwrap(), Bytes::from_static(b"ok"));
+    }
+
+    #[test]
+    fn warnings_are_quoted() {
+        let mut response = bytes_response(StatusCode::OK, "application/json", "{}");
+        add_warnings(&mut response, &["unknown field \"spec.x\"".to_string()]);
+        assert_eq!(response.headers().get(header::WARNING).unwrap(), r#"299 - "unknown field \"spec.x\"""#);
+    }
+}

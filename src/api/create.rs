@@ -1,0 +1,48 @@
+//! POST of a new object.
+
+use http::{Response, StatusCode};
+
+use super::Api;
+use super::body::{RespBody, ReqBody, add_warnings, read_limited};
+use super::call::Call;
+use super::codec;
+use super::errors;
+use super::negotiate::negotiate;
+use super::objects::{self, Placement};
+use super::present;
+use super::write::{self, FieldValidation};
+use crate::core::status::ApiError;
+use crate::store::Store;
+
+pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), false)?;
+    let bytes = read_limited(body).await?;
+    let mut object = codec::decode_object(&bytes, call.content_type())?.value;
+    write::check_type_meta(call, &object)?;
+    let mode = FieldValidation::of(call)?;
+    let dry_run = call.dry_run()?;
+    let unknown = write::coerce(&mut object)?;
+    let mut warnings = write::field_validation(call, mode, &unknown)?;
+    let placement = Placement {
+        namespace: call.namespace.as_deref(),
+        status_subresource: call.served.version.status_subresource,
+    };
+    let errors = objects::prepare_create(&mut object, &placement)?;
+    warnings.extend(write::validate(call, &object, None, errors)?);
+    let name = objects::name(&object).to_string();
+    let (stored, encoded) = write::to_storage(call, &object)?;
+    let response_object = if dry_run {
+        write::stored_to_response(call, stored, 0).map(|mut o| {
+            if let Some(meta) = objects::metadata_mut(&mut o) {
+                meta.remove("resourceVersion");
+            }
+            o
+        })?
+    } else {
+        let revision = api.store().create(&call.key_of(&name), encoded).await.map_err(|e| errors::storage(e, call, &name))?;
+        write::stored_to_response(call, stored, revision)?
+    };
+    let mut response = present::object_response(call, output, StatusCode::CREATED, response_object)?;
+    add_warnings(&mut response, &warnings);
+    Ok(response)
+}

@@ -1,0 +1,187 @@
+//! DELETE of one object (preconditions, finalizers, propagation policy) and of a collection.
+
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::Api;
+use super::body::{self, RespBody, ReqBody, read_limited};
+use super::call::Call;
+use super::errors;
+use super::list::Filter;
+use super::negotiate::{Encoding, negotiate};
+use super::objects;
+use super::present;
+use super::update::read_current;
+use crate::core::status::{ApiError, StatusDetails, success_status};
+use crate::store::{self, ListOptions, Store};
+
+/// Attempts before a delete that keeps conflicting gives up.
+const MAX_ATTEMPTS: usize = 5;
+
+/// The parts of `DeleteOptions` this server acts on.
+#[derive(Debug, Default)]
+pub struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub propagation_policy: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// Reads options from the body (a `DeleteOptions` object, possibly empty) and the query.
+    pub fn parse(call: &Call, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+        let mut options = DeleteOptions { dry_run: call.dry_run()?, ..DeleteOptions::default() };
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            let value: Value = serde_json::from_slice(body)
+                .or_else(|_| std::str::from_utf8(body).map_err(|e| e.to_string()).and_then(|t| serde_saphyr::from_str(t).map_err(|e| e.to_string())))
+                .map_err(|e| ApiError::bad_request(format!("unable to decode DeleteOptions: {e}")))?;
+            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+            options.uid = text(value.pointer("/preconditions/uid"));
+            options.resource_version = text(value.pointer("/preconditions/resourceVersion"));
+            options.propagation_policy = text(value.get("propagationPolicy"));
+            if let Some(dry) = value.get("dryRun").and_then(Value::as_array) {
+                match dry.iter().map(|v| v.as_str().unwrap_or_default()).collect::<Vec<_>>().as_slice() {
+                    [] => {}
+                    ["All"] => options.dry_run = true,
+                    other => return Err(ApiError::bad_request(format!("Invalid dryRun value {:?}: supported values: \"All\"", other.join(",")))),
+                }
+            }
+            if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) && options.propagation_policy.is_none() {
+                options.propagation_policy = Some("Orphan".into());
+            }
+        }
+        if let Some(policy) = call.query.get("propagationPolicy").filter(|p| !p.is_empty()) {
+            options.propagation_policy = Some(policy.to_string());
+        }
+        match options.propagation_policy.as_deref() {
+            None | Some("Orphan" | "Background" | "Foreground") => Ok(options),
+            Some(other) => Err(ApiError::invalid(
+                &crate::core::gvr::GroupKind::new("meta.k8s.io", "DeleteOptions"),
+                "",
+                &[crate::core::field::FieldError::not_supported(
+                    crate::core::field::Path::new("propagationPolicy"),
+                    other,
+                    &["Foreground", "Background", "Orphan", "nil"],
+                )],
+            )),
+        }
+    }
+}
+
+/// What deleting one object did.
+enum Outcome {
+    /// Gone; the last state.
+    Deleted(Value),
+    /// Finalizers remain: marked for deletion; the current state.
+    Pending(Value),
+}
+
+async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions) -> Result<Outcome, ApiError> {
+    let call = Call { name: name.to_string(), ..call.clone() };
+    let resource = call.resource();
+    for _ in 0..MAX_ATTEMPTS {
+        let (current, mut object) = read_current(api, &call).await?;
+        if let Some(uid) = &options.uid
+            && uid != objects::uid(&object)
+        {
+            let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", objects::uid(&object));
+            return Err(ApiError::conflict(&resource, name, &why));
+        }
+        if let Some(rv) = &options.resource_version
+            && rv != objects::resource_version(&object)
+        {
+            let why = format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                objects::resource_version(&object)
+            );
+            return Err(ApiError::conflict(&resource, name, &why));
+        }
+        let mut finalizers = objects::finalizers(&object);
+        let policy_finalizer = match options.propagation_policy.as_deref() {
+            Some("Orphan") => Some("orphan"),
+            Some("Foreground") => Some("foregroundDeletion"),
+            _ => None,
+        };
+        if let Some(f) = policy_finalizer
+            && !finalizers.iter().any(|x| x == f)
+            && (!finalizers.is_empty() || !objects::is_deleting(&object))
+        {
+            finalizers.push(f.to_string());
+        }
+        if finalizers.is_empty() {
+            if options.dry_run {
+                return Ok(Outcome::Deleted(object));
+            }
+            return match api.store().delete(&call.key(), Some(current.revision)).await {
+                Ok((revision, _)) => {
+                    objects::set_resource_version(&mut object, revision);
+                    Ok(Outcome::Deleted(object))
+                }
+                Err(store::Error::Conflict { .. }) => continue,
+                Err(e) => Err(errors::storage(e, &call, name)),
+            };
+        }
+        if objects::is_deleting(&object) && finalizers == objects::finalizers(&object) {
+            return Ok(Outcome::Pending(object));
+        }
+        let meta = objects::ensure_metadata(&mut object)?;
+        if !meta.get("deletionTimestamp").is_some_and(|v| !v.is_null()) {
+            meta.insert("deletionTimestamp".into(), json!(crate::core::time::now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
+        meta.insert("finalizers".into(), json!(finalizers));
+        if options.dry_run {
+            return Ok(Outcome::Pending(object));
+        }
+        let (stored, encoded) = super::write::to_storage(&call, &object)?;
+        match api.store().update(&call.key(), current.revision, encoded).await {
+            Ok(revision) => return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?)),
+            Err(store::Error::Conflict { .. }) => continue,
+            Err(e) => return Err(errors::storage(e, &call, name)),
+        }
+    }
+    Err(ApiError::conflict(&resource, name, errors::OPTIMISTIC_LOCK_MESSAGE))
+}
+
+pub async fn delete(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), false)?;
+    let bytes = read_limited(body).await?;
+    let options = DeleteOptions::parse(call, &bytes)?;
+    match delete_one(api, call, &call.name, &options).await? {
+        Outcome::Pending(object) => present::object_response(call, output, StatusCode::OK, object),
+        Outcome::Deleted(object) => {
+            let details = StatusDetails {
+                name: call.name.clone(),
+                group: call.served.definition.group.clone(),
+                kind: call.served.definition.plural.clone(),
+                uid: objects::uid(&object).to_string(),
+                ..StatusDetails::default()
+            };
+            let encoding = if output.encoding == Encoding::Yaml { Encoding::Yaml } else { Encoding::Json };
+            Ok(body::status_response(&success_status(Some(details)), encoding))
+        }
+    }
+}
+
+pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), true)?;
+    let bytes = read_limited(body).await?;
+    let options = DeleteOptions::parse(call, &bytes)?;
+    let filter = Filter::of(call)?;
+    let page = api.store().list(&call.prefix(), ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
+    let mut deleted = Vec::new();
+    for kv in page.items {
+        let object = present::from_storage(call, &kv.value, kv.revision)?;
+        if !filter.matches(&object) {
+            continue;
+        }
+        let item_call = Call { namespace: Some(objects::namespace(&object).to_string()).filter(|n| !n.is_empty()), ..call.clone() };
+        match delete_one(api, &item_call, objects::name(&object), &options).await {
+            Ok(Outcome::Deleted(o) | Outcome::Pending(o)) => deleted.push(o),
+            // Deleted meanwhile by someone else: nothing left to do.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    present::list_response(call, output, deleted, present::list_metadata(api.store().current_revision(), None))
+}

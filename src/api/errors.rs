@@ -1,0 +1,35 @@
+//! Storage and conversion errors as Kubernetes API errors, for the resource a call addresses
+//! (`storage/errors` and `InterpretGetError` & co. in k8s.io/apiserver).
+
+use super::call::Call;
+use crate::core::status::ApiError;
+use crate::store;
+
+/// The message of an optimistic-concurrency conflict.
+pub const OPTIMISTIC_LOCK_MESSAGE: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// Maps a storage error about the call's object.
+pub fn storage(error: store::Error, call: &Call, name: &str) -> ApiError {
+    let resource = call.resource();
+    match error {
+        store::Error::NotFound(_) => ApiError::not_found(&resource, name),
+        store::Error::AlreadyExists(_) => ApiError::already_exists(&resource, name),
+        store::Error::Conflict { .. } => ApiError::conflict(&resource, name, OPTIMISTIC_LOCK_MESSAGE),
+        store::Error::Expired { requested, oldest } => {
+            ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+        }
+        store::Error::TooLarge { requested, current } => ApiError::timeout(
+            format!("Too large resource version: {requested}, current: {current}"),
+            1,
+        )
+        .with_cause("ResourceVersionTooLarge", "Too large resource version", ""),
+        store::Error::Closed => ApiError::service_unavailable("storage is shutting down"),
+        store::Error::Backend(message) => ApiError::internal(message),
+    }
+}
+
+/// Maps a conversion failure.
+pub fn conversion(error: crate::conversion::Error) -> ApiError {
+    ApiError::internal(error.to_string())
+}

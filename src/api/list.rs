@@ -1,0 +1,224 @@
+//! LIST of a collection: list options (`limit`, `continue`, `resourceVersion`,
+//! `resourceVersionMatch`), label and field selectors, and continue tokens.
+
+use base64::Engine;
+use http::Response;
+use serde_json::{Value, json};
+
+use super::Api;
+use super::body::RespBody;
+use super::call::Call;
+use super::errors;
+use super::negotiate::negotiate;
+use super::objects;
+use super::present;
+use super::selectors::{FieldSelector, LabelSelector, field_text};
+use crate::core::status::ApiError;
+use crate::store::{self, ListOptions, Revision, Store, key};
+
+/// Items read per store call when selectors filter what comes back.
+const FILTERED_PAGE: usize = 500;
+
+/// The selectors of a list or watch.
+pub struct Filter {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn of(call: &Call) -> Result<Filter, ApiError> {
+        let labels = LabelSelector::parse(call.query.get("labelSelector").unwrap_or_default())?;
+        let fields = FieldSelector::parse(call.query.get("fieldSelector").unwrap_or_default(), &supported_fields(call))?;
+        Ok(Filter { labels, fields })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    pub fn matches(&self, object: &Value) -> bool {
+        self.labels.matches_object(object)
+            && self.fields.matches(|field| match field {
+                "metadata.name" => objects::name(object).to_string(),
+                "metadata.namespace" => objects::namespace(object).to_string(),
+                path => field_text(object, path),
+            })
+    }
+}
+
+/// Field labels a resource supports: name, namespace (namespaced only) and the version's
+/// selectable fields.
+pub fn supported_fields(call: &Call) -> Vec<String> {
+    let mut fields = vec!["metadata.name".to_string()];
+    if call.served.definition.namespaced() {
+        fields.push("metadata.namespace".to_string());
+    }
+    fields.extend(call.served.version.selectable_fields.iter().cloned());
+    fields
+}
+
+/// Parses a resourceVersion parameter.
+pub fn parse_revision(text: &str) -> Result<Revision, ApiError> {
+    text.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {text}")).with_cause("FieldValueInvalid", &format!("Invalid value: {text:?}: must be a non-negative integer"), "resourceVersion"))
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: Revision,
+    start: String,
+}
+
+const TOO_OLD_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+fn encode_continue(revision: Revision, start: &str) -> String {
+    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": start});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(text: &str) -> Result<ContinueToken, ApiError> {
+    let invalid = |why: String| ApiError::bad_request(format!("continue key is not valid: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.trim_end_matches('='))
+        .map_err(|e| invalid(e.to_string()))?;
+    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| invalid(e.to_string()))?;
+    if token.v != "meta.k8s.io/v1" {
+        return Err(invalid(format!("incorrect encoded start resourceVersion (version {})", token.v)));
+    }
+    if token.start.contains("..") || token.start.starts_with('/') {
+        return Err(invalid("continue key may not contain a path traversal".into()));
+    }
+    Ok(token)
+}
+
+/// Where a list starts: the revision to read at and the key to start after.
+struct Start {
+    revision: Option<Revision>,
+    /// Wait for the store to reach this revision first (NotOlderThan semantics).
+    at_least: Option<Revision>,
+    start_after: Option<String>,
+}
+
+fn start_of(call: &Call) -> Result<Start, ApiError> {
+    let rv = call.query.get("resourceVersion").unwrap_or_default();
+    let rvm = call.query.get("resourceVersionMatch").unwrap_or_default();
+    if let Some(token) = call.query.get("continue").filter(|c| !c.is_empty()) {
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+        }
+        let token = decode_continue(token)?;
+        let start_after = format!("{}{}", key_root(call), token.start);
+        return Ok(Start { revision: Some(token.rv), at_least: None, start_after: Some(start_after) });
+    }
+    if call.query.get("sendInitialEvents").is_some() {
+        return Err(list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+    match (rv, rvm) {
+        ("", "") => Ok(Start { revision: None, at_least: None, start_after: None }),
+        ("", _) => Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided")),
+        (rv, "Exact") => {
+            let revision = parse_revision(rv)?;
+            if revision == 0 {
+                return Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+            }
+            Ok(Start { revision: Some(revision), at_least: None, start_after: None })
+        }
+        (rv, "" | "NotOlderThan") => {
+            let revision = parse_revision(rv)?;
+            Ok(Start { revision: None, at_least: (revision > 0).then_some(revision), start_after: None })
+        }
+        (_, other) => Err(list_options_invalid(
+            "resourceVersionMatch",
+            &format!("Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""),
+        )),
+    }
+}
+
+/// A 422 about list options, as Kubernetes words it.
+pub fn list_options_invalid(field: &str, message: &str) -> ApiError {
+    let error = crate::core::field::FieldError::forbidden(crate::core::field::Path::new(field), message);
+    ApiError::invalid(&crate::core::gvr::GroupKind::new("meta.k8s.io", "ListOptions"), "", &[error])
+}
+
+/// The key prefix continue tokens are relative to (the resource, across namespaces).
+fn key_root(call: &Call) -> String {
+    let d = &call.served.definition;
+    key::resource_prefix(&d.group, &d.plural)
+}
+
+/// Waits briefly for the store to reach `revision`, as Kubernetes' watch cache does; then
+/// answers 504 with `ResourceVersionTooLarge`.
+pub async fn wait_for_revision(api: &Api, call: &Call, revision: Revision) -> Result<(), ApiError> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    while api.store().current_revision() < revision {
+        if tokio::time::Instant::now() >= deadline {
+            let current = api.store().current_revision();
+            return Err(errors::storage(store::Error::TooLarge { requested: revision, current }, call, ""));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), true)?;
+    let filter = Filter::of(call)?;
+    let limit = match call.query.get("limit").filter(|l| !l.is_empty()) {
+        Some(l) => l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
+        None => 0,
+    };
+    let limit = usize::try_from(limit).ok().filter(|l| *l > 0);
+    let start = start_of(call)?;
+    if let Some(revision) = start.at_least {
+        wait_for_revision(api, call, revision).await?;
+    }
+    let prefix = call.prefix();
+    let mut items = Vec::new();
+    let mut revision = start.revision;
+    let mut start_after = start.start_after;
+    let mut continue_from: Option<String> = None;
+    let page_limit = if filter.is_empty() { limit } else { Some(limit.unwrap_or(FILTERED_PAGE).max(FILTERED_PAGE)) };
+    'pages: loop {
+        let options = ListOptions { revision, start_after: start_after.clone(), limit: page_limit };
+        let page = api.store().list(&prefix, options).await.map_err(|e| match e {
+            store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),
+            other => errors::storage(other, call, ""),
+        })?;
+        revision = Some(page.revision);
+        let count = page.items.len();
+        for (i, kv) in page.items.into_iter().enumerate() {
+            let object = present::from_storage(call, &kv.value, kv.revision)?;
+            if filter.matches(&object) {
+                items.push(object);
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                if i + 1 < count || page.more {
+                    continue_from = Some(kv.key);
+                }
+                break 'pages;
+            }
+            start_after = Some(kv.key);
+        }
+        if !page.more {
+            break;
+        }
+    }
+    let revision = revision.unwrap_or_else(|| api.store().current_revision());
+    let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
+    present::list_response(call, output, items, present::list_metadata(revision, token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let token = encode_continue(42, "default/x");
+        let decoded = decode_continue(&token).unwrap();
+        assert_eq!((decoded.rv, decoded.start.as_str()), (42, "default/x"));
+        assert_eq!(decode_continue("not base64!").unwrap_err().code, 400);
+        let traversal = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#);
+        assert_eq!(decode_continue(&traversal).unwrap_err().code, 400);
+    }
+}

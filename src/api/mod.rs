@@ -1,0 +1,210 @@
+//! The Kubernetes API of custom resources: discovery, OpenAPI, and the resource endpoints
+//! (get, list, watch, create, update, patch, delete, deletecollection), one file per verb.
+//!
+//! Owns request semantics: negotiation, object metadata rules, list options, watch streams,
+//! and turning module errors into Kubernetes `Status` errors. Reads identity and request info
+//! from request extensions; never parses credentials and never decides authorization.
+
+pub mod body;
+pub mod call;
+pub mod codec;
+pub mod create;
+pub mod delete;
+pub mod discovery;
+pub mod errors;
+pub mod get;
+pub mod jsonpath;
+pub mod list;
+pub mod negotiate;
+pub mod objects;
+pub mod openapi;
+pub mod patch;
+pub mod present;
+pub mod scale;
+pub mod selectors;
+pub mod table;
+pub mod update;
+pub mod watch;
+pub mod write;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use http::{Request, Response, StatusCode, header};
+
+use body::{ReqBody, RespBody};
+use discovery::Discovery;
+use negotiate::{Encoding, parse_accept, plain_encoding};
+
+use crate::core::request_info::RequestInfo;
+use crate::core::status::ApiError;
+use crate::core::user::UserInfo;
+use crate::definitions::Registry;
+use crate::store::Backend;
+
+/// The registry and every document derived from it, swapped as one.
+pub struct Catalog {
+    pub registry: Registry,
+    pub discovery: Discovery,
+    pub openapi: openapi::Documents,
+}
+
+impl Catalog {
+    pub fn new(registry: Registry) -> Catalog {
+        let discovery = Discovery::build(&registry);
+        let openapi = openapi::Documents::build(&registry);
+        Catalog { registry, discovery, openapi }
+    }
+}
+
+/// Tunables of the API.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Watches without `timeoutSeconds` last a random time between this and twice this.
+    pub min_request_timeout: std::time::Duration,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions { min_request_timeout: std::time::Duration::from_secs(1800) }
+    }
+}
+
+/// The API: served definitions plus the store.
+pub struct Api {
+    catalog: ArcSwap<Catalog>,
+    store: Backend,
+    options: ApiOptions,
+}
+
+impl Api {
+    pub fn new(store: Backend, registry: Registry, options: ApiOptions) -> Api {
+        Api { catalog: ArcSwap::from_pointee(Catalog::new(registry)), store, options }
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
+
+    /// Serves a new set of definitions from now on.
+    pub fn replace_registry(&self, registry: Registry) {
+        self.catalog.store(Arc::new(Catalog::new(registry)));
+    }
+
+    pub fn store(&self) -> &Backend {
+        &self.store
+    }
+
+    pub fn options(&self) -> &ApiOptions {
+        &self.options
+    }
+
+    /// Serves a resource request (`/apis/<g>/<v>/...` with a resource).
+    pub async fn serve_resource(&self, request: Request<ReqBody>) -> Response<RespBody> {
+        let encoding = plain_encoding(request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+        let info = request.extensions().get::<RequestInfo>().cloned();
+        let user = request.extensions().get::<UserInfo>().cloned().unwrap_or_else(UserInfo::anonymous);
+        let Some(info) = info else {
+            return body::error_response(&ApiError::internal("request info missing"), encoding);
+        };
+        let catalog = self.catalog();
+        let (parts, request_body) = request.into_parts();
+        let call = match call::Call::resolve(&catalog, &info, &parts, user) {
+            Ok(c) => c,
+            Err(e) => return body::error_response(&e, encoding),
+        };
+        let mut response = match call::dispatch(self, &call, request_body).await {
+            Ok(r) => r,
+            Err(e) => body::error_response(&e, encoding),
+        };
+        if let Some(warning) = &call.served.version.deprecation_warning {
+            body::add_warnings(&mut response, std::slice::from_ref(warning));
+        }
+        response
+    }
+
+    /// `/api`
+    pub fn serve_legacy_root(&self, accept: Option<&str>, if_none_match: Option<&str>) -> Response<RespBody> {
+        let catalog = self.catalog();
+        match aggregated_version(accept) {
+            Some(v) => {
+                let doc = if v == "v2" { &catalog.discovery.api_aggregated_v2 } else { &catalog.discovery.api_aggregated_v2beta1 };
+                aggregated_response(doc, v, if_none_match)
+            }
+            None => document_response(&catalog.discovery.api_versions.body),
+        }
+    }
+
+    /// `/apis`: the group list, or aggregated discovery when the client asks for it.
+    pub fn serve_apis(&self, accept: Option<&str>, if_none_match: Option<&str>) -> Response<RespBody> {
+        let catalog = self.catalog();
+        match aggregated_version(accept) {
+            Some(v) => {
+                let doc = if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
+                aggregated_response(doc, v, if_none_match)
+            }
+            None => {
+                let mut response = document_response(&catalog.discovery.group_list.body);
+                response.headers_mut().insert(header::VARY, http::HeaderValue::from_static("Accept"));
+                response
+            }
+        }
+    }
+
+    /// `/apis/<group>`
+    pub fn serve_group(&self, group: &str, encoding: Encoding) -> Response<RespBody> {
+        match self.catalog().discovery.group(group) {
+            Some(doc) => document_response(&doc.body),
+            None => body::error_response(&ApiError::path_not_found(), encoding),
+        }
+    }
+
+    /// `/apis/<group>/<version>`
+    pub fn serve_group_version(&self, group: &str, version: &str, encoding: Encoding) -> Response<RespBody> {
+        match self.catalog().discovery.group_version(group, version) {
+            Some(doc) => document_response(&doc.body),
+            None => body::error_response(&ApiError::path_not_found(), encoding),
+        }
+    }
+}
+
+fn document_response(bytes: &bytes::Bytes) -> Response<RespBody> {
+    body::bytes_response(StatusCode::OK, "application/json", bytes.clone())
+}
+
+/// The aggregated discovery version the client asks for first, if any.
+fn aggregated_version(accept: Option<&str>) -> Option<&'static str> {
+    for range in parse_accept(accept?) {
+        if range.param("as") == Some("APIGroupDiscoveryList") && range.param("g") == Some("apidiscovery.k8s.io") {
+            match range.param("v") {
+                Some("v2") => return Some("v2"),
+                Some("v2beta1") => return Some("v2beta1"),
+                _ => continue,
+            }
+        }
+        if range.param("as").is_none() && matches!(range.essence.as_str(), "application/json" | "*/*" | "application/*") {
+            return None;
+        }
+    }
+    None
+}
+
+fn aggregated_response(doc: &discovery::Document, version: &str, if_none_match: Option<&str>) -> Response<RespBody> {
+    let content_type = if version == "v2" {
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    } else {
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    };
+    let mut response = if if_none_match.is_some_and(|tag| tag.split(',').any(|t| t.trim() == doc.etag)) {
+        let mut r = body::bytes_response(StatusCode::NOT_MODIFIED, content_type, bytes::Bytes::new());
+        r.headers_mut().remove(header::CONTENT_TYPE);
+        r
+    } else {
+        body::bytes_response(StatusCode::OK, content_type, doc.body.clone())
+    };
+    if let Ok(v) = http::HeaderValue::from_str(&doc.etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response.headers_mut().insert(header::VARY, http::HeaderValue::from_static("Accept"));
+    response
+}

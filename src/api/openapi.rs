@@ -1,0 +1,365 @@
+//! OpenAPI v3 documents of the served group versions (`/openapi/v3`, and one document per
+//! group version), built once per registry. kubectl reads them to decide between server-side
+//! and client-side validation, to pick a patch type, and for `kubectl explain`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use crate::definitions::Definition;
+use crate::definitions::registry::{Registry, Served};
+
+const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
+
+/// An encoded document and its hash (used in the index's URLs and as the entity tag).
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub body: Bytes,
+    pub hash: String,
+}
+
+impl Document {
+    fn new(value: &Value) -> Document {
+        let body = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+        let digest = ring::digest::digest(&ring::digest::SHA512, &body);
+        let hash: String = digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect();
+        Document { body, hash }
+    }
+}
+
+/// Every OpenAPI document of one registry.
+#[derive(Debug, Clone)]
+pub struct Documents {
+    pub v3_index: Document,
+    v3: BTreeMap<(String, String), Document>,
+}
+
+impl Documents {
+    pub fn build(registry: &Registry) -> Documents {
+        let shared = SharedSchemas::generate();
+        let mut v3 = BTreeMap::new();
+        let mut index = Map::new();
+        for (group, versions) in registry.groups() {
+            for version in versions {
+                let resources = registry.resources(group, version);
+                let doc = Document::new(&group_version_v3(group, version, &resources, &shared));
+                index.insert(
+                    format!("apis/{group}/{version}"),
+                    json!({"serverRelativeURL": format!("/openapi/v3/apis/{group}/{version}?hash={}", doc.hash)}),
+                );
+                v3.insert((group.to_string(), version.clone()), doc);
+            }
+        }
+        Documents { v3_index: Document::new(&json!({"paths": index})), v3 }
+    }
+
+    pub fn v3(&self, group: &str, version: &str) -> Option<&Document> {
+        self.v3.get(&(group.to_string(), version.to_string()))
+    }
+}
+
+/// Schemas of Kubernetes' own types that CRD documents refer to, generated from k8s-openapi.
+struct SharedSchemas {
+    definitions: Map<String, Value>,
+    api_version_description: String,
+    kind_description: String,
+}
+
+impl SharedSchemas {
+    fn generate() -> SharedSchemas {
+        use k8s_openapi::api::autoscaling::v1::Scale;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ListMeta, ObjectMeta, Patch, Status};
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        generator.subschema_for::<ObjectMeta>();
+        generator.subschema_for::<ListMeta>();
+        generator.subschema_for::<DeleteOptions>();
+        generator.subschema_for::<Patch>();
+        generator.subschema_for::<Status>();
+        generator.subschema_for::<Scale>();
+        let config_map = generator.subschema_for::<k8s_openapi::api::core::v1::ConfigMap>();
+        let mut definitions = generator.take_definitions(true);
+        let describe = |field: &str| {
+            definitions
+                .get("io.k8s.api.core.v1.ConfigMap")
+                .and_then(|d| d.pointer(&format!("/properties/{field}/description")))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let api_version_description = describe("apiVersion");
+        let kind_description = describe("kind");
+        let _ = config_map;
+        definitions.remove("io.k8s.api.core.v1.ConfigMap");
+        SharedSchemas { definitions, api_version_description, kind_description }
+    }
+}
+
+/// `com.example.stable` for `stable.example.com`.
+pub fn reversed_group(group: &str) -> String {
+    group.split('.').rev().collect::<Vec<_>>().join(".")
+}
+
+/// The component name of a kind: `com.example.stable.v1.CronTab`.
+pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    format!("{}.{version}.{kind}", reversed_group(group))
+}
+
+fn upper_camel(text: &str) -> String {
+    text.split(['.', '-'])
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+        })
+        .collect()
+}
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!([{"group": group, "kind": kind, "version": version}])
+}
+
+/// A CRD schema as published in v3: int-or-string unfolded into `anyOf`.
+fn publishable(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out: Map<String, Value> = map.iter().map(|(k, v)| (k.clone(), publishable_child(k, v))).collect();
+            if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) && !out.contains_key("anyOf") {
+                out.insert("anyOf".into(), json!([{"type": "integer"}, {"type": "string"}]));
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn publishable_child(key: &str, value: &Value) -> Value {
+    match (key, value) {
+        ("properties" | "patternProperties" | "definitions", Value::Object(props)) => {
+            Value::Object(props.iter().map(|(k, v)| (k.clone(), publishable(v))).collect())
+        }
+        ("items" | "additionalProperties" | "not", v @ Value::Object(_)) => publishable(v),
+        ("allOf" | "anyOf" | "oneOf", Value::Array(items)) => Value::Array(items.iter().map(publishable).collect()),
+        ("default" | "enum" | "example", v) => v.clone(),
+        (_, v) => v.clone(),
+    }
+}
+
+fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
+    let mut schema = served.version.openapi_schema.as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
+    if let Value::Object(map) = &mut schema {
+        let properties = map.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(props) = properties {
+            props.insert("apiVersion".into(), json!({"type": "string", "description": shared.api_version_description}));
+            props.insert("kind".into(), json!({"type": "string", "description": shared.kind_description}));
+            let mut meta = reference(&format!("{META}.ObjectMeta"));
+            meta["description"] = json!("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata");
+            props.insert("metadata".into(), json!({"allOf": [reference(&format!("{META}.ObjectMeta"))], "description": meta["description"]}));
+        }
+        map.insert("x-kubernetes-group-version-kind".into(), gvk(&definition.group, &served.version.name, &definition.kind));
+    }
+    schema
+}
+
+fn list_schema(definition: &Definition, version: &str, item: &str, shared: &SharedSchemas) -> Value {
+    json!({
+        "description": format!("{} is a list of {}", definition.list_kind, definition.kind),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": shared.api_version_description},
+            "items": {"type": "array", "description": format!("List of {}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md", definition.plural), "items": reference(item)},
+            "kind": {"type": "string", "description": shared.kind_description},
+            "metadata": {"allOf": [reference(&format!("{META}.ListMeta"))], "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"},
+        },
+        "x-kubernetes-group-version-kind": gvk(&definition.group, version, &definition.list_kind),
+    })
+}
+
+fn query(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "description": description, "schema": schema, "uniqueItems": true})
+}
+
+fn common_parameters() -> BTreeMap<&'static str, Value> {
+    let s = json!({"type": "string"});
+    let b = json!({"type": "boolean"});
+    let i = json!({"type": "integer"});
+    BTreeMap::from([
+        ("allowWatchBookmarks", query("allowWatchBookmarks", "allowWatchBookmarks requests watch events with type \"BOOKMARK\".", b.clone())),
+        ("continue", query("continue", "The continue option should be set when retrieving more results from the server.", s.clone())),
+        ("dryRun", query("dryRun", "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed", s.clone())),
+        ("fieldManager", query("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes.", s.clone())),
+        ("fieldSelector", query("fieldSelector", "A selector to restrict the list of returned objects by their fields. Defaults to everything.", s.clone())),
+        ("fieldValidation", query("fieldValidation", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.", s.clone())),
+        ("force", query("force", "Force is going to \"force\" Apply requests. It must be unset for non-apply patch requests.", b.clone())),
+        ("gracePeriodSeconds", query("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", i.clone())),
+        ("labelSelector", query("labelSelector", "A selector to restrict the list of returned objects by their labels. Defaults to everything.", s.clone())),
+        ("limit", query("limit", "limit is a maximum number of responses to return for a list call.", i.clone())),
+        ("orphanDependents", query("orphanDependents", "Deprecated: please use the PropagationPolicy.", b.clone())),
+        ("propagationPolicy", query("propagationPolicy", "Whether and how garbage collection will be performed.", s.clone())),
+        ("resourceVersion", query("resourceVersion", "resourceVersion sets a constraint on what resource versions a request may be served from.", s.clone())),
+        ("resourceVersionMatch", query("resourceVersionMatch", "resourceVersionMatch determines how resourceVersion is applied to list calls.", s.clone())),
+        ("sendInitialEvents", query("sendInitialEvents", "`sendInitialEvents=true` may be set together with `watch=true`.", b.clone())),
+        ("timeoutSeconds", query("timeoutSeconds", "Timeout for the list/watch call.", i)),
+        ("watch", query("watch", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.", b)),
+        ("pretty", query("pretty", "If 'true', then the output is pretty printed.", s)),
+    ])
+}
+
+fn params(all: &BTreeMap<&'static str, Value>, names: &[&str]) -> Vec<Value> {
+    names.iter().filter_map(|n| all.get(n).cloned()).collect()
+}
+
+fn content(schema: Value, types: &[&str]) -> Value {
+    Value::Object(types.iter().map(|t| (t.to_string(), json!({"schema": schema}))).collect())
+}
+
+fn responses(codes: &[(&str, &str)], schema: &Value) -> Value {
+    Value::Object(
+        codes
+            .iter()
+            .map(|(code, what)| (code.to_string(), json!({"description": what, "content": content(schema.clone(), &["application/json", "application/yaml"])})))
+            .collect(),
+    )
+}
+
+const LIST_PARAMS: &[&str] = &[
+    "allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
+    "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch",
+];
+const PATCH_CONTENT: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+
+struct Op<'a> {
+    group: &'a str,
+    version: &'a str,
+    tag: String,
+    id_suffix: String,
+}
+
+impl Op<'_> {
+    fn operation(&self, action: &str, verb: &str, description: String, parameters: Vec<Value>, body: Option<Value>, responses: Value, k8s_kind: &str) -> Value {
+        let mut op = json!({
+            "tags": [self.tag],
+            "description": description,
+            "operationId": format!("{verb}{}", self.id_suffix),
+            "parameters": parameters,
+            "responses": responses,
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": {"group": self.group, "version": self.version, "kind": k8s_kind},
+        });
+        if let Some(body) = body {
+            op["requestBody"] = body;
+        }
+        op
+    }
+}
+
+fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &SharedSchemas) -> Value {
+    let all = common_parameters();
+    let mut paths = Map::new();
+    let mut schemas: Map<String, Value> = shared.definitions.clone();
+    let tag = format!("{}_{}", upper_camel(group).chars().enumerate().map(|(i, c)| if i == 0 { c.to_ascii_lowercase() } else { c }).collect::<String>(), version);
+    for served in resources {
+        let d = &served.definition;
+        let item = definition_name(group, version, &d.kind);
+        let list = definition_name(group, version, &d.list_kind);
+        schemas.insert(item.clone(), object_schema(d, served, shared));
+        schemas.insert(list.clone(), list_schema(d, version, &item, shared));
+        let namespaced = if d.namespaced() { "Namespaced" } else { "" };
+        let gv = format!("{}{}", upper_camel(group), upper_camel(version));
+        let op = |suffix: &str| Op { group, version, tag: tag.clone(), id_suffix: format!("{gv}{namespaced}{}{suffix}", d.kind) };
+        let collection = crate::core::paths::openapi_collection_template(&crate::core::gvr::GroupVersion::new(group, version), d.namespaced(), &d.plural);
+        let item_path = format!("{collection}/{{name}}");
+        let object = reference(&item);
+        let status = reference(&format!("{META}.Status"));
+        let write_params = params(&all, &["dryRun", "fieldManager", "fieldValidation"]);
+        let path_params = |name: bool| {
+            let mut p = Vec::new();
+            if name {
+                p.push(json!({"name": "name", "in": "path", "description": format!("name of the {}", d.kind), "required": true, "schema": {"type": "string", "uniqueItems": true}}));
+            }
+            if d.namespaced() {
+                p.push(json!({"name": "namespace", "in": "path", "description": "object name and auth scope, such as for teams and projects", "required": true, "schema": {"type": "string", "uniqueItems": true}}));
+            }
+            p.extend(all.get("pretty").cloned());
+            p
+        };
+        let o = op("");
+        let mut coll = json!({
+            "get": o.operation("list", "list", format!("list objects of kind {}", d.kind), params(&all, LIST_PARAMS), None, responses(&[("200", "OK")], &reference(&list)), &d.kind),
+            "post": o.operation("post", "create", format!("create a {}", d.kind), write_params.clone(), Some(json!({"content": content(object.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created"), ("202", "Accepted")], &object), &d.kind),
+            "delete": o.operation("deletecollection", "deletecollection", format!("delete collection of {}", d.kind), params(&all, &["continue", "dryRun", "fieldSelector", "gracePeriodSeconds", "labelSelector", "limit", "orphanDependents", "propagationPolicy", "resourceVersion", "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds"]), None, responses(&[("200", "OK")], &status), &d.kind),
+        });
+        coll["parameters"] = json!(path_params(false));
+        paths.insert(collection.clone(), coll);
+        let patch_body = json!({"content": content(reference(&format!("{META}.Patch")), PATCH_CONTENT)});
+        let mut single = json!({
+            "get": o.operation("get", "read", format!("read the specified {}", d.kind), vec![], None, responses(&[("200", "OK")], &object), &d.kind),
+            "put": o.operation("put", "replace", format!("replace the specified {}", d.kind), write_params.clone(), Some(json!({"content": content(object.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created")], &object), &d.kind),
+            "patch": o.operation("patch", "patch", format!("partially update the specified {}", d.kind), params(&all, &["dryRun", "fieldManager", "fieldValidation", "force"]), Some(patch_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &object), &d.kind),
+            "delete": o.operation("delete", "delete", format!("delete a {}", d.kind), params(&all, &["dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy"]), Some(json!({"content": content(reference(&format!("{META}.DeleteOptions")), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("202", "Accepted")], &status), &d.kind),
+        });
+        single["parameters"] = json!(path_params(true));
+        paths.insert(item_path.clone(), single);
+        if d.namespaced() {
+            let all_ns = Op { group, version, tag: tag.clone(), id_suffix: format!("{gv}{}ForAllNamespaces", d.kind) };
+            let path = crate::core::paths::openapi_collection_template(&crate::core::gvr::GroupVersion::new(group, version), false, &d.plural);
+            let mut entry = json!({"get": all_ns.operation("list", "list", format!("list objects of kind {}", d.kind), params(&all, LIST_PARAMS), None, responses(&[("200", "OK")], &reference(&list)), &d.kind)});
+            entry["parameters"] = json!(all.get("pretty").cloned().into_iter().collect::<Vec<_>>());
+            paths.insert(path, entry);
+        }
+        for (sub, schema, kind_name) in [
+            ("status", served.version.status_subresource.then(|| object.clone()), d.kind.clone()),
+            ("scale", served.version.scale.as_ref().map(|_| reference("io.k8s.api.autoscaling.v1.Scale")), "Scale".to_string()),
+        ] {
+            let Some(schema) = schema else { continue };
+            let so = op(&upper_camel(sub));
+            let mut entry = json!({
+                "get": so.operation("get", "read", format!("read {sub} of the specified {}", d.kind), vec![], None, responses(&[("200", "OK")], &schema), &kind_name),
+                "put": so.operation("put", "replace", format!("replace {sub} of the specified {}", d.kind), write_params.clone(), Some(json!({"content": content(schema.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created")], &schema), &kind_name),
+                "patch": so.operation("patch", "patch", format!("partially update {sub} of the specified {}", d.kind), params(&all, &["dryRun", "fieldManager", "fieldValidation", "force"]), Some(patch_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &schema), &kind_name),
+            });
+            if sub == "scale" {
+                for action in ["get", "put", "patch"] {
+                    entry[action]["x-kubernetes-group-version-kind"] = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+                }
+            }
+            entry["parameters"] = json!(path_params(true));
+            paths.insert(format!("{item_path}/{sub}"), entry);
+        }
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kubernetes() {
+        assert_eq!(definition_name("stable.example.com", "v1", "CronTab"), "com.example.stable.v1.CronTab");
+        assert_eq!(upper_camel("stable.example.com"), "StableExampleCom");
+    }
+
+    #[test]
+    fn shared_schemas_include_object_meta() {
+        let shared = SharedSchemas::generate();
+        assert!(shared.definitions.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        assert!(shared.api_version_description.starts_with("APIVersion defines"));
+    }
+
+    #[test]
+    fn int_or_string_unfolds() {
+        let s = publishable(&json!({"type": "object", "properties": {"p": {"x-kubernetes-int-or-string": true}}}));
+        assert_eq!(s["properties"]["p"]["anyOf"], json!([{"type": "integer"}, {"type": "string"}]));
+    }
+}

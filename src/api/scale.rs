@@ -1,0 +1,165 @@
+//! The scale subresource: an `autoscaling/v1` `Scale` read from and written into the paths
+//! the definition names (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`).
+
+use http::{Response, StatusCode};
+use serde_json::{Map, Value, json};
+
+use super::Api;
+use super::body::{self, RespBody, ReqBody, read_limited};
+use super::call::Call;
+use super::codec;
+use super::errors;
+use super::negotiate::negotiate;
+use super::objects;
+use super::patch::{PatchType, apply_patch};
+use super::update::{self, Committed, read_current};
+use crate::core::status::ApiError;
+use crate::definitions::Scale;
+
+fn scale_paths(call: &Call) -> Result<&Scale, ApiError> {
+    call.served.version.scale.as_ref().ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))
+}
+
+fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.trim_start_matches('.').split('.').filter(|s| !s.is_empty())
+}
+
+fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    segments(path).try_fold(object, |node, key| node.get(key))
+}
+
+/// An int64 at `path` (absent: `None`); other types are an error, as `NestedInt64` reports.
+fn nested_int(object: &Value, path: &str) -> Result<Option<i64>, ApiError> {
+    match lookup(object, path) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.is_i64() => Ok(n.as_i64()),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{path} accessor error: {other} is of the type {}, expected int64",
+            go_type(other)
+        ))),
+    }
+}
+
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "string",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+        Value::Null => "<nil>",
+    }
+}
+
+/// The Scale of an object.
+fn scale_of(call: &Call, object: &Value) -> Result<Value, ApiError> {
+    let paths = scale_paths(call)?;
+    let replicas = nested_int(object, &paths.spec_replicas_path).map_err(|e| ApiError::internal(e.message))?.ok_or_else(|| {
+        ApiError::internal(format!("the spec replicas field {:?} does not exist", paths.spec_replicas_path))
+    })?;
+    let status_replicas = nested_int(object, &paths.status_replicas_path).ok().flatten().unwrap_or(0);
+    let mut status = json!({"replicas": status_replicas});
+    if let Some(selector) = paths.label_selector_path.as_deref().and_then(|p| lookup(object, p)).and_then(Value::as_str) {
+        status["selector"] = json!(selector);
+    }
+    let meta = objects::metadata(object).cloned().unwrap_or_default();
+    let mut scale_meta = Map::new();
+    for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = meta.get(field) {
+            scale_meta.insert(field.into(), v.clone());
+        }
+    }
+    Ok(json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta, "spec": {"replicas": replicas}, "status": status}))
+}
+
+fn set_path(object: &mut Value, path: &str, value: Value) {
+    let parts: Vec<&str> = segments(path).collect();
+    let Some((last, parents)) = parts.split_last() else { return };
+    let mut node = object;
+    for part in parents {
+        if !node.get(*part).is_some_and(Value::is_object) {
+            if let Value::Object(map) = node {
+                map.insert((*part).to_string(), json!({}));
+            }
+        }
+        match node.get_mut(*part) {
+            Some(next) => node = next,
+            None => return,
+        }
+    }
+    if let Value::Object(map) = node {
+        map.insert((*last).to_string(), value);
+    }
+}
+
+pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), false)?;
+    let (_, object) = read_current(api, call).await?;
+    Ok(body::value_response(StatusCode::OK, output.encoding, &scale_of(call, &object)?))
+}
+
+/// Writes the replicas of a `Scale` into the object.
+async fn apply_scale(api: &Api, call: &Call, new_scale: impl Fn(&Value) -> Result<Value, ApiError>) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), false)?;
+    let dry_run = call.dry_run()?;
+    let paths = scale_paths(call)?.clone();
+    let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
+    for _ in 0..5 {
+        let (current, old) = read_current(api, call).await?;
+        let scale = new_scale(&scale_of(call, &old).unwrap_or_else(|_| json!({"spec": {}})))?;
+        if scale.get("kind").and_then(Value::as_str).is_some_and(|k| k != "Scale") {
+            return Err(ApiError::bad_request("the body must be an autoscaling/v1 Scale"));
+        }
+        let pinned = objects::resource_version(&scale);
+        if !pinned.is_empty() && pinned != objects::resource_version(&old) {
+            return Err(conflict());
+        }
+        let replicas = match scale.pointer("/spec/replicas") {
+            Some(Value::Number(n)) if n.is_i64() => n.as_i64().unwrap_or(0),
+            None | Some(Value::Null) => {
+                return Err(ApiError::bad_request(format!("the spec replicas field {:?} cannot be empty", paths.spec_replicas_path)));
+            }
+            Some(other) => return Err(ApiError::bad_request(format!("invalid spec.replicas: {other}"))),
+        };
+        let mut object = old.clone();
+        set_path(&mut object, &paths.spec_replicas_path, json!(replicas));
+        let main = Call { subresource: super::call::Subresource::None, ..call.clone() };
+        match update::commit(api, &main, &current, &old, object, dry_run).await {
+            Ok((Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o), _)) => {
+                return Ok(body::value_response(StatusCode::OK, output.encoding, &scale_of(call, &o)?));
+            }
+            Err(Some(e)) => return Err(e),
+            Err(None) if !pinned.is_empty() => return Err(conflict()),
+            Err(None) => continue,
+        }
+    }
+    Err(conflict())
+}
+
+pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    let bytes = read_limited(body).await?;
+    let scale = codec::decode_object(&bytes, call.content_type())?.value;
+    apply_scale(api, call, |_| Ok(scale.clone())).await
+}
+
+pub async fn patch(api: &Api, call: &Call, kind: PatchType, patch: &[u8]) -> Result<Response<RespBody>, ApiError> {
+    apply_scale(api, call, |current| apply_patch(kind, patch, current)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_read_and_write() {
+        let mut o = json!({"spec": {"replicas": 3}, "status": {"selector": "a=b"}});
+        assert_eq!(nested_int(&o, ".spec.replicas").unwrap(), Some(3));
+        assert_eq!(nested_int(&o, ".status.replicas").unwrap(), None);
+        assert!(nested_int(&json!({"spec": {"replicas": "x"}}), ".spec.replicas").is_err());
+        set_path(&mut o, ".spec.replicas", json!(5));
+        set_path(&mut o, ".spec.deep.count", json!(1));
+        assert_eq!(o["spec"]["replicas"], 5);
+        assert_eq!(o["spec"]["deep"]["count"], 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! `Table` responses (`kubectl get`): the Name column, the version's additional printer
+//! columns (or the implicit Age column), and cells computed as Kubernetes' table convertor
+//! computes them.
+
+use serde_json::{Value, json};
+
+use super::jsonpath::{JsonPath, print_value};
+use super::negotiate::MetaVersion;
+use crate::core::time::{human_duration, parse_rfc3339};
+use crate::definitions::model::Version;
+
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// What rows carry in `object` (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn parse(value: Option<&str>) -> Result<IncludeObject, crate::core::status::ApiError> {
+        match value {
+            None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(crate::core::status::ApiError::bad_request(format!(
+                "unsupported includeObject value: {other}"
+            ))),
+        }
+    }
+}
+
+struct Column {
+    name: String,
+    kind: String,
+    format: String,
+    description: String,
+    priority: i32,
+    path: Option<JsonPath>,
+}
+
+/// Compiled columns of one version.
+pub struct Columns(Vec<Column>);
+
+impl Columns {
+    pub fn for_version(version: &Version) -> Columns {
+        let mut columns = vec![Column {
+            name: "Name".into(),
+            kind: "string".into(),
+            format: "name".into(),
+            description: NAME_DESCRIPTION.into(),
+            priority: 0,
+            path: None,
+        }];
+        if version.printer_columns.is_empty() {
+            columns.push(Column {
+                name: "Age".into(),
+                kind: "date".into(),
+                format: String::new(),
+                description: CREATION_TIMESTAMP_DESCRIPTION.into(),
+                priority: 0,
+                path: JsonPath::parse(".metadata.creationTimestamp").ok(),
+            });
+        }
+        for c in &version.printer_columns {
+            columns.push(Column {
+                name: c.name.clone(),
+                kind: c.type_.clone(),
+                format: c.format.clone().unwrap_or_default(),
+                description: c
+                    .description
+                    .clone()
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| format!("Custom resource definition column (in JSONPath format): {}", c.json_path)),
+                priority: c.priority.unwrap_or(0),
+                path: JsonPath::parse(&c.json_path).ok(),
+            });
+        }
+        Columns(columns)
+    }
+
+    fn definitions(&self) -> Vec<Value> {
+        self.0
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+            .collect()
+    }
+
+    fn cells(&self, object: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        self.0
+            .iter()
+            .map(|c| match &c.path {
+                None if c.format == "name" => json!(crate::api::objects::name(object)),
+                None => Value::Null,
+                Some(path) => match path.find(object).first() {
+                    None => Value::Null,
+                    Some(value) if c.kind == "string" => json!(print_value(value)),
+                    Some(value) => cell(&c.kind, value, now),
+                },
+            })
+            .collect()
+    }
+}
+
+/// A non-string cell (`cellForJSONValue`).
+pub fn cell(kind: &str, value: &Value, now: jiff::Timestamp) -> Value {
+    match (kind, value) {
+        ("integer", Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => json!(i),
+            (None, Some(f)) => json!(f as i64),
+            _ => Value::Null,
+        },
+        ("number", Value::Number(n)) => n.as_f64().map(|f| json!(f)).unwrap_or(Value::Null),
+        ("boolean", Value::Bool(b)) => json!(b),
+        ("string", Value::String(s)) => json!(s),
+        ("date", Value::String(s)) => match parse_rfc3339(s) {
+            Some(t) => {
+                let seconds = now.as_second() - t.as_second();
+                json!(human_duration(seconds))
+            }
+            None => json!("<unknown>"),
+        },
+        _ => Value::Null,
+    }
+}
+
+/// The `PartialObjectMetadata` of an object.
+pub fn partial_metadata(object: &Value, version: MetaVersion) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": version.api_version(),
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// Builds a Table of `objects`. `list_metadata` is the list's metadata (resourceVersion,
+/// continue) or empty for a single object.
+pub fn build(
+    version: MetaVersion,
+    columns: &Columns,
+    objects: &[Value],
+    list_metadata: Value,
+    include: IncludeObject,
+    no_headers: bool,
+) -> Value {
+    let now = jiff::Timestamp::now();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut row = json!({"cells": columns.cells(o, now)});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => row["object"] = partial_metadata(o, version),
+                IncludeObject::Object => row["object"] = o.clone(),
+            }
+            row
+        })
+        .collect();
+    let mut table = json!({
+        "kind": "Table",
+        "apiVersion": version.api_version(),
+        "metadata": list_metadata,
+        "rows": rows,
+    });
+    if !no_headers {
+        table["columnDefinitions"] = Value::Array(columns.definitions());
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_follow_the_column_type() {
+        let now = jiff::Timestamp::now();
+        assert_eq!(cell("integer", &json!(42), now), json!(42));
+        assert_eq!(cell("integer", &json!(3.14), now), json!(3));
+        assert_eq!(cell("integer", &json!(true), now), Value::Null);
+        assert_eq!(cell("number", &json!(42), now), json!(42.0));
+        assert_eq!(cell("boolean", &json!("true"), now), Value::Null);
+        assert_eq!(cell("date", &json!("nonsense"), now), json!("<unknown>"));
+        let earlier = crate::core::time::format_rfc3339(now - jiff::SignedDuration::from_secs(12 * 3600 + 1800));
+        assert_eq!(cell("date", &json!(earlier), now), json!("12h"));
+        let later = crate::core::time::format_rfc3339(now + jiff::SignedDuration::from_secs(3600));
+        assert_eq!(cell("date", &json!(later), now), json!("<invalid>"));
+    }
+}

@@ -1,0 +1,233 @@
+//! WATCH of a collection: initial state (when asked for), then every change as
+//! newline-delimited `{"type","object"}` events, filtered by the call's selectors, until the
+//! timeout or the client goes away.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+use super::Api;
+use super::body::RespBody;
+use super::call::Call;
+use super::errors;
+use super::list::{Filter, list_options_invalid, parse_revision, wait_for_revision};
+use super::negotiate::{Output, View, negotiate};
+use super::objects;
+use super::present;
+use super::table::{self, Columns, IncludeObject};
+use crate::core::request_info::parse_go_bool;
+use crate::core::status::ApiError;
+use crate::store::{self, EventType, ListOptions, Revision, Store};
+
+/// How often a watch that allows bookmarks gets one.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+/// Encoded events buffered between the watch task and the connection.
+const STREAM_BUFFER: usize = 64;
+
+struct Params {
+    timeout: Duration,
+    bookmarks: bool,
+    /// Send the current state first, as ADDED events.
+    initial_events: bool,
+    /// End the initial events with a bookmark annotated `k8s.io/initial-events-end`.
+    initial_events_end: bool,
+    /// Start after this revision (when not sending initial events).
+    from: Option<Revision>,
+}
+
+fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
+    let q = &call.query;
+    let bool_param = |name: &str| -> Result<Option<bool>, ApiError> {
+        match q.get(name) {
+            None | Some("") => Ok(None),
+            Some(v) => parse_go_bool(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("invalid {name} value: {v}"))),
+        }
+    };
+    let timeout = match q.get("timeoutSeconds").filter(|t| !t.is_empty()) {
+        Some(t) => Duration::from_secs(t.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?),
+        None => {
+            // A random time in [min, 2*min) spreads reconnects, as Kubernetes does.
+            let min = api.options().min_request_timeout.as_secs_f64();
+            let jitter = f64::from(uuid::Uuid::new_v4().as_bytes().first().copied().unwrap_or(0)) / 256.0;
+            Duration::from_secs_f64(min * (1.0 + jitter))
+        }
+    };
+    let bookmarks = bool_param("allowWatchBookmarks")?.unwrap_or(false);
+    let send_initial = bool_param("sendInitialEvents")?;
+    let rv = q.get("resourceVersion").unwrap_or_default();
+    let rvm = q.get("resourceVersionMatch").unwrap_or_default();
+    match send_initial {
+        Some(_) if rvm != "NotOlderThan" => {
+            return Err(list_options_invalid("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+        }
+        Some(true) if !bookmarks => {
+            return Err(list_options_invalid("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"));
+        }
+        None if !rvm.is_empty() => {
+            return Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+        }
+        _ => {}
+    }
+    let (initial_events, from) = match send_initial {
+        Some(true) => (true, None),
+        Some(false) => (false, if rv.is_empty() { None } else { Some(parse_revision(rv)?) }),
+        // Legacy semantics: no resourceVersion or "0" starts with the current state.
+        None if rv.is_empty() || rv == "0" => (true, None),
+        None => (false, Some(parse_revision(rv)?)),
+    };
+    Ok(Params { timeout, bookmarks, initial_events, initial_events_end: send_initial == Some(true), from })
+}
+
+pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
+    let output = negotiate(call.accept(), false)?;
+    let filter = Filter::of(call)?;
+    let params = params(api, call)?;
+    let prefix = call.prefix();
+    let mut initial = Vec::new();
+    let start = if params.initial_events {
+        if let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty() && *rv != "0") {
+            wait_for_revision(api, call, parse_revision(rv)?).await?;
+        }
+        let page = api.store().list(&prefix, ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
+        for kv in page.items {
+            let object = present::from_storage(call, &kv.value, kv.revision)?;
+            if filter.matches(&object) {
+                initial.push(object);
+            }
+        }
+        page.revision
+    } else {
+        let from = params.from.unwrap_or_else(|| api.store().current_revision());
+        if from > api.store().current_revision() {
+            wait_for_revision(api, call, from).await?;
+        }
+        from
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
+    let events = match api.store().watch(&prefix, start).await {
+        Ok(w) => Some(w),
+        Err(store::Error::Expired { requested, oldest }) => {
+            // Kubernetes answers 200 and sends the error as the first event.
+            let status = ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
+            let _ = tx.try_send(encode_event("ERROR", &serde_json::to_value(status).unwrap_or_default()));
+            None
+        }
+        Err(e) => return Err(errors::storage(e, call, "")),
+    };
+    if let Some(events) = events {
+        let stream = Stream { call: call.clone(), output, filter, columns: Columns::for_version(&call.served.version), tx, last: start };
+        tokio::spawn(stream.run(events, initial, params));
+    }
+    let body = StreamBody::new(ReceiverStream::new(rx).map(|chunk| Ok::<_, std::convert::Infallible>(Frame::data(chunk))));
+    let mut response = Response::new(BodyExt::boxed_unsync(body));
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+fn encode_event(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// One running watch.
+struct Stream {
+    call: Call,
+    output: Output,
+    filter: Filter,
+    columns: Columns,
+    tx: mpsc::Sender<Bytes>,
+    /// The revision of the last event sent (bookmarks never go past it).
+    last: Revision,
+}
+
+impl Stream {
+    async fn run(mut self, mut events: store::Watch, initial: Vec<Value>, params: Params) {
+        let deadline = tokio::time::sleep(params.timeout);
+        tokio::pin!(deadline);
+        for object in initial {
+            if !self.send("ADDED", &object).await {
+                return;
+            }
+        }
+        if params.initial_events_end {
+            let bookmark = self.bookmark(true);
+            if !self.send_raw("BOOKMARK", &bookmark).await {
+                return;
+            }
+        }
+        let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = self.tx.closed() => return,
+                _ = ticker.tick(), if params.bookmarks => {
+                    let bookmark = self.bookmark(false);
+                    if !self.send_raw("BOOKMARK", &bookmark).await { return; }
+                }
+                event = events.next() => {
+                    let Some(event) = event else { return };
+                    self.last = event.revision;
+                    if !self.deliver(event).await { return; }
+                }
+            }
+        }
+    }
+
+    /// Sends an event if it concerns the watcher's selection. An object that leaves the
+    /// selection is reported as deleted, one that enters it as added.
+    async fn deliver(&mut self, event: store::Event) -> bool {
+        let Ok(object) = present::from_storage(&self.call, &event.value, event.revision) else { return true };
+        let now = self.filter.matches(&object);
+        let before = match (&event.prev, event.kind) {
+            (Some(prev), EventType::Modified) if !self.filter.is_empty() => {
+                present::from_storage(&self.call, prev, event.revision).map(|p| self.filter.matches(&p)).unwrap_or(false)
+            }
+            _ => now,
+        };
+        let kind = match (event.kind, before, now) {
+            (EventType::Added, _, true) => "ADDED",
+            (EventType::Deleted, _, true) => "DELETED",
+            (EventType::Modified, true, true) => "MODIFIED",
+            (EventType::Modified, false, true) => "ADDED",
+            (EventType::Modified, true, false) => "DELETED",
+            _ => return true,
+        };
+        self.send(kind, &object).await
+    }
+
+    fn bookmark(&self, initial_events_end: bool) -> Value {
+        let mut metadata = json!({"resourceVersion": self.last.to_string(), "creationTimestamp": null});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let d = &self.call.served.definition;
+        json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
+    }
+
+    async fn send(&self, kind: &str, object: &Value) -> bool {
+        let rendered = match self.output.view {
+            View::Object => object.clone(),
+            View::Metadata(v) => table::partial_metadata(object, v),
+            View::Table(v) => {
+                let include = IncludeObject::parse(self.call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata);
+                let rv = objects::resource_version(object).to_string();
+                table::build(v, &self.columns, std::slice::from_ref(object), json!({"resourceVersion": rv}), include, false)
+            }
+        };
+        self.send_raw(kind, &rendered).await
+    }
+
+    async fn send_raw(&self, kind: &str, object: &Value) -> bool {
+        self.tx.send(encode_event(kind, object)).await.is_ok()
+    }
+}

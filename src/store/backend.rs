@@ -1,0 +1,56 @@
+//! The store the server runs on, chosen at start-up from `--storage`.
+
+use bytes::Bytes;
+
+use super::sled::SledStore;
+use super::{ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
+
+/// One of the storage backends, dispatched statically.
+#[derive(Clone)]
+pub enum Backend {
+    Sled(SledStore),
+}
+
+impl Store for Backend {
+    fn current_revision(&self) -> Revision {
+        match self {
+            Backend::Sled(s) => s.current_revision(),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>> {
+        match self {
+            Backend::Sled(s) => s.get(key).await,
+        }
+    }
+
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
+        match self {
+            Backend::Sled(s) => s.list(prefix, options).await,
+        }
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        match self {
+            Backend::Sled(s) => s.create(key, value).await,
+        }
+    }
+
+    async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
+        match self {
+            Backend::Sled(s) => s.update(key, expected, value).await,
+        }
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
+        match self {
+            Backend::Sled(s) => s.delete(key, expected).await,
+        }
+    }
+
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
+        match self {
+            Backend::Sled(s) => s.watch(prefix, from).await,
+        }
+    }
+}
