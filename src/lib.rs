@@ -4,7 +4,10 @@
 //! See ARCHITECTURE.md for the map of modules and the direction of their dependencies.
 
 pub mod api;
+pub mod auth;
+pub mod cli;
 pub mod conversion;
 pub mod core;
 pub mod definitions;
+pub mod server;
 pub mod store;

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 
 use super::negotiate::Encoding;
 use crate::core::status::{ApiError, Status};
@@ -34,14 +34,20 @@ pub fn full(bytes: impl Into<Bytes>) -> RespBody {
 }
 
 /// Reads a whole request body, refusing more than [`MAX_REQUEST_BYTES`] with 413.
-pub async fn read_limited(body: ReqBody) -> Result<Bytes, ApiError> {
-    match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(
-            ApiError::request_entity_too_large(format!("Request entity too large: limit is {MAX_REQUEST_BYTES}")),
-        ),
-        Err(e) => Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
+pub async fn read_limited(mut body: ReqBody) -> Result<Bytes, ApiError> {
+    let mut buffer = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_request(format!("unable to read request body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buffer.len() + data.len() > MAX_REQUEST_BYTES {
+                return Err(ApiError::request_entity_too_large(format!(
+                    "Request entity too large: limit is {MAX_REQUEST_BYTES}"
+                )));
+            }
+            buffer.extend_from_slice(&data);
+        }
     }
+    Ok(buffer.freeze())
 }
 
 /// A response with a body already encoded in `content_type`.
@@ -118,7 +124,11 @@ fn quote_warning(text: &str) -> String {
             // Header values must be visible ASCII; escape the rest as Go does for %q in ASCII mode.
             c => {
                 let code = c as u32;
-                if code <= 0xFFFF { out.push_str(&format!("\\u{code:04x}")) } else { out.push_str(&format!("\\U{code:08x}")) }
+                if code <= 0xFFFF {
+                    out.push_str(&format!("\\u{code:04x}"))
+                } else {
+                    out.push_str(&format!("\\U{code:08x}"))
+                }
             }
         }
     }

@@ -42,7 +42,12 @@ pub struct Call {
 impl Call {
     /// Resolves a request as Kubernetes' CRD handler routes it: unknown resources, unserved
     /// versions and namespaced paths to cluster-scoped resources are not found.
-    pub fn resolve(catalog: &super::Catalog, info: &RequestInfo, parts: &Parts, user: UserInfo) -> Result<Call, ApiError> {
+    pub fn resolve(
+        catalog: &super::Catalog,
+        info: &RequestInfo,
+        parts: &Parts,
+        user: UserInfo,
+    ) -> Result<Call, ApiError> {
         let served = catalog
             .registry
             .lookup(&info.api_group, &info.api_version, &info.resource)
@@ -56,7 +61,9 @@ impl Call {
             "" => Subresource::None,
             "status" if served.version.status_subresource => Subresource::Status,
             "scale" if served.version.scale.is_some() => Subresource::Scale,
-            _ => return Err(ApiError::not_found(&GroupResource::new(&info.api_group, &info.resource), &info.name)),
+            _ => {
+                return Err(ApiError::not_found(&GroupResource::new(&info.api_group, &info.resource), &info.name));
+            }
         };
         let collection_verb = matches!(info.verb.as_str(), "list" | "watch" | "deletecollection");
         if definition.namespaced() && info.namespace.is_empty() && !collection_verb {

@@ -21,7 +21,8 @@ pub fn decode_object(body: &Bytes, content_type: Option<&str>) -> Result<Decoded
         "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/yaml" => {
-            let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
+            let text =
+                std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
             serde_saphyr::from_str::<Value>(text)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
@@ -64,7 +65,8 @@ mod tests {
     fn decodes_json_and_yaml_objects() {
         let json = decode_object(&Bytes::from_static(br#"{"a":1}"#), Some("application/json")).unwrap();
         assert_eq!(json.value["a"], 1);
-        let yaml = decode_object(&Bytes::from_static(b"a: 1\nb: yes\n"), Some("application/yaml; charset=utf-8")).unwrap();
+        let yaml =
+            decode_object(&Bytes::from_static(b"a: 1\nb: yes\n"), Some("application/yaml; charset=utf-8")).unwrap();
         assert_eq!(yaml.value["a"], 1);
     }
 

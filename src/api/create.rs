@@ -3,7 +3,7 @@
 use http::{Response, StatusCode};
 
 use super::Api;
-use super::body::{RespBody, ReqBody, add_warnings, read_limited};
+use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::Call;
 use super::codec;
 use super::errors;
@@ -23,10 +23,8 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let dry_run = call.dry_run()?;
     let unknown = write::coerce(&mut object)?;
     let mut warnings = write::field_validation(call, mode, &unknown)?;
-    let placement = Placement {
-        namespace: call.namespace.as_deref(),
-        status_subresource: call.served.version.status_subresource,
-    };
+    let placement =
+        Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;
     warnings.extend(write::validate(call, &object, None, errors)?);
     let name = objects::name(&object).to_string();
@@ -39,7 +37,8 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
             o
         })?
     } else {
-        let revision = api.store().create(&call.key_of(&name), encoded).await.map_err(|e| errors::storage(e, call, &name))?;
+        let revision =
+            api.store().create(&call.key_of(&name), encoded).await.map_err(|e| errors::storage(e, call, &name))?;
         write::stored_to_response(call, stored, revision)?
     };
     let mut response = present::object_response(call, output, StatusCode::CREATED, response_object)?;

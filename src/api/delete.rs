@@ -4,7 +4,7 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::Api;
-use super::body::{self, RespBody, ReqBody, read_limited};
+use super::body::{self, ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::errors;
 use super::list::Filter;
@@ -33,7 +33,11 @@ impl DeleteOptions {
         let mut options = DeleteOptions { dry_run: call.dry_run()?, ..DeleteOptions::default() };
         if !body.iter().all(u8::is_ascii_whitespace) {
             let value: Value = serde_json::from_slice(body)
-                .or_else(|_| std::str::from_utf8(body).map_err(|e| e.to_string()).and_then(|t| serde_saphyr::from_str(t).map_err(|e| e.to_string())))
+                .or_else(|_| {
+                    std::str::from_utf8(body)
+                        .map_err(|e| e.to_string())
+                        .and_then(|t| serde_saphyr::from_str(t).map_err(|e| e.to_string()))
+                })
                 .map_err(|e| ApiError::bad_request(format!("unable to decode DeleteOptions: {e}")))?;
             let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
             options.uid = text(value.pointer("/preconditions/uid"));
@@ -43,10 +47,17 @@ impl DeleteOptions {
                 match dry.iter().map(|v| v.as_str().unwrap_or_default()).collect::<Vec<_>>().as_slice() {
                     [] => {}
                     ["All"] => options.dry_run = true,
-                    other => return Err(ApiError::bad_request(format!("Invalid dryRun value {:?}: supported values: \"All\"", other.join(",")))),
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "Invalid dryRun value {:?}: supported values: \"All\"",
+                            other.join(",")
+                        )));
+                    }
                 }
             }
-            if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) && options.propagation_policy.is_none() {
+            if value.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+                && options.propagation_policy.is_none()
+            {
                 options.propagation_policy = Some("Orphan".into());
             }
         }
@@ -84,7 +95,10 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         if let Some(uid) = &options.uid
             && uid != objects::uid(&object)
         {
-            let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", objects::uid(&object));
+            let why = format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                objects::uid(&object)
+            );
             return Err(ApiError::conflict(&resource, name, &why));
         }
         if let Some(rv) = &options.resource_version
@@ -125,7 +139,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
             return Ok(Outcome::Pending(object));
         }
         let meta = objects::ensure_metadata(&mut object)?;
-        if !meta.get("deletionTimestamp").is_some_and(|v| !v.is_null()) {
+        if meta.get("deletionTimestamp").is_none_or(|v| v.is_null()) {
             meta.insert("deletionTimestamp".into(), json!(crate::core::time::now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
@@ -135,7 +149,9 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         }
         let (stored, encoded) = super::write::to_storage(&call, &object)?;
         match api.store().update(&call.key(), current.revision, encoded).await {
-            Ok(revision) => return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?)),
+            Ok(revision) => {
+                return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?));
+            }
             Err(store::Error::Conflict { .. }) => continue,
             Err(e) => return Err(errors::storage(e, &call, name)),
         }
@@ -168,14 +184,16 @@ pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<
     let bytes = read_limited(body).await?;
     let options = DeleteOptions::parse(call, &bytes)?;
     let filter = Filter::of(call)?;
-    let page = api.store().list(&call.prefix(), ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
+    let page =
+        api.store().list(&call.prefix(), ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
     let mut deleted = Vec::new();
     for kv in page.items {
         let object = present::from_storage(call, &kv.value, kv.revision)?;
         if !filter.matches(&object) {
             continue;
         }
-        let item_call = Call { namespace: Some(objects::namespace(&object).to_string()).filter(|n| !n.is_empty()), ..call.clone() };
+        let item_call =
+            Call { namespace: Some(objects::namespace(&object).to_string()).filter(|n| !n.is_empty()), ..call.clone() };
         match delete_one(api, &item_call, objects::name(&object), &options).await {
             Ok(Outcome::Deleted(o) | Outcome::Pending(o)) => deleted.push(o),
             // Deleted meanwhile by someone else: nothing left to do.

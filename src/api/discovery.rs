@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::definitions::registry::{Registry, Served};
 
 /// Verbs of a custom resource, in the order Kubernetes lists them.
-pub const RESOURCE_VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+pub const RESOURCE_VERBS: &[&str] =
+    &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
 /// Verbs of the status and scale subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
@@ -72,7 +73,8 @@ impl Discovery {
                     "freshness": "Current",
                 }));
             }
-            aggregated.push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": aggregated_versions}));
+            aggregated
+                .push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": aggregated_versions}));
         }
         let aggregated_doc = |version: &str, items: &[Value]| {
             Document::new(&json!({
@@ -108,7 +110,8 @@ impl Discovery {
 }
 
 fn api_group(group: &str, versions: &[String]) -> Value {
-    let entries: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let entries: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
     let preferred = entries.first().cloned().unwrap_or(Value::Null);
     json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries, "preferredVersion": preferred})
 }
@@ -124,10 +127,10 @@ fn api_resources(served: &Served) -> Vec<Value> {
         "storageVersionHash": d.storage_version_hash(),
     });
     if !d.short_names.is_empty() {
-        main["shortNames"] = json!(d.short_names);
+        crate::api::objects::put(&mut main, "shortNames", json!(d.short_names));
     }
     if !d.categories.is_empty() {
-        main["categories"] = json!(d.categories);
+        crate::api::objects::put(&mut main, "categories", json!(d.categories));
     }
     let mut out = vec![main];
     if served.version.status_subresource {
@@ -164,10 +167,10 @@ fn aggregated_resource(served: &Served) -> Value {
         "verbs": RESOURCE_VERBS,
     });
     if !d.short_names.is_empty() {
-        resource["shortNames"] = json!(d.short_names);
+        crate::api::objects::put(&mut resource, "shortNames", json!(d.short_names));
     }
     if !d.categories.is_empty() {
-        resource["categories"] = json!(d.categories);
+        crate::api::objects::put(&mut resource, "categories", json!(d.categories));
     }
     let mut subresources = Vec::new();
     if served.version.status_subresource {
@@ -181,7 +184,7 @@ fn aggregated_resource(served: &Served) -> Value {
         }));
     }
     if !subresources.is_empty() {
-        resource["subresources"] = Value::Array(subresources);
+        crate::api::objects::put(&mut resource, "subresources", Value::Array(subresources));
     }
     resource
 }

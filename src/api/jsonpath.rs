@@ -50,7 +50,8 @@ impl JsonPath {
                     }
                 }
                 Some('[') => {
-                    let close = chars.get(i..).and_then(|rest| rest.iter().position(|&c| c == ']')).ok_or("unterminated [")?;
+                    let close =
+                        chars.get(i..).and_then(|rest| rest.iter().position(|&c| c == ']')).ok_or("unterminated [")?;
                     let inner: String = chars.get(i + 1..i + close).ok_or("bad [")?.iter().collect();
                     let inner = inner.trim();
                     if inner == "*" {

@@ -28,7 +28,8 @@ pub struct Filter {
 impl Filter {
     pub fn of(call: &Call) -> Result<Filter, ApiError> {
         let labels = LabelSelector::parse(call.query.get("labelSelector").unwrap_or_default())?;
-        let fields = FieldSelector::parse(call.query.get("fieldSelector").unwrap_or_default(), &supported_fields(call))?;
+        let fields =
+            FieldSelector::parse(call.query.get("fieldSelector").unwrap_or_default(), &supported_fields(call))?;
         Ok(Filter { labels, fields })
     }
 
@@ -59,7 +60,13 @@ pub fn supported_fields(call: &Call) -> Vec<String> {
 
 /// Parses a resourceVersion parameter.
 pub fn parse_revision(text: &str) -> Result<Revision, ApiError> {
-    text.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {text}")).with_cause("FieldValueInvalid", &format!("Invalid value: {text:?}: must be a non-negative integer"), "resourceVersion"))
+    text.parse::<Revision>().map_err(|_| {
+        ApiError::bad_request(format!("invalid resource version: {text}")).with_cause(
+            "FieldValueInvalid",
+            &format!("Invalid value: {text:?}: must be a non-negative integer"),
+            "resourceVersion",
+        )
+    })
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -115,11 +122,17 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
     }
     match (rv, rvm) {
         ("", "") => Ok(Start { revision: None, at_least: None, start_after: None }),
-        ("", _) => Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided")),
+        ("", _) => Err(list_options_invalid(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
         (rv, "Exact") => {
             let revision = parse_revision(rv)?;
             if revision == 0 {
-                return Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                return Err(list_options_invalid(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
             }
             Ok(Start { revision: Some(revision), at_least: None, start_after: None })
         }
@@ -218,7 +231,8 @@ mod tests {
         let decoded = decode_continue(&token).unwrap();
         assert_eq!((decoded.rv, decoded.start.as_str()), (42, "default/x"));
         assert_eq!(decode_continue("not base64!").unwrap_err().code, 400);
-        let traversal = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#);
+        let traversal =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#);
         assert_eq!(decode_continue(&traversal).unwrap_err().code, 400);
     }
 }

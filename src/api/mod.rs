@@ -128,7 +128,11 @@ impl Api {
         let catalog = self.catalog();
         match aggregated_version(accept) {
             Some(v) => {
-                let doc = if v == "v2" { &catalog.discovery.api_aggregated_v2 } else { &catalog.discovery.api_aggregated_v2beta1 };
+                let doc = if v == "v2" {
+                    &catalog.discovery.api_aggregated_v2
+                } else {
+                    &catalog.discovery.api_aggregated_v2beta1
+                };
                 aggregated_response(doc, v, if_none_match)
             }
             None => document_response(&catalog.discovery.api_versions.body),
@@ -140,7 +144,8 @@ impl Api {
         let catalog = self.catalog();
         match aggregated_version(accept) {
             Some(v) => {
-                let doc = if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
+                let doc =
+                    if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
                 aggregated_response(doc, v, if_none_match)
             }
             None => {
@@ -182,7 +187,8 @@ fn aggregated_version(accept: Option<&str>) -> Option<&'static str> {
                 _ => continue,
             }
         }
-        if range.param("as").is_none() && matches!(range.essence.as_str(), "application/json" | "*/*" | "application/*") {
+        if range.param("as").is_none() && matches!(range.essence.as_str(), "application/json" | "*/*" | "application/*")
+        {
             return None;
         }
     }

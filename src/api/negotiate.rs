@@ -74,7 +74,9 @@ pub fn parse_accept(accept: &str) -> Vec<MediaRange> {
             let mut params = Vec::new();
             let mut q = 1.0;
             for p in pieces {
-                let Some((k, v)) = p.split_once('=') else { continue };
+                let Some((k, v)) = p.split_once('=') else {
+                    continue;
+                };
                 let k = k.trim().to_ascii_lowercase();
                 let v = v.trim().trim_matches('"').to_string();
                 if k == "q" {
@@ -112,9 +114,13 @@ fn meta_version(range: &MediaRange) -> Option<MetaVersion> {
 /// Negotiates the output of a resource endpoint. `list` says whether the endpoint returns a
 /// collection (only `PartialObjectMetadataList` fits it) or one object.
 pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok(Output::JSON) };
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok(Output::JSON);
+    };
     for range in parse_accept(accept) {
-        let Some(encoding) = encoding_of(&range.essence) else { continue };
+        let Some(encoding) = encoding_of(&range.essence) else {
+            continue;
+        };
         let view = match range.param("as") {
             None => View::Object,
             Some("Table") => match meta_version(&range) {
@@ -133,15 +139,15 @@ pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
         };
         return Ok(Output { view, encoding });
     }
-    Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, application/yaml",
-    ))
+    Err(ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml"))
 }
 
 /// The encoding for plain documents (discovery, `Status` errors): JSON unless YAML is the
 /// first acceptable choice.
 pub fn plain_encoding(accept: Option<&str>) -> Encoding {
-    let Some(accept) = accept else { return Encoding::Json };
+    let Some(accept) = accept else {
+        return Encoding::Json;
+    };
     parse_accept(accept)
         .iter()
         .find_map(|r| if r.param("as").is_none() { encoding_of(&r.essence) } else { None })

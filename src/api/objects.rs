@@ -27,6 +27,14 @@ pub const OBJECT_META_FIELDS: &[&str] = &[
     "uid",
 ];
 
+/// Sets `key` on a JSON object (no-op on anything else): indexing assignment without the
+/// panic serde_json's `IndexMut` has for non-objects.
+pub fn put(target: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = target {
+        map.insert(key.to_string(), value);
+    }
+}
+
 pub fn metadata(object: &Value) -> Option<&Map<String, Value>> {
     object.get("metadata").and_then(Value::as_object)
 }
@@ -216,7 +224,10 @@ pub fn prepare_update(object: &mut Value, old: &Value, placement: &Placement<'_>
         if !added.is_empty() {
             errors.push(FieldError::forbidden(
                 Path::new("metadata").child("finalizers"),
-                format!("no new finalizers can be added if the object is being deleted, found new finalizers {}", go_string_list(&added)),
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                    go_string_list(&added)
+                ),
             ));
         }
     }
@@ -231,7 +242,8 @@ pub fn prepare_update(object: &mut Value, old: &Value, placement: &Placement<'_>
                 }
             }
         }
-        let changed = new_root.iter().filter(|(k, _)| *k != "metadata").ne(old_root.iter().filter(|(k, _)| *k != "metadata"));
+        let changed =
+            new_root.iter().filter(|(k, _)| *k != "metadata").ne(old_root.iter().filter(|(k, _)| *k != "metadata"));
         if changed && let Some(meta) = new_root.get_mut("metadata").and_then(Value::as_object_mut) {
             let next = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0) + 1;
             meta.insert("generation".into(), Value::from(next));
@@ -272,7 +284,11 @@ mod tests {
         let errs = prepare_create(&mut missing, &NAMESPACED).unwrap();
         assert_eq!(errs[0].to_string(), "metadata.name: Required value: name or generateName is required");
         let mut bad = json!({"metadata": {"name": "Bad_Name"}});
-        assert!(prepare_create(&mut bad, &NAMESPACED).unwrap()[0].to_string().starts_with("metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+        assert!(
+            prepare_create(&mut bad, &NAMESPACED).unwrap()[0]
+                .to_string()
+                .starts_with("metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain")
+        );
     }
 
     #[test]
@@ -280,7 +296,10 @@ mod tests {
         let mut other = json!({"metadata": {"name": "x", "namespace": "other"}});
         assert_eq!(prepare_create(&mut other, &NAMESPACED).unwrap_err().code, 400);
         let mut with_rv = json!({"metadata": {"name": "x", "resourceVersion": "5"}});
-        assert_eq!(prepare_create(&mut with_rv, &NAMESPACED).unwrap_err().message, "resourceVersion should not be set on objects to be created");
+        assert_eq!(
+            prepare_create(&mut with_rv, &NAMESPACED).unwrap_err().message,
+            "resourceVersion should not be set on objects to be created"
+        );
         let mut cluster = json!({"metadata": {"name": "x", "namespace": "ignored"}});
         prepare_create(&mut cluster, &Placement { namespace: None, status_subresource: false }).unwrap();
         assert_eq!(namespace(&cluster), "");
@@ -288,8 +307,10 @@ mod tests {
 
     #[test]
     fn update_bumps_generation_only_for_non_metadata_changes() {
-        let old = json!({"metadata": {"name": "x", "uid": "u", "generation": 3, "creationTimestamp": "t"}, "spec": {"a": 1}});
-        let mut labels_only = json!({"metadata": {"name": "x", "labels": {"a": "b"}, "generation": 9}, "spec": {"a": 1}});
+        let old =
+            json!({"metadata": {"name": "x", "uid": "u", "generation": 3, "creationTimestamp": "t"}, "spec": {"a": 1}});
+        let mut labels_only =
+            json!({"metadata": {"name": "x", "labels": {"a": "b"}, "generation": 9}, "spec": {"a": 1}});
         prepare_update(&mut labels_only, &old, &NAMESPACED).unwrap();
         assert_eq!(generation(&labels_only), 3);
         assert_eq!(uid(&labels_only), "u");
@@ -313,6 +334,9 @@ mod tests {
         let old = json!({"metadata": {"name": "x", "deletionTimestamp": "t", "finalizers": ["a"]}});
         let mut new = json!({"metadata": {"name": "x", "finalizers": ["a", "b"]}});
         let errs = prepare_update(&mut new, &old, &NAMESPACED).unwrap();
-        assert_eq!(errs[0].to_string(), "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [b]");
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [b]"
+        );
     }
 }

@@ -150,17 +150,23 @@ fn publishable_child(key: &str, value: &Value) -> Value {
 }
 
 fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
-    let mut schema = served.version.openapi_schema.as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
+    let mut schema =
+        served.version.openapi_schema.as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
     if let Value::Object(map) = &mut schema {
         let properties = map.entry("properties").or_insert_with(|| json!({}));
         if let Value::Object(props) = properties {
             props.insert("apiVersion".into(), json!({"type": "string", "description": shared.api_version_description}));
             props.insert("kind".into(), json!({"type": "string", "description": shared.kind_description}));
-            let mut meta = reference(&format!("{META}.ObjectMeta"));
-            meta["description"] = json!("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata");
-            props.insert("metadata".into(), json!({"allOf": [reference(&format!("{META}.ObjectMeta"))], "description": meta["description"]}));
+            let description = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+            props.insert(
+                "metadata".into(),
+                json!({"allOf": [reference(&format!("{META}.ObjectMeta"))], "description": description}),
+            );
         }
-        map.insert("x-kubernetes-group-version-kind".into(), gvk(&definition.group, &served.version.name, &definition.kind));
+        map.insert(
+            "x-kubernetes-group-version-kind".into(),
+            gvk(&definition.group, &served.version.name, &definition.kind),
+        );
     }
     schema
 }
@@ -189,23 +195,109 @@ fn common_parameters() -> BTreeMap<&'static str, Value> {
     let b = json!({"type": "boolean"});
     let i = json!({"type": "integer"});
     BTreeMap::from([
-        ("allowWatchBookmarks", query("allowWatchBookmarks", "allowWatchBookmarks requests watch events with type \"BOOKMARK\".", b.clone())),
-        ("continue", query("continue", "The continue option should be set when retrieving more results from the server.", s.clone())),
-        ("dryRun", query("dryRun", "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed", s.clone())),
-        ("fieldManager", query("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes.", s.clone())),
-        ("fieldSelector", query("fieldSelector", "A selector to restrict the list of returned objects by their fields. Defaults to everything.", s.clone())),
-        ("fieldValidation", query("fieldValidation", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.", s.clone())),
-        ("force", query("force", "Force is going to \"force\" Apply requests. It must be unset for non-apply patch requests.", b.clone())),
-        ("gracePeriodSeconds", query("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", i.clone())),
-        ("labelSelector", query("labelSelector", "A selector to restrict the list of returned objects by their labels. Defaults to everything.", s.clone())),
+        (
+            "allowWatchBookmarks",
+            query(
+                "allowWatchBookmarks",
+                "allowWatchBookmarks requests watch events with type \"BOOKMARK\".",
+                b.clone(),
+            ),
+        ),
+        (
+            "continue",
+            query(
+                "continue",
+                "The continue option should be set when retrieving more results from the server.",
+                s.clone(),
+            ),
+        ),
+        (
+            "dryRun",
+            query(
+                "dryRun",
+                "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed",
+                s.clone(),
+            ),
+        ),
+        (
+            "fieldManager",
+            query(
+                "fieldManager",
+                "fieldManager is a name associated with the actor or entity that is making these changes.",
+                s.clone(),
+            ),
+        ),
+        (
+            "fieldSelector",
+            query(
+                "fieldSelector",
+                "A selector to restrict the list of returned objects by their fields. Defaults to everything.",
+                s.clone(),
+            ),
+        ),
+        (
+            "fieldValidation",
+            query(
+                "fieldValidation",
+                "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
+                s.clone(),
+            ),
+        ),
+        (
+            "force",
+            query(
+                "force",
+                "Force is going to \"force\" Apply requests. It must be unset for non-apply patch requests.",
+                b.clone(),
+            ),
+        ),
+        (
+            "gracePeriodSeconds",
+            query("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", i.clone()),
+        ),
+        (
+            "labelSelector",
+            query(
+                "labelSelector",
+                "A selector to restrict the list of returned objects by their labels. Defaults to everything.",
+                s.clone(),
+            ),
+        ),
         ("limit", query("limit", "limit is a maximum number of responses to return for a list call.", i.clone())),
         ("orphanDependents", query("orphanDependents", "Deprecated: please use the PropagationPolicy.", b.clone())),
-        ("propagationPolicy", query("propagationPolicy", "Whether and how garbage collection will be performed.", s.clone())),
-        ("resourceVersion", query("resourceVersion", "resourceVersion sets a constraint on what resource versions a request may be served from.", s.clone())),
-        ("resourceVersionMatch", query("resourceVersionMatch", "resourceVersionMatch determines how resourceVersion is applied to list calls.", s.clone())),
-        ("sendInitialEvents", query("sendInitialEvents", "`sendInitialEvents=true` may be set together with `watch=true`.", b.clone())),
+        (
+            "propagationPolicy",
+            query("propagationPolicy", "Whether and how garbage collection will be performed.", s.clone()),
+        ),
+        (
+            "resourceVersion",
+            query(
+                "resourceVersion",
+                "resourceVersion sets a constraint on what resource versions a request may be served from.",
+                s.clone(),
+            ),
+        ),
+        (
+            "resourceVersionMatch",
+            query(
+                "resourceVersionMatch",
+                "resourceVersionMatch determines how resourceVersion is applied to list calls.",
+                s.clone(),
+            ),
+        ),
+        (
+            "sendInitialEvents",
+            query("sendInitialEvents", "`sendInitialEvents=true` may be set together with `watch=true`.", b.clone()),
+        ),
         ("timeoutSeconds", query("timeoutSeconds", "Timeout for the list/watch call.", i)),
-        ("watch", query("watch", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.", b)),
+        (
+            "watch",
+            query(
+                "watch",
+                "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
+                b,
+            ),
+        ),
         ("pretty", query("pretty", "If 'true', then the output is pretty printed.", s)),
     ])
 }
@@ -228,10 +320,19 @@ fn responses(codes: &[(&str, &str)], schema: &Value) -> Value {
 }
 
 const LIST_PARAMS: &[&str] = &[
-    "allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
-    "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch",
+    "allowWatchBookmarks",
+    "continue",
+    "fieldSelector",
+    "labelSelector",
+    "limit",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "sendInitialEvents",
+    "timeoutSeconds",
+    "watch",
 ];
-const PATCH_CONTENT: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+const PATCH_CONTENT: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
 struct Op<'a> {
     group: &'a str,
@@ -241,7 +342,17 @@ struct Op<'a> {
 }
 
 impl Op<'_> {
-    fn operation(&self, action: &str, verb: &str, description: String, parameters: Vec<Value>, body: Option<Value>, responses: Value, k8s_kind: &str) -> Value {
+    #[allow(clippy::too_many_arguments)] // One argument per field of an OpenAPI operation.
+    fn operation(
+        &self,
+        action: &str,
+        verb: &str,
+        description: String,
+        parameters: Vec<Value>,
+        body: Option<Value>,
+        responses: Value,
+        k8s_kind: &str,
+    ) -> Value {
         let mut op = json!({
             "tags": [self.tag],
             "description": description,
@@ -252,7 +363,7 @@ impl Op<'_> {
             "x-kubernetes-group-version-kind": {"group": self.group, "version": self.version, "kind": k8s_kind},
         });
         if let Some(body) = body {
-            op["requestBody"] = body;
+            crate::api::objects::put(&mut op, "requestBody", body);
         }
         op
     }
@@ -262,7 +373,15 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
     let all = common_parameters();
     let mut paths = Map::new();
     let mut schemas: Map<String, Value> = shared.definitions.clone();
-    let tag = format!("{}_{}", upper_camel(group).chars().enumerate().map(|(i, c)| if i == 0 { c.to_ascii_lowercase() } else { c }).collect::<String>(), version);
+    let tag = format!(
+        "{}_{}",
+        upper_camel(group)
+            .chars()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { c.to_ascii_lowercase() } else { c })
+            .collect::<String>(),
+        version
+    );
     for served in resources {
         let d = &served.definition;
         let item = definition_name(group, version, &d.kind);
@@ -271,8 +390,17 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
         schemas.insert(list.clone(), list_schema(d, version, &item, shared));
         let namespaced = if d.namespaced() { "Namespaced" } else { "" };
         let gv = format!("{}{}", upper_camel(group), upper_camel(version));
-        let op = |suffix: &str| Op { group, version, tag: tag.clone(), id_suffix: format!("{gv}{namespaced}{}{suffix}", d.kind) };
-        let collection = crate::core::paths::openapi_collection_template(&crate::core::gvr::GroupVersion::new(group, version), d.namespaced(), &d.plural);
+        let op = |suffix: &str| Op {
+            group,
+            version,
+            tag: tag.clone(),
+            id_suffix: format!("{gv}{namespaced}{}{suffix}", d.kind),
+        };
+        let collection = crate::core::paths::openapi_collection_template(
+            &crate::core::gvr::GroupVersion::new(group, version),
+            d.namespaced(),
+            &d.plural,
+        );
         let item_path = format!("{collection}/{{name}}");
         let object = reference(&item);
         let status = reference(&format!("{META}.Status"));
@@ -294,7 +422,7 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
             "post": o.operation("post", "create", format!("create a {}", d.kind), write_params.clone(), Some(json!({"content": content(object.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created"), ("202", "Accepted")], &object), &d.kind),
             "delete": o.operation("deletecollection", "deletecollection", format!("delete collection of {}", d.kind), params(&all, &["continue", "dryRun", "fieldSelector", "gracePeriodSeconds", "labelSelector", "limit", "orphanDependents", "propagationPolicy", "resourceVersion", "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds"]), None, responses(&[("200", "OK")], &status), &d.kind),
         });
-        coll["parameters"] = json!(path_params(false));
+        crate::api::objects::put(&mut coll, "parameters", json!(path_params(false)));
         paths.insert(collection.clone(), coll);
         let patch_body = json!({"content": content(reference(&format!("{META}.Patch")), PATCH_CONTENT)});
         let mut single = json!({
@@ -303,18 +431,30 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
             "patch": o.operation("patch", "patch", format!("partially update the specified {}", d.kind), params(&all, &["dryRun", "fieldManager", "fieldValidation", "force"]), Some(patch_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &object), &d.kind),
             "delete": o.operation("delete", "delete", format!("delete a {}", d.kind), params(&all, &["dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy"]), Some(json!({"content": content(reference(&format!("{META}.DeleteOptions")), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("202", "Accepted")], &status), &d.kind),
         });
-        single["parameters"] = json!(path_params(true));
+        crate::api::objects::put(&mut single, "parameters", json!(path_params(true)));
         paths.insert(item_path.clone(), single);
         if d.namespaced() {
             let all_ns = Op { group, version, tag: tag.clone(), id_suffix: format!("{gv}{}ForAllNamespaces", d.kind) };
-            let path = crate::core::paths::openapi_collection_template(&crate::core::gvr::GroupVersion::new(group, version), false, &d.plural);
+            let path = crate::core::paths::openapi_collection_template(
+                &crate::core::gvr::GroupVersion::new(group, version),
+                false,
+                &d.plural,
+            );
             let mut entry = json!({"get": all_ns.operation("list", "list", format!("list objects of kind {}", d.kind), params(&all, LIST_PARAMS), None, responses(&[("200", "OK")], &reference(&list)), &d.kind)});
-            entry["parameters"] = json!(all.get("pretty").cloned().into_iter().collect::<Vec<_>>());
+            crate::api::objects::put(
+                &mut entry,
+                "parameters",
+                json!(all.get("pretty").cloned().into_iter().collect::<Vec<_>>()),
+            );
             paths.insert(path, entry);
         }
         for (sub, schema, kind_name) in [
             ("status", served.version.status_subresource.then(|| object.clone()), d.kind.clone()),
-            ("scale", served.version.scale.as_ref().map(|_| reference("io.k8s.api.autoscaling.v1.Scale")), "Scale".to_string()),
+            (
+                "scale",
+                served.version.scale.as_ref().map(|_| reference("io.k8s.api.autoscaling.v1.Scale")),
+                "Scale".to_string(),
+            ),
         ] {
             let Some(schema) = schema else { continue };
             let so = op(&upper_camel(sub));
@@ -325,10 +465,16 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
             });
             if sub == "scale" {
                 for action in ["get", "put", "patch"] {
-                    entry[action]["x-kubernetes-group-version-kind"] = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+                    if let Some(op) = entry.get_mut(action) {
+                        crate::api::objects::put(
+                            op,
+                            "x-kubernetes-group-version-kind",
+                            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                        );
+                    }
                 }
             }
-            entry["parameters"] = json!(path_params(true));
+            crate::api::objects::put(&mut entry, "parameters", json!(path_params(true)));
             paths.insert(format!("{item_path}/{sub}"), entry);
         }
     }

@@ -7,7 +7,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 
 use super::Api;
-use super::body::{RespBody, ReqBody, add_warnings, read_limited};
+use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::{Call, Subresource};
 use super::errors;
 use super::negotiate::{content_type_essence, negotiate};
@@ -47,13 +47,8 @@ pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value) -> Result<Valu
                 serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let mut doc = target.clone();
             json_patch::patch(&mut doc, &operations).map_err(|e| {
-                ApiError {
-                    code: 422,
-                    reason: "Invalid",
-                    message: "the server rejected our request due to an error in our request".into(),
-                    details: None,
-                }
-                .with_cause("UnexpectedServerResponse", &e.to_string(), "")
+                ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
+                    .with_cause("UnexpectedServerResponse", &e.to_string(), "")
             })?;
             Ok(doc)
         }

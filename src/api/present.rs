@@ -25,7 +25,12 @@ pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Val
 }
 
 /// A single object in the negotiated view.
-pub fn object_response(call: &Call, output: Output, status: StatusCode, object: Value) -> Result<Response<RespBody>, ApiError> {
+pub fn object_response(
+    call: &Call,
+    output: Output,
+    status: StatusCode,
+    object: Value,
+) -> Result<Response<RespBody>, ApiError> {
     let value = match output.view {
         View::Object => object,
         View::Metadata(v) => table::partial_metadata(&object, v),
@@ -33,7 +38,14 @@ pub fn object_response(call: &Call, output: Output, status: StatusCode, object: 
             let include = IncludeObject::parse(call.query.get("includeObject"))?;
             let columns = Columns::for_version(&call.served.version);
             let rv = objects::resource_version(&object).to_string();
-            table::build(v, &columns, std::slice::from_ref(&object), json!({"resourceVersion": rv}), include, no_headers(call))
+            table::build(
+                v,
+                &columns,
+                std::slice::from_ref(&object),
+                json!({"resourceVersion": rv}),
+                include,
+                no_headers(call),
+            )
         }
     };
     Ok(body::value_response(status, output.encoding, &value))
@@ -43,13 +55,18 @@ pub fn object_response(call: &Call, output: Output, status: StatusCode, object: 
 pub fn list_metadata(revision: Revision, continue_token: Option<String>) -> Value {
     let mut meta = json!({"resourceVersion": revision.to_string()});
     if let Some(token) = continue_token {
-        meta["continue"] = Value::String(token);
+        crate::api::objects::put(&mut meta, "continue", Value::String(token));
     }
     meta
 }
 
 /// A list in the negotiated view.
-pub fn list_response(call: &Call, output: Output, items: Vec<Value>, metadata: Value) -> Result<Response<RespBody>, ApiError> {
+pub fn list_response(
+    call: &Call,
+    output: Output,
+    items: Vec<Value>,
+    metadata: Value,
+) -> Result<Response<RespBody>, ApiError> {
     let value = match output.view {
         View::Object => json!({
             "apiVersion": call.api_version(),

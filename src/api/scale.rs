@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::Api;
-use super::body::{self, RespBody, ReqBody, read_limited};
+use super::body::{self, ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::codec;
 use super::errors;
@@ -55,13 +55,15 @@ fn go_type(value: &Value) -> &'static str {
 /// The Scale of an object.
 fn scale_of(call: &Call, object: &Value) -> Result<Value, ApiError> {
     let paths = scale_paths(call)?;
-    let replicas = nested_int(object, &paths.spec_replicas_path).map_err(|e| ApiError::internal(e.message))?.ok_or_else(|| {
-        ApiError::internal(format!("the spec replicas field {:?} does not exist", paths.spec_replicas_path))
-    })?;
+    let replicas =
+        nested_int(object, &paths.spec_replicas_path).map_err(|e| ApiError::internal(e.message))?.ok_or_else(|| {
+            ApiError::internal(format!("the spec replicas field {:?} does not exist", paths.spec_replicas_path))
+        })?;
     let status_replicas = nested_int(object, &paths.status_replicas_path).ok().flatten().unwrap_or(0);
     let mut status = json!({"replicas": status_replicas});
-    if let Some(selector) = paths.label_selector_path.as_deref().and_then(|p| lookup(object, p)).and_then(Value::as_str) {
-        status["selector"] = json!(selector);
+    if let Some(selector) = paths.label_selector_path.as_deref().and_then(|p| lookup(object, p)).and_then(Value::as_str)
+    {
+        crate::api::objects::put(&mut status, "selector", json!(selector));
     }
     let meta = objects::metadata(object).cloned().unwrap_or_default();
     let mut scale_meta = Map::new();
@@ -70,12 +72,16 @@ fn scale_of(call: &Call, object: &Value) -> Result<Value, ApiError> {
             scale_meta.insert(field.into(), v.clone());
         }
     }
-    Ok(json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta, "spec": {"replicas": replicas}, "status": status}))
+    Ok(
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta, "spec": {"replicas": replicas}, "status": status}),
+    )
 }
 
 fn set_path(object: &mut Value, path: &str, value: Value) {
     let parts: Vec<&str> = segments(path).collect();
-    let Some((last, parents)) = parts.split_last() else { return };
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
     let mut node = object;
     for part in parents {
         if !node.get(*part).is_some_and(Value::is_object) {
@@ -100,7 +106,11 @@ pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError>
 }
 
 /// Writes the replicas of a `Scale` into the object.
-async fn apply_scale(api: &Api, call: &Call, new_scale: impl Fn(&Value) -> Result<Value, ApiError>) -> Result<Response<RespBody>, ApiError> {
+async fn apply_scale(
+    api: &Api,
+    call: &Call,
+    new_scale: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
     let dry_run = call.dry_run()?;
     let paths = scale_paths(call)?.clone();
@@ -118,9 +128,14 @@ async fn apply_scale(api: &Api, call: &Call, new_scale: impl Fn(&Value) -> Resul
         let replicas = match scale.pointer("/spec/replicas") {
             Some(Value::Number(n)) if n.is_i64() => n.as_i64().unwrap_or(0),
             None | Some(Value::Null) => {
-                return Err(ApiError::bad_request(format!("the spec replicas field {:?} cannot be empty", paths.spec_replicas_path)));
+                return Err(ApiError::bad_request(format!(
+                    "the spec replicas field {:?} cannot be empty",
+                    paths.spec_replicas_path
+                )));
             }
-            Some(other) => return Err(ApiError::bad_request(format!("invalid spec.replicas: {other}"))),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!("invalid spec.replicas: {other}")));
+            }
         };
         let mut object = old.clone();
         set_path(&mut object, &paths.spec_replicas_path, json!(replicas));

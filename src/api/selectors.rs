@@ -38,9 +38,10 @@ impl LabelSelector {
             if term.is_empty() {
                 continue;
             }
-            requirements.push(parse_requirement(term).map_err(|e| {
-                ApiError::bad_request(format!("unable to parse requirement: {e}"))
-            })?);
+            requirements.push(
+                parse_requirement(term)
+                    .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            );
         }
         Ok(LabelSelector(requirements))
     }
@@ -53,8 +54,12 @@ impl LabelSelector {
             LabelRequirement::NotIn(k, vs) => labels.get(k.as_str()).is_none_or(|l| !vs.iter().any(|v| v == l)),
             LabelRequirement::Exists(k) => labels.contains_key(k.as_str()),
             LabelRequirement::NotExists(k) => !labels.contains_key(k.as_str()),
-            LabelRequirement::GreaterThan(k, n) => labels.get(k.as_str()).and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| l > *n),
-            LabelRequirement::LessThan(k, n) => labels.get(k.as_str()).and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| l < *n),
+            LabelRequirement::GreaterThan(k, n) => {
+                labels.get(k.as_str()).and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| l > *n)
+            }
+            LabelRequirement::LessThan(k, n) => {
+                labels.get(k.as_str()).and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| l < *n)
+            }
         })
     }
 
@@ -131,7 +136,10 @@ fn parse_requirement(term: &str) -> Result<LabelRequirement, String> {
     }
     for (op, greater) in [(">", true), ("<", false)] {
         if let Some((k, v)) = term.split_once(op) {
-            let n: i64 = v.trim().parse().map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {}", v.trim()))?;
+            let n: i64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {}", v.trim()))?;
             let k = check_key(k.trim())?;
             return Ok(if greater { LabelRequirement::GreaterThan(k, n) } else { LabelRequirement::LessThan(k, n) });
         }
@@ -171,9 +179,10 @@ impl FieldSelector {
             if term.is_empty() {
                 continue;
             }
-            let (field, value, equal) = split_field_term(&term)
-                .ok_or_else(|| ApiError::bad_request(format!("invalid selector: '{text}'; can't understand '{term}'")))?;
-            if !supported.iter().any(|s| *s == field) {
+            let (field, value, equal) = split_field_term(&term).ok_or_else(|| {
+                ApiError::bad_request(format!("invalid selector: '{text}'; can't understand '{term}'"))
+            })?;
+            if !supported.contains(&field) {
                 return Err(ApiError::bad_request(format!("field label not supported: {field}")));
             }
             terms.push(FieldRequirement { field, value, equal });

@@ -26,9 +26,9 @@ impl IncludeObject {
             None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
             Some("None") => Ok(IncludeObject::None),
             Some("Object") => Ok(IncludeObject::Object),
-            Some(other) => Err(crate::core::status::ApiError::bad_request(format!(
-                "unsupported includeObject value: {other}"
-            ))),
+            Some(other) => {
+                Err(crate::core::status::ApiError::bad_request(format!("unsupported includeObject value: {other}")))
+            }
         }
     }
 }
@@ -70,11 +70,9 @@ impl Columns {
                 name: c.name.clone(),
                 kind: c.type_.clone(),
                 format: c.format.clone().unwrap_or_default(),
-                description: c
-                    .description
-                    .clone()
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| format!("Custom resource definition column (in JSONPath format): {}", c.json_path)),
+                description: c.description.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| {
+                    format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
+                }),
                 priority: c.priority.unwrap_or(0),
                 path: JsonPath::parse(&c.json_path).ok(),
             });
@@ -153,8 +151,8 @@ pub fn build(
             let mut row = json!({"cells": columns.cells(o, now)});
             match include {
                 IncludeObject::None => {}
-                IncludeObject::Metadata => row["object"] = partial_metadata(o, version),
-                IncludeObject::Object => row["object"] = o.clone(),
+                IncludeObject::Metadata => crate::api::objects::put(&mut row, "object", partial_metadata(o, version)),
+                IncludeObject::Object => crate::api::objects::put(&mut row, "object", o.clone()),
             }
             row
         })
@@ -166,7 +164,7 @@ pub fn build(
         "rows": rows,
     });
     if !no_headers {
-        table["columnDefinitions"] = Value::Array(columns.definitions());
+        crate::api::objects::put(&mut table, "columnDefinitions", Value::Array(columns.definitions()));
     }
     table
 }
@@ -179,7 +177,7 @@ mod tests {
     fn cells_follow_the_column_type() {
         let now = jiff::Timestamp::now();
         assert_eq!(cell("integer", &json!(42), now), json!(42));
-        assert_eq!(cell("integer", &json!(3.14), now), json!(3));
+        assert_eq!(cell("integer", &json!(3.25), now), json!(3));
         assert_eq!(cell("integer", &json!(true), now), Value::Null);
         assert_eq!(cell("number", &json!(42), now), json!(42.0));
         assert_eq!(cell("boolean", &json!("true"), now), Value::Null);

@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 
 use super::Api;
-use super::body::{RespBody, ReqBody, add_warnings, read_limited};
+use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::{Call, Subresource};
 use super::codec;
 use super::errors;
@@ -107,18 +107,25 @@ pub async fn commit(
         return Ok((Committed::Unchanged(old.clone()), warnings));
     }
     if dry_run {
-        return Ok((Committed::Written(write::stored_to_response(call, stored, current.revision).map_err(Some)?), warnings));
+        return Ok((
+            Committed::Written(write::stored_to_response(call, stored, current.revision).map_err(Some)?),
+            warnings,
+        ));
     }
     let key = call.key();
     if objects::is_deleting(&object) && objects::finalizers(&object).is_empty() {
         return match api.store().delete(&key, Some(current.revision)).await {
-            Ok((revision, _)) => Ok((Committed::Deleted(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings)),
+            Ok((revision, _)) => {
+                Ok((Committed::Deleted(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings))
+            }
             Err(store::Error::Conflict { .. }) => Err(None),
             Err(e) => Err(Some(errors::storage(e, call, &call.name))),
         };
     }
     match api.store().update(&key, current.revision, encoded).await {
-        Ok(revision) => Ok((Committed::Written(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings)),
+        Ok(revision) => {
+            Ok((Committed::Written(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings))
+        }
         Err(store::Error::Conflict { .. }) => Err(None),
         Err(e) => Err(Some(errors::storage(e, call, &call.name))),
     }
@@ -139,7 +146,8 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let mut warnings = write::field_validation(call, mode, &unknown)?;
     let rv = objects::resource_version(&object).to_string();
     if rv.is_empty() {
-        let error = FieldError::invalid(Path::new("metadata").child("resourceVersion"), 0, "must be specified for an update");
+        let error =
+            FieldError::invalid(Path::new("metadata").child("resourceVersion"), 0, "must be specified for an update");
         let d = &call.served.definition;
         return Err(ApiError::invalid(&GroupKind::new(&d.group, &d.plural), &call.name, &[error]));
     }
@@ -150,7 +158,8 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
         return Err(conflict());
     }
     let object = merge_for_subresource(call, object, &old);
-    let (committed, more) = commit(api, call, &current, &old, object, dry_run).await.map_err(|e| e.unwrap_or_else(conflict))?;
+    let (committed, more) =
+        commit(api, call, &current, &old, object, dry_run).await.map_err(|e| e.unwrap_or_else(conflict))?;
     warnings.extend(more);
     let result = match committed {
         Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o) => o,

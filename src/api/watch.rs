@@ -10,8 +10,8 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::Api;
 use super::body::RespBody;
@@ -47,11 +47,15 @@ fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
     let bool_param = |name: &str| -> Result<Option<bool>, ApiError> {
         match q.get(name) {
             None | Some("") => Ok(None),
-            Some(v) => parse_go_bool(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("invalid {name} value: {v}"))),
+            Some(v) => {
+                parse_go_bool(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("invalid {name} value: {v}")))
+            }
         }
     };
     let timeout = match q.get("timeoutSeconds").filter(|t| !t.is_empty()) {
-        Some(t) => Duration::from_secs(t.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?),
+        Some(t) => Duration::from_secs(
+            t.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+        ),
         None => {
             // A random time in [min, 2*min) spreads reconnects, as Kubernetes does.
             let min = api.options().min_request_timeout.as_secs_f64();
@@ -65,13 +69,22 @@ fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
     let rvm = q.get("resourceVersionMatch").unwrap_or_default();
     match send_initial {
         Some(_) if rvm != "NotOlderThan" => {
-            return Err(list_options_invalid("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+            return Err(list_options_invalid(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
         }
         Some(true) if !bookmarks => {
-            return Err(list_options_invalid("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"));
+            return Err(list_options_invalid(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
         }
         None if !rvm.is_empty() => {
-            return Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+            return Err(list_options_invalid(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
         }
         _ => {}
     }
@@ -122,10 +135,18 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         Err(e) => return Err(errors::storage(e, call, "")),
     };
     if let Some(events) = events {
-        let stream = Stream { call: call.clone(), output, filter, columns: Columns::for_version(&call.served.version), tx, last: start };
+        let stream = Stream {
+            call: call.clone(),
+            output,
+            filter,
+            columns: Columns::for_version(&call.served.version),
+            tx,
+            last: start,
+        };
         tokio::spawn(stream.run(events, initial, params));
     }
-    let body = StreamBody::new(ReceiverStream::new(rx).map(|chunk| Ok::<_, std::convert::Infallible>(Frame::data(chunk))));
+    let body =
+        StreamBody::new(ReceiverStream::new(rx).map(|chunk| Ok::<_, std::convert::Infallible>(Frame::data(chunk))));
     let mut response = Response::new(BodyExt::boxed_unsync(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -186,11 +207,15 @@ impl Stream {
     /// Sends an event if it concerns the watcher's selection. An object that leaves the
     /// selection is reported as deleted, one that enters it as added.
     async fn deliver(&mut self, event: store::Event) -> bool {
-        let Ok(object) = present::from_storage(&self.call, &event.value, event.revision) else { return true };
+        let Ok(object) = present::from_storage(&self.call, &event.value, event.revision) else {
+            return true;
+        };
         let now = self.filter.matches(&object);
         let before = match (&event.prev, event.kind) {
             (Some(prev), EventType::Modified) if !self.filter.is_empty() => {
-                present::from_storage(&self.call, prev, event.revision).map(|p| self.filter.matches(&p)).unwrap_or(false)
+                present::from_storage(&self.call, prev, event.revision)
+                    .map(|p| self.filter.matches(&p))
+                    .unwrap_or(false)
             }
             _ => now,
         };
@@ -208,7 +233,7 @@ impl Stream {
     fn bookmark(&self, initial_events_end: bool) -> Value {
         let mut metadata = json!({"resourceVersion": self.last.to_string(), "creationTimestamp": null});
         if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            crate::api::objects::put(&mut metadata, "annotations", json!({"k8s.io/initial-events-end": "true"}));
         }
         let d = &self.call.served.definition;
         json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
@@ -219,9 +244,17 @@ impl Stream {
             View::Object => object.clone(),
             View::Metadata(v) => table::partial_metadata(object, v),
             View::Table(v) => {
-                let include = IncludeObject::parse(self.call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata);
+                let include =
+                    IncludeObject::parse(self.call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata);
                 let rv = objects::resource_version(object).to_string();
-                table::build(v, &self.columns, std::slice::from_ref(object), json!({"resourceVersion": rv}), include, false)
+                table::build(
+                    v,
+                    &self.columns,
+                    std::slice::from_ref(object),
+                    json!({"resourceVersion": rv}),
+                    include,
+                    false,
+                )
             }
         };
         self.send_raw(kind, &rendered).await

@@ -53,7 +53,8 @@ pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
         )));
     }
     if kind != definition.kind {
-        let error = FieldError::invalid(crate::core::field::Path::new("kind"), kind, format!("must be {}", definition.kind));
+        let error =
+            FieldError::invalid(crate::core::field::Path::new("kind"), kind, format!("must be {}", definition.kind));
         return Err(ApiError::invalid(&GroupKind::new(&definition.group, kind), objects::name(object), &[error]));
     }
     Ok(())
@@ -88,7 +89,12 @@ pub fn field_validation(call: &Call, mode: FieldValidation, unknown: &[String]) 
 
 /// Validates a prepared object. `errors` holds what earlier steps found; every problem is
 /// returned in one 422.
-pub fn validate(call: &Call, object: &Value, _old: Option<&Value>, errors: Vec<FieldError>) -> Result<Vec<String>, ApiError> {
+pub fn validate(
+    call: &Call,
+    object: &Value,
+    _old: Option<&Value>,
+    errors: Vec<FieldError>,
+) -> Result<Vec<String>, ApiError> {
     if errors.is_empty() {
         return Ok(Vec::new());
     }
@@ -112,6 +118,7 @@ pub fn to_storage(call: &Call, object: &Value) -> Result<(Value, Bytes), ApiErro
 /// the request version.
 pub fn stored_to_response(call: &Call, mut stored: Value, revision: u64) -> Result<Value, ApiError> {
     objects::set_resource_version(&mut stored, revision);
-    crate::conversion::convert(&call.served.definition, &mut stored, &call.served.version.name).map_err(errors::conversion)?;
+    crate::conversion::convert(&call.served.definition, &mut stored, &call.served.version.name)
+        .map_err(errors::conversion)?;
     Ok(stored)
 }

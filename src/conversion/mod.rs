@@ -26,7 +26,9 @@ pub fn convert(definition: &Definition, object: &mut Value, version: &str) -> Re
         });
     }
     let target = format!("{}/{}", definition.group, version);
-    let Value::Object(map) = object else { return Err(Error::Invalid("object is not a JSON object".into())) };
+    let Value::Object(map) = object else {
+        return Err(Error::Invalid("object is not a JSON object".into()));
+    };
     if map.get("apiVersion").and_then(Value::as_str) != Some(target.as_str()) {
         map.insert("apiVersion".into(), Value::String(target));
     }

@@ -153,7 +153,8 @@ impl FieldError {
 
     /// `Too long: may not be more than N bytes` (the value is never printed).
     pub fn too_long(field: Path, max: i64) -> Self {
-        let detail = if max >= 0 { format!("may not be more than {max} bytes") } else { "value is too long".to_string() };
+        let detail =
+            if max >= 0 { format!("may not be more than {max} bytes") } else { "value is too long".to_string() };
         FieldError::new(ErrorType::TooLong, field, None, detail)
     }
 
@@ -166,10 +167,8 @@ impl FieldError {
     /// The message without the leading `<field>: `, as `Status` causes carry it.
     pub fn body(&self) -> String {
         let mut out = String::from(self.kind.words());
-        let prints_value = !matches!(
-            self.kind,
-            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::Internal
-        );
+        let prints_value =
+            !matches!(self.kind, ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::Internal);
         if prints_value && let Some(value) = &self.bad_value {
             out.push_str(": ");
             out.push_str(&render_value(value));
@@ -273,7 +272,11 @@ pub fn go_quote(s: &str) -> String {
             c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if c.is_control() => {
                 let code = c as u32;
-                if code <= 0xFFFF { out.push_str(&format!("\\u{code:04x}")) } else { out.push_str(&format!("\\U{code:08x}")) }
+                if code <= 0xFFFF {
+                    out.push_str(&format!("\\u{code:04x}"))
+                } else {
+                    out.push_str(&format!("\\U{code:08x}"))
+                }
             }
             c => out.push(c),
         }
@@ -306,8 +309,14 @@ mod tests {
         check(FieldError::too_many(Path::new("l"), Some(3), 2), "l: Too many: 3: must have at most 2 items");
         check(FieldError::too_long(Path::new("s"), 5), "s: Too long: may not be more than 5 bytes");
         check(FieldError::invalid(Path::nil(), Value::Null, "x"), "<nil>: Invalid value: null: x");
-        check(FieldError::duplicate(Path::new("l").index(1), json!({"name": "a"})), r#"l[1]: Duplicate value: {"name":"a"}"#);
-        check(FieldError::new(ErrorType::Invalid, Path::new("spec"), None, "failed rule: x"), "spec: Invalid value: failed rule: x");
+        check(
+            FieldError::duplicate(Path::new("l").index(1), json!({"name": "a"})),
+            r#"l[1]: Duplicate value: {"name":"a"}"#,
+        );
+        check(
+            FieldError::new(ErrorType::Invalid, Path::new("spec"), None, "failed rule: x"),
+            "spec: Invalid value: failed rule: x",
+        );
     }
 
     #[test]
@@ -332,7 +341,7 @@ mod tests {
     fn aggregates_deduplicate() {
         let a = FieldError::required(Path::new("a"), "");
         let b = FieldError::required(Path::new("b"), "");
-        assert_eq!(aggregate(&[a.clone()]), "a: Required value");
+        assert_eq!(aggregate(std::slice::from_ref(&a)), "a: Required value");
         assert_eq!(aggregate(&[a.clone(), b, a]), "[a: Required value, b: Required value]");
     }
 

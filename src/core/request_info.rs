@@ -132,7 +132,9 @@ impl RequestInfo {
         }
 
         if info.name.is_empty() && info.verb == "get" {
-            let watch = query.get("watch").map(|w| parse_go_bool(w).unwrap_or(!matches!(w.to_ascii_lowercase().as_str(), "false" | "0")));
+            let watch = query
+                .get("watch")
+                .map(|w| parse_go_bool(w).unwrap_or(!matches!(w.to_ascii_lowercase().as_str(), "false" | "0")));
             info.verb = if watch == Some(true) { "watch" } else { "list" }.to_string();
             if let Some(name) = query.get("fieldSelector").and_then(exact_name_in_field_selector) {
                 info.name = name;
@@ -164,12 +166,19 @@ mod tests {
     use super::*;
     use http::Method;
 
+    #[allow(clippy::too_many_arguments)] // The request and every attribute expected of it.
     fn check(method: Method, path: &str, query: &str, verb: &str, ns: &str, resource: &str, name: &str, sub: &str) {
         let q = Query::parse(Some(query));
         let info = RequestInfo::parse(&method, path, &q).unwrap();
         assert!(info.is_resource_request, "{path}");
         assert_eq!(
-            (info.verb.as_str(), info.namespace.as_str(), info.resource.as_str(), info.name.as_str(), info.subresource.as_str()),
+            (
+                info.verb.as_str(),
+                info.namespace.as_str(),
+                info.resource.as_str(),
+                info.name.as_str(),
+                info.subresource.as_str()
+            ),
             (verb, ns, resource, name, sub),
             "{method} {path}?{query}"
         );
@@ -183,18 +192,53 @@ mod tests {
         check(Method::GET, &format!("{base}/crontabs"), "watch=true", "watch", "", "crontabs", "", "");
         check(Method::GET, &format!("{base}/crontabs"), "watch=false", "list", "", "crontabs", "", "");
         check(Method::GET, &format!("{base}/namespaces/a/crontabs/x"), "", "get", "a", "crontabs", "x", "");
-        check(Method::PUT, &format!("{base}/namespaces/a/crontabs/x/status"), "", "update", "a", "crontabs", "x", "status");
+        check(
+            Method::PUT,
+            &format!("{base}/namespaces/a/crontabs/x/status"),
+            "",
+            "update",
+            "a",
+            "crontabs",
+            "x",
+            "status",
+        );
         check(Method::POST, &format!("{base}/namespaces/a/crontabs"), "", "create", "a", "crontabs", "", "");
-        check(Method::DELETE, &format!("{base}/namespaces/a/crontabs"), "", "deletecollection", "a", "crontabs", "", "");
+        check(
+            Method::DELETE,
+            &format!("{base}/namespaces/a/crontabs"),
+            "",
+            "deletecollection",
+            "a",
+            "crontabs",
+            "",
+            "",
+        );
         check(Method::DELETE, &format!("{base}/namespaces/a/crontabs/x"), "", "delete", "a", "crontabs", "x", "");
         check(Method::PATCH, &format!("{base}/widgets/w/scale"), "", "patch", "", "widgets", "w", "scale");
-        check(Method::GET, &format!("{base}/namespaces/a/crontabs"), "fieldSelector=metadata.name%3Dx", "list", "a", "crontabs", "x", "");
+        check(
+            Method::GET,
+            &format!("{base}/namespaces/a/crontabs"),
+            "fieldSelector=metadata.name%3Dx",
+            "list",
+            "a",
+            "crontabs",
+            "x",
+            "",
+        );
         check(Method::GET, &format!("{base}/watch/namespaces/a/crontabs"), "", "watch", "a", "crontabs", "", "");
     }
 
     #[test]
     fn non_resource_requests() {
-        for path in ["/apis", "/apis/stable.example.com", "/apis/stable.example.com/v1", "/api", "/api/v1", "/healthz", "/openapi/v2"] {
+        for path in [
+            "/apis",
+            "/apis/stable.example.com",
+            "/apis/stable.example.com/v1",
+            "/api",
+            "/api/v1",
+            "/healthz",
+            "/openapi/v2",
+        ] {
             let info = RequestInfo::parse(&Method::GET, path, &Query::default()).unwrap();
             assert!(!info.is_resource_request, "{path}");
             assert_eq!(info.verb, "get");

@@ -60,16 +60,18 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<StatusDetails>,
+    /// Boxed: errors travel in `Result`s on every request path; keep them small.
+    pub details: Option<Box<StatusDetails>>,
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    /// An error with any code and reason (prefer the named constructors).
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError { code, reason, message: message.into(), details: None }
     }
 
     fn with_details(mut self, details: StatusDetails) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -219,7 +221,7 @@ impl ApiError {
 
     /// Adds a cause to the details.
     pub fn with_cause(mut self, reason: &str, message: &str, field: &str) -> Self {
-        let details = self.details.get_or_insert_with(StatusDetails::default);
+        let details = self.details.get_or_insert_with(Box::default);
         details.causes.push(StatusCause { reason: reason.into(), message: message.into(), field: field.into() });
         self
     }
@@ -233,7 +235,7 @@ impl ApiError {
             status: "Failure".to_string(),
             message: self.message.clone(),
             reason: self.reason.to_string(),
-            details: self.details.clone(),
+            details: self.details.as_deref().cloned(),
             code: self.code,
         }
     }
@@ -274,7 +276,11 @@ mod tests {
     #[test]
     fn invalid_lists_every_cause() {
         let errors = vec![
-            FieldError::invalid(Path::new("spec").child("replicas"), 15, "spec.replicas in body should be less than or equal to 10"),
+            FieldError::invalid(
+                Path::new("spec").child("replicas"),
+                15,
+                "spec.replicas in body should be less than or equal to 10",
+            ),
             FieldError::required(Path::new("spec").child("image"), ""),
         ];
         let err = ApiError::invalid(&GroupKind::new("stable.example.com", "CronTab"), "c", &errors);
@@ -291,7 +297,14 @@ mod tests {
 
     #[test]
     fn conflict_wording() {
-        let err = ApiError::conflict(&crontabs(), "c", "the object has been modified; please apply your changes to the latest version and try again");
-        assert_eq!(err.message, "Operation cannot be fulfilled on crontabs.stable.example.com \"c\": the object has been modified; please apply your changes to the latest version and try again");
+        let err = ApiError::conflict(
+            &crontabs(),
+            "c",
+            "the object has been modified; please apply your changes to the latest version and try again",
+        );
+        assert_eq!(
+            err.message,
+            "Operation cannot be fulfilled on crontabs.stable.example.com \"c\": the object has been modified; please apply your changes to the latest version and try again"
+        );
     }
 }

@@ -70,7 +70,8 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
         if meta.is_dir() {
             let entries = std::fs::read_dir(path)
                 .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot list: {e}")]))?;
-            let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_manifest(p) && p.is_file()).collect();
+            let mut found: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_manifest(p) && p.is_file()).collect();
             found.sort();
             files.extend(found);
         } else {
@@ -157,12 +158,14 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
 fn expand_lists(docs: Vec<Value>) -> Vec<Value> {
     let mut out = Vec::new();
     for doc in docs {
-        let is_list = doc.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k == "CustomResourceDefinitionList");
+        let is_list =
+            doc.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k == "CustomResourceDefinitionList");
         match (is_list, doc) {
-            (true, Value::Object(mut map)) => match map.remove("items") {
-                Some(Value::Array(items)) => out.extend(items),
-                _ => {}
-            },
+            (true, Value::Object(mut map)) => {
+                if let Some(Value::Array(items)) = map.remove("items") {
+                    out.extend(items);
+                }
+            }
             (_, doc) => out.push(doc),
         }
     }
@@ -202,7 +205,12 @@ spec:
         assert_eq!(report.problems.len(), 1);
         let text = report.problems[0].to_string();
         assert!(text.contains("a.yaml (document 2)"), "{text}");
-        assert!(text.contains(r#"metadata.name: Invalid value: "wrong.stable.example.com": must be spec.names.plural+"."+spec.group"#), "{text}");
+        assert!(
+            text.contains(
+                r#"metadata.name: Invalid value: "wrong.stable.example.com": must be spec.names.plural+"."+spec.group"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -216,7 +224,11 @@ spec:
 
     #[test]
     fn other_kinds_are_problems() {
-        let err = definition_from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"}), "cm.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "cm.yaml: not a usable CustomResourceDefinition: expected apiextensions.k8s.io/v1 CustomResourceDefinition, found v1 ConfigMap");
+        let err =
+            definition_from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"}), "cm.yaml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cm.yaml: not a usable CustomResourceDefinition: expected apiextensions.k8s.io/v1 CustomResourceDefinition, found v1 ConfigMap"
+        );
     }
 }

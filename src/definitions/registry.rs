@@ -39,7 +39,10 @@ impl Registry {
                 problems.push(Problem::new(
                     &definition.source,
                     Some(definition.name.clone()),
-                    vec![format!("metadata.name: Duplicate value: \"{}\": already defined in {first}", definition.name)],
+                    vec![format!(
+                        "metadata.name: Duplicate value: \"{}\": already defined in {first}",
+                        definition.name
+                    )],
                 ));
                 continue;
             }
@@ -48,7 +51,8 @@ impl Registry {
             let mut mine: Vec<&str> = vec![definition.plural.as_str(), definition.singular.as_str()];
             mine.extend(definition.short_names.iter().map(String::as_str));
             let kind_pair = [definition.kind.as_str(), definition.list_kind.as_str()];
-            let clash = mine.iter().find(|n| used.contains(**n)).or_else(|| kind_pair.iter().find(|k| kinds.contains(**k)));
+            let clash =
+                mine.iter().find(|n| used.contains(**n)).or_else(|| kind_pair.iter().find(|k| kinds.contains(**k)));
             if let Some(name) = clash {
                 problems.push(Problem::new(
                     &definition.source,
@@ -104,7 +108,8 @@ impl Registry {
 
     /// The resources of a group version, by plural.
     pub fn resources(&self, group: &str, version: &str) -> Vec<&Served> {
-        let mut out: Vec<&Served> = self.by_group.get(group).and_then(|g| g.get(version)).map(|m| m.values().collect()).unwrap_or_default();
+        let mut out: Vec<&Served> =
+            self.by_group.get(group).and_then(|g| g.get(version)).map(|m| m.values().collect()).unwrap_or_default();
         out.sort_by(|a, b| a.definition.plural.cmp(&b.definition.plural));
         out
     }

@@ -45,7 +45,11 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
         if !problems.is_empty() {
             errs.push(FieldError::invalid(sp.child("group"), spec.group.as_str(), problems.join(",")));
         } else if spec.group.split('.').count() < 2 {
-            errs.push(FieldError::invalid(sp.child("group"), spec.group.as_str(), "should be a domain with at least one dot"));
+            errs.push(FieldError::invalid(
+                sp.child("group"),
+                spec.group.as_str(),
+                "should be a domain with at least one dot",
+            ));
         }
     }
     match spec.scope.as_str() {
@@ -66,7 +70,11 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
         match conversion.strategy.as_str() {
             "None" | "Webhook" => {}
             "" => errs.push(FieldError::required(sp.child("conversion").child("strategy"), "")),
-            other => errs.push(FieldError::not_supported(sp.child("conversion").child("strategy"), other, &["None", "Webhook"])),
+            other => errs.push(FieldError::not_supported(
+                sp.child("conversion").child("strategy"),
+                other,
+                &["None", "Webhook"],
+            )),
         }
         if conversion.strategy == "None" && conversion.webhook.is_some() {
             errs.push(FieldError::forbidden(
@@ -146,7 +154,12 @@ fn check_names(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
     for (i, category) in names.categories.iter().flatten().enumerate() {
         label(np.child("categories").index(i), category, errs);
     }
-    for (field, value) in [("plural", names.plural.as_str()), ("singular", singular), ("kind", names.kind.as_str()), ("listKind", list_kind)] {
+    for (field, value) in [
+        ("plural", names.plural.as_str()),
+        ("singular", singular),
+        ("kind", names.kind.as_str()),
+        ("listKind", list_kind),
+    ] {
         if value.is_empty() {
             errs.push(FieldError::required(np.child(field), ""));
         }
@@ -180,7 +193,11 @@ fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<Fi
         for (j, column) in version.additional_printer_columns.iter().flatten().enumerate() {
             check_column(column, &path.child("additionalPrinterColumns").index(j), errs);
         }
-        check_selectable_fields(version.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()), &path.child("selectableFields"), errs);
+        check_selectable_fields(
+            version.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()),
+            &path.child("selectableFields"),
+            errs,
+        );
         if let Some(warning) = &version.deprecation_warning {
             let wp = path.child("deprecationWarning");
             if version.deprecated != Some(true) {
@@ -190,7 +207,13 @@ fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<Fi
             } else if warning.chars().count() > 256 {
                 errs.push(FieldError::too_long(wp, 256));
             } else if let Some(index) = warning.chars().position(|c| c.is_control()) {
-                errs.push(FieldError::invalid(wp, warning.as_str(), format!("must only contain printable UTF-8 characters; non-printable character found at index {index}")));
+                errs.push(FieldError::invalid(
+                    wp,
+                    warning.as_str(),
+                    format!(
+                        "must only contain printable UTF-8 characters; non-printable character found at index {index}"
+                    ),
+                ));
             }
         }
     }
@@ -198,7 +221,11 @@ fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<Fi
         errs.push(FieldError::invalid(vp.clone(), raw_versions.clone(), "must contain unique version names"));
     }
     if !versions.is_empty() && versions.iter().filter(|v| v.storage).count() != 1 {
-        errs.push(FieldError::invalid(vp.clone(), raw_versions.clone(), "must have exactly one version marked as storage version"));
+        errs.push(FieldError::invalid(
+            vp.clone(),
+            raw_versions.clone(),
+            "must have exactly one version marked as storage version",
+        ));
     }
     if !versions.is_empty() && !versions.iter().any(|v| v.served) {
         errs.push(FieldError::invalid(vp, raw_versions, "must have at least one served version"));
@@ -254,7 +281,11 @@ fn check_column(column: &CustomResourceColumnDefinition, path: &Path, errs: &mut
     if let Some(format) = column.format.as_deref().filter(|f| !f.is_empty())
         && !COLUMN_FORMATS.contains(&format)
     {
-        errs.push(FieldError::invalid(path.child("format"), format, format!("must be one of {}", COLUMN_FORMATS.join(","))));
+        errs.push(FieldError::invalid(
+            path.child("format"),
+            format,
+            format!("must be one of {}", COLUMN_FORMATS.join(",")),
+        ));
     }
     let jp = path.child("JSONPath");
     if column.json_path.is_empty() {
@@ -423,7 +454,9 @@ mod tests {
         raw["metadata"]["name"] = json!("crontab.stable.example.com");
         assert_eq!(
             errors_of(raw),
-            vec![r#"metadata.name: Invalid value: "crontab.stable.example.com": must be spec.names.plural+"."+spec.group"#]
+            vec![
+                r#"metadata.name: Invalid value: "crontab.stable.example.com": must be spec.names.plural+"."+spec.group"#
+            ]
         );
     }
 
@@ -433,8 +466,17 @@ mod tests {
         raw["spec"]["scope"] = json!("Global");
         raw["spec"]["versions"][0]["storage"] = json!(false);
         let errs = errors_of(raw);
-        assert!(errs.contains(&r#"spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced""#.to_string()), "{errs:?}");
-        assert!(errs.iter().any(|e| e.starts_with("spec.versions: Invalid value: [") && e.ends_with("must have exactly one version marked as storage version")), "{errs:?}");
+        assert!(
+            errs.contains(
+                &r#"spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced""#.to_string()
+            ),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.starts_with("spec.versions: Invalid value: [")
+                && e.ends_with("must have exactly one version marked as storage version")),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -444,7 +486,10 @@ mod tests {
         raw["spec"]["names"]["kind"] = json!("Cron_Tab");
         raw["metadata"]["name"] = json!("crontabs.stable.example.com");
         let errs = errors_of(raw);
-        assert!(errs.iter().any(|e| e.starts_with(r#"spec.names.shortNames[0]: Invalid value: "C_T": a DNS-1035 label"#)), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with(r#"spec.names.shortNames[0]: Invalid value: "C_T": a DNS-1035 label"#)),
+            "{errs:?}"
+        );
         assert!(errs.iter().any(|e| e.starts_with(r#"spec.names.kind: Invalid value: "Cron_Tab": may have mixed case, but should otherwise match: a DNS-1035 label"#)), "{errs:?}");
     }
 
@@ -454,15 +499,20 @@ mod tests {
         raw["spec"]["versions"][0]["served"] = json!(false);
         raw["spec"]["versions"][0].as_object_mut().unwrap().remove("schema");
         let errs = errors_of(raw);
-        assert!(errs.contains(&"spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required".to_string()), "{errs:?}");
+        assert!(
+            errs.contains(&"spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required".to_string()),
+            "{errs:?}"
+        );
         assert!(errs.iter().any(|e| e.ends_with("must have at least one served version")), "{errs:?}");
     }
 
     #[test]
     fn scale_paths_and_columns() {
         let mut raw = crontab();
-        raw["spec"]["versions"][0]["subresources"] = json!({"scale": {"specReplicasPath": ".status.x", "statusReplicasPath": "status.y"}});
-        raw["spec"]["versions"][0]["additionalPrinterColumns"] = json!([{"name": "X", "type": "map", "jsonPath": ".spec.x"}]);
+        raw["spec"]["versions"][0]["subresources"] =
+            json!({"scale": {"specReplicasPath": ".status.x", "statusReplicasPath": "status.y"}});
+        raw["spec"]["versions"][0]["additionalPrinterColumns"] =
+            json!([{"name": "X", "type": "map", "jsonPath": ".spec.x"}]);
         let errs = errors_of(raw);
         assert!(errs.contains(&r#"spec.versions[0].subresources.scale.specReplicasPath: Invalid value: ".status.x": should be a json path under .spec"#.to_string()), "{errs:?}");
         assert!(errs.contains(&r#"spec.versions[0].subresources.scale.statusReplicasPath: Invalid value: "status.y": must be a simple json path starting with ."#.to_string()), "{errs:?}");

@@ -13,10 +13,14 @@ enum Parsed<'a> {
 }
 
 fn parse(v: &str) -> Parsed<'_> {
-    let Some(rest) = v.strip_prefix('v') else { return Parsed::Other(v) };
+    let Some(rest) = v.strip_prefix('v') else {
+        return Parsed::Other(v);
+    };
     let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
     let (major, tail) = rest.split_at(digits_end);
-    let Ok(major) = major.parse::<u64>() else { return Parsed::Other(v) };
+    let Ok(major) = major.parse::<u64>() else {
+        return Parsed::Other(v);
+    };
     if major == 0 || rest.starts_with('0') {
         return Parsed::Other(v);
     }
@@ -33,7 +37,9 @@ fn parse(v: &str) -> Parsed<'_> {
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.starts_with('0') {
         return Parsed::Other(v);
     }
-    let Ok(n) = number.parse::<u64>() else { return Parsed::Other(v) };
+    let Ok(n) = number.parse::<u64>() else {
+        return Parsed::Other(v);
+    };
     if kind == "beta" { Parsed::Beta(major, n) } else { Parsed::Alpha(major, n) }
 }
 
@@ -65,9 +71,8 @@ mod tests {
 
     #[test]
     fn sorts_as_kubernetes_does() {
-        let mut versions = vec![
-            "v11alpha2", "foo10", "v10", "v12alpha1", "v3beta1", "v10beta3", "v11beta2", "foo1", "v1", "v2",
-        ];
+        let mut versions =
+            vec!["v11alpha2", "foo10", "v10", "v12alpha1", "v3beta1", "v10beta3", "v11beta2", "foo1", "v1", "v2"];
         versions.sort_by(|a, b| by_priority(a, b));
         assert_eq!(
             versions,

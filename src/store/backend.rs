@@ -11,6 +11,15 @@ pub enum Backend {
     Sled(SledStore),
 }
 
+impl Backend {
+    /// Stops accepting writes; what was acknowledged is on disk.
+    pub fn close(&self) {
+        match self {
+            Backend::Sled(s) => s.close(),
+        }
+    }
+}
+
 impl Store for Backend {
     fn current_revision(&self) -> Revision {
         match self {

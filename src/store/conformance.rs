@@ -78,7 +78,10 @@ async fn lists_page_and_stay_consistent<S: Store>(store: &S) {
     let mut start = Some(last_key);
     loop {
         let page = store
-            .list("/page/r/", ListOptions { revision: Some(first.revision), start_after: start.clone(), limit: Some(4) })
+            .list(
+                "/page/r/",
+                ListOptions { revision: Some(first.revision), start_after: start.clone(), limit: Some(4) },
+            )
             .await
             .unwrap();
         assert_eq!(page.revision, first.revision);
@@ -111,7 +114,9 @@ async fn lists_at_an_old_revision<S: Store>(store: &S) {
     assert_eq!(at_r1.items.len(), 1);
     assert_eq!(at_r1.items[0].value, b("a1"));
     assert_eq!(at_r1.items[0].revision, r1);
-    let too_new = store.list("/old/r/", ListOptions { revision: Some(store.current_revision() + 10), ..Default::default() }).await;
+    let too_new = store
+        .list("/old/r/", ListOptions { revision: Some(store.current_revision() + 10), ..Default::default() })
+        .await;
     assert!(matches!(too_new, Err(Error::TooLarge { .. })));
 }
 

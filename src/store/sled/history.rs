@@ -110,7 +110,9 @@ impl History {
         let end = self.index_after(revision);
         for record in self.records.range(start..end) {
             let event = &record.event;
-            let Some(resource) = key::resource_prefix_of(&event.key) else { continue };
+            let Some(resource) = key::resource_prefix_of(&event.key) else {
+                continue;
+            };
             if let Some(watchers) = self.watchers.get_mut(resource) {
                 // A full buffer means the watcher stopped reading: drop it rather than wait.
                 watchers.retain(|w| !event.key.starts_with(&w.prefix) || w.tx.try_send(event.clone()).is_ok());
@@ -125,7 +127,9 @@ impl History {
 
     fn trim(&mut self) {
         while self.records.len() > self.limits.max_events || self.bytes > self.limits.max_bytes {
-            let Some(front) = self.records.front() else { break };
+            let Some(front) = self.records.front() else {
+                break;
+            };
             if front.event.revision > self.durable {
                 break;
             }
@@ -158,7 +162,12 @@ impl History {
     }
 
     /// For every key under `prefix` (after `start_after`) changed since `at`: its value at `at`.
-    pub fn changed_since(&self, prefix: &str, start_after: Option<&str>, at: Revision) -> BTreeMap<String, Option<Versioned>> {
+    pub fn changed_since(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        at: Revision,
+    ) -> BTreeMap<String, Option<Versioned>> {
         let mut out = BTreeMap::new();
         let start = self.index_after(at);
         for record in self.records.range(start..) {

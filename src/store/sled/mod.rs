@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-pub use history::HistoryLimits;
 use history::History;
+pub use history::HistoryLimits;
 use writer::{Command, Op, Outcome};
 
 use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
@@ -95,7 +95,8 @@ impl SledStore {
         let tree = db.open_tree("objects").map_err(backend)?;
         let revision = match tree.get(REVISION_KEY).map_err(backend)? {
             Some(raw) => {
-                let bytes: [u8; 8] = raw.as_ref().try_into().map_err(|_| Error::Backend("corrupt revision key".into()))?;
+                let bytes: [u8; 8] =
+                    raw.as_ref().try_into().map_err(|_| Error::Backend("corrupt revision key".into()))?;
                 u64::from_be_bytes(bytes)
             }
             None => 0,
@@ -151,7 +152,11 @@ impl SledStore {
             }
             None => prefix.as_bytes().to_vec(),
         };
-        let mut scan = shared.tree.range(start..).take_while(|r| r.as_ref().map_or(true, |(k, _)| k.starts_with(prefix.as_bytes()))).peekable();
+        let mut scan = shared
+            .tree
+            .range(start..)
+            .take_while(|r| r.as_ref().map_or(true, |(k, _)| k.starts_with(prefix.as_bytes())))
+            .peekable();
         let mut changed = changed.into_iter().peekable();
         let mut items = Vec::new();
         let mut more = false;
@@ -172,7 +177,9 @@ impl SledStore {
                     (k, v)
                 }
                 (Some(t), _) => {
-                    let Some(Ok((_, raw))) = scan.next() else { break };
+                    let Some(Ok((_, raw))) = scan.next() else {
+                        break;
+                    };
                     let v = decode(&raw)?;
                     // Applied after `at` yet absent from the history snapshot cannot happen
                     // under the gate; skip defensively rather than show a newer value.

@@ -38,7 +38,12 @@ pub(super) struct Outcome {
     pub deleted: Option<Bytes>,
 }
 
-pub(super) fn spawn(db: sled::Db, shared: Arc<Shared>, revision: Revision, commands: Receiver<Command>) -> std::io::Result<()> {
+pub(super) fn spawn(
+    db: sled::Db,
+    shared: Arc<Shared>,
+    revision: Revision,
+    commands: Receiver<Command>,
+) -> std::io::Result<()> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
         let mut writer = Writer { db, shared, revision };
         while let Ok(first) = commands.recv() {
@@ -136,7 +141,9 @@ impl Writer {
         let (kind, value, deleted) = match (op, &current) {
             (Op::Create(_), Some(_)) => return Err(Error::AlreadyExists(key.to_string())),
             (Op::Create(value), None) => (EventType::Added, value, None),
-            (Op::Update { .. } | Op::Delete { .. }, None) => return Err(Error::NotFound(key.to_string())),
+            (Op::Update { .. } | Op::Delete { .. }, None) => {
+                return Err(Error::NotFound(key.to_string()));
+            }
             (Op::Update { expected, .. }, Some(cur)) | (Op::Delete { expected: Some(expected) }, Some(cur))
                 if cur.revision != expected =>
             {

@@ -1,0 +1,179 @@
+//! The command line: flags named as k8s.io/apiserver names them, and the subcommands
+//! `serve`, `check` and `dev-pki`.
+//!
+//! Owns turning flags into a checked configuration and starting the parts. Holds no request
+//! logic.
+
+pub mod pki;
+pub mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "crd-apiserver",
+    version,
+    about = "Serves the resources of CustomResourceDefinitions as an aggregated Kubernetes apiserver"
+)]
+pub struct Cli {
+    /// Log verbosity (0: info; 4: debug; 6: trace).
+    #[arg(long = "v", global = true, default_value_t = 0)]
+    pub verbosity: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(Box<ServeArgs>),
+    /// Check definition files and report every problem, as loading would.
+    Check(CheckArgs),
+    /// Write a development PKI (serving, client and front-proxy CAs and certificates).
+    DevPki(DevPkiArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Development mode: creates a PKI under --cert-dir, stores data under ./data, serves
+    /// manifests/examples, authenticates by the dev client certificate and allows every
+    /// authenticated user everything.
+    #[arg(long)]
+    pub dev: bool,
+    /// The port to serve HTTPS on.
+    #[arg(long, default_value_t = 8443)]
+    pub secure_port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: String,
+    /// Serving certificate (PEM, chain allowed).
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving certificate's private key (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where development certificates are written and read.
+    #[arg(long, default_value = "certs/dev")]
+    pub cert_dir: PathBuf,
+    /// CA bundle that signs client certificates (user = CN, groups = O).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Definition manifests: a file or a directory (repeatable). Multi-document YAML or JSON.
+    #[arg(long = "definitions")]
+    pub definitions: Vec<PathBuf>,
+    /// Storage: a sled directory (`PATH` or `sled://PATH`); `etcd://HOST:PORT` is reserved for
+    /// the etcd backend.
+    #[arg(long)]
+    pub storage: Option<String>,
+    /// sled's page cache, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub storage_cache_mb: u64,
+    /// Paths anyone may read without authorization.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// Most concurrent read-only requests (watches excluded).
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Most concurrent mutating requests.
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+    /// Seconds a watch without timeoutSeconds lasts at least (randomized up to twice this).
+    #[arg(long, default_value_t = 1800)]
+    pub min_request_timeout: u64,
+    /// Deadline of non-watch requests, e.g. 60s.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Definition files or directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DevPkiArgs {
+    #[arg(long, default_value = "certs/dev")]
+    pub dir: PathBuf,
+    /// Port written into the kubeconfig.
+    #[arg(long, default_value_t = 8443)]
+    pub port: u16,
+}
+
+/// Parses `60s`, `5m`, `1h` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: u64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("invalid duration unit in {text:?} (use s, m or h)")),
+    };
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
+/// Where objects are stored, from `--storage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageUrl {
+    Sled(PathBuf),
+    Etcd(Vec<String>),
+}
+
+impl StorageUrl {
+    pub fn parse(text: &str) -> Result<StorageUrl, String> {
+        if let Some(rest) = text.strip_prefix("etcd://").or_else(|| text.strip_prefix("etcds://")) {
+            let endpoints: Vec<String> = rest.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect();
+            if endpoints.is_empty() {
+                return Err("etcd storage needs at least one endpoint: etcd://HOST:PORT[,HOST:PORT]".into());
+            }
+            return Ok(StorageUrl::Etcd(endpoints));
+        }
+        let path = text.strip_prefix("sled://").unwrap_or(text);
+        if path.is_empty() {
+            return Err("--storage needs a directory".into());
+        }
+        Ok(StorageUrl::Sled(PathBuf::from(path)))
+    }
+}
+
+/// `crd-apiserver check`: prints every problem; exit code 1 when there is one.
+pub fn check(args: &CheckArgs) -> i32 {
+    let report = crate::definitions::load_paths(&args.paths);
+    let (registry, conflicts) = crate::definitions::Registry::build(report.definitions);
+    let problems: Vec<_> = report.problems.into_iter().chain(conflicts).collect();
+    for problem in &problems {
+        println!("{problem}");
+    }
+    for definition in registry.definitions() {
+        println!("{}: {} ok", definition.source, definition.name);
+    }
+    if problems.is_empty() { 0 } else { 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_urls() {
+        assert_eq!(StorageUrl::parse("./data").unwrap(), StorageUrl::Sled("./data".into()));
+        assert_eq!(StorageUrl::parse("sled:///var/lib/x").unwrap(), StorageUrl::Sled("/var/lib/x".into()));
+        assert_eq!(
+            StorageUrl::parse("etcd://a:2379,b:2379").unwrap(),
+            StorageUrl::Etcd(vec!["a:2379".into(), "b:2379".into()])
+        );
+        assert!(StorageUrl::parse("etcd://").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s").unwrap().as_secs(), 60);
+        assert_eq!(parse_duration("5m").unwrap().as_secs(), 300);
+        assert_eq!(parse_duration("7").unwrap().as_secs(), 7);
+        assert!(parse_duration("5d").is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Routing: the request's path as a typed [`Endpoint`], parsed once, then the handler for it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{Method, Request, Response, StatusCode, header};
+use serde_json::json;
+
+use crate::api::Api;
+use crate::api::body::{self, ReqBody, RespBody};
+use crate::api::negotiate::plain_encoding;
+use crate::core::request_info::RequestInfo;
+use crate::core::status::ApiError;
+
+/// What a path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Healthz,
+    Livez,
+    Readyz,
+    Version,
+    LegacyRoot,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiV2,
+    OpenApiV3Index,
+    OpenApiV3(String, String),
+    Resource,
+    NotFound,
+}
+
+/// Parses the endpoint from the path and the already parsed request info.
+pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
+    if info.is_resource_request {
+        return if info.api_prefix == "apis" && !info.resource.is_empty() {
+            Endpoint::Resource
+        } else {
+            Endpoint::NotFound
+        };
+    }
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let _ = method;
+    match segments.as_slice() {
+        ["healthz", ..] => Endpoint::Healthz,
+        ["livez", ..] => Endpoint::Livez,
+        ["readyz", ..] => Endpoint::Readyz,
+        ["version"] => Endpoint::Version,
+        ["api"] => Endpoint::LegacyRoot,
+        ["apis"] => Endpoint::Apis,
+        ["apis", group] => Endpoint::Group(group.to_string()),
+        ["apis", group, version] => Endpoint::GroupVersion(group.to_string(), version.to_string()),
+        ["openapi", "v2"] => Endpoint::OpenApiV2,
+        ["openapi", "v3"] => Endpoint::OpenApiV3Index,
+        ["openapi", "v3", "apis", group, version] => Endpoint::OpenApiV3(group.to_string(), version.to_string()),
+        _ => Endpoint::NotFound,
+    }
+}
+
+/// Whether the server may take traffic.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    ready: AtomicBool,
+}
+
+impl Readiness {
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// What the router serves from.
+pub struct Router {
+    pub api: Arc<Api>,
+    pub readiness: Arc<Readiness>,
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<RespBody> {
+    body::bytes_response(status, "text/plain; charset=utf-8", body)
+}
+
+fn version_info() -> serde_json::Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": format!("v1.33.0+crd-apiserver-{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+impl Router {
+    pub async fn route(&self, request: Request<ReqBody>) -> Response<RespBody> {
+        let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let encoding = plain_encoding(accept.as_deref());
+        let Some(info) = request.extensions().get::<RequestInfo>().cloned() else {
+            return body::error_response(&ApiError::internal("request info missing"), encoding);
+        };
+        let endpoint = parse(request.method(), request.uri().path(), &info);
+        let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
+        if endpoint != Endpoint::Resource && endpoint != Endpoint::NotFound && !read_only {
+            return body::error_response(&ApiError::method_not_allowed(), encoding);
+        }
+        let if_none_match =
+            request.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
+        match endpoint {
+            Endpoint::Healthz | Endpoint::Livez => text(StatusCode::OK, "ok"),
+            Endpoint::Readyz if self.readiness.is_ready() => text(StatusCode::OK, "ok"),
+            Endpoint::Readyz => text(StatusCode::SERVICE_UNAVAILABLE, "not ready"),
+            Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
+            Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
+            Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
+            Endpoint::Group(group) => self.api.serve_group(&group, encoding),
+            Endpoint::GroupVersion(group, version) => self.api.serve_group_version(&group, &version, encoding),
+            Endpoint::OpenApiV2 => body::error_response(&ApiError::path_not_found(), encoding),
+            Endpoint::OpenApiV3Index => {
+                let catalog = self.api.catalog();
+                body::bytes_response(StatusCode::OK, "application/json", catalog.openapi.v3_index.body.clone())
+            }
+            Endpoint::OpenApiV3(group, version) => {
+                let catalog = self.api.catalog();
+                match catalog.openapi.v3(&group, &version) {
+                    Some(doc) => openapi_response(doc, if_none_match.as_deref()),
+                    None => body::error_response(&ApiError::path_not_found(), encoding),
+                }
+            }
+            Endpoint::Resource => self.api.serve_resource(request).await,
+            Endpoint::NotFound => body::error_response(&ApiError::path_not_found(), encoding),
+        }
+    }
+}
+
+fn openapi_response(doc: &crate::api::openapi::Document, if_none_match: Option<&str>) -> Response<RespBody> {
+    let etag = format!("\"{}\"", doc.hash);
+    let mut response = if if_none_match == Some(etag.as_str()) {
+        body::bytes_response(StatusCode::NOT_MODIFIED, "application/json", bytes::Bytes::new())
+    } else {
+        body::bytes_response(StatusCode::OK, "application/json", doc.body.clone())
+    };
+    if let Ok(v) = http::HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::request_info::Query;
+
+    fn endpoint(path: &str) -> Endpoint {
+        let info = RequestInfo::parse(&Method::GET, path, &Query::default()).unwrap();
+        parse(&Method::GET, path, &info)
+    }
+
+    #[test]
+    fn paths_to_endpoints() {
+        assert_eq!(endpoint("/apis"), Endpoint::Apis);
+        assert_eq!(endpoint("/apis/g.io"), Endpoint::Group("g.io".into()));
+        assert_eq!(endpoint("/apis/g.io/v1"), Endpoint::GroupVersion("g.io".into(), "v1".into()));
+        assert_eq!(endpoint("/apis/g.io/v1/widgets"), Endpoint::Resource);
+        assert_eq!(endpoint("/api/v1/pods"), Endpoint::NotFound);
+        assert_eq!(endpoint("/openapi/v3/apis/g.io/v1"), Endpoint::OpenApiV3("g.io".into(), "v1".into()));
+        assert_eq!(endpoint("/readyz/ping"), Endpoint::Readyz);
+        assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
+    }
+}

@@ -1,0 +1,50 @@
+//! The request path as one ordered chain of filters. Order matters; each layer says why it
+//! sits where it does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower::ServiceBuilder;
+
+use super::filters::authn::Authentication;
+use super::filters::authz::Authorization;
+use super::filters::inflight::MaxInFlight;
+use super::filters::log::RequestLog;
+use super::filters::panic::PanicGuard;
+use super::filters::request_info::RequestInfoFilter;
+use super::filters::timeout::Timeout;
+use super::filters::{FilterLayer, Next, endpoint};
+use super::router::Router;
+
+/// Settings of the chain.
+pub struct StackConfig {
+    pub authentication: Authentication,
+    pub authorization: Authorization,
+    pub max_read_only_in_flight: usize,
+    pub max_mutating_in_flight: usize,
+    pub request_timeout: Duration,
+}
+
+/// Builds the whole request path in front of the router.
+pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
+    let routed = endpoint(move |request| {
+        let router = router.clone();
+        async move { router.route(request).await }
+    });
+    ServiceBuilder::new()
+        // Outermost: whatever goes wrong below becomes a 500, never a dropped connection.
+        .layer(FilterLayer(PanicGuard))
+        // Logs every request, including those refused by the filters below.
+        .layer(FilterLayer(RequestLog))
+        // Parse the path once; limits, authorization and routing read the result.
+        .layer(FilterLayer(RequestInfoFilter))
+        // Shed load before spending work on identity.
+        .layer(FilterLayer(MaxInFlight::new(config.max_read_only_in_flight, config.max_mutating_in_flight)))
+        // Identity next: it also strips credential headers for everything after it.
+        .layer(FilterLayer(config.authentication))
+        // Decide with identity and request info in hand.
+        .layer(FilterLayer(config.authorization))
+        // Only admitted work is timed.
+        .layer(FilterLayer(Timeout { limit: config.request_timeout }))
+        .service(routed)
+}
