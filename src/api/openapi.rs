@@ -45,9 +45,10 @@ impl Documents {
             for version in versions {
                 let resources = registry.resources(group, version);
                 let doc = Document::new(&group_version_v3(group, version, &resources, &shared));
+                let gv = crate::core::gvr::GroupVersion::new(group, version.as_str());
                 index.insert(
-                    format!("apis/{group}/{version}"),
-                    json!({"serverRelativeURL": format!("/openapi/v3/apis/{group}/{version}?hash={}", doc.hash)}),
+                    crate::core::paths::openapi_v3_key(&gv),
+                    json!({"serverRelativeURL": crate::core::paths::openapi_v3_url(&gv, &doc.hash)}),
                 );
                 v3.insert((group.to_string(), version.clone()), doc);
             }

@@ -34,3 +34,8 @@ pub fn openapi_collection_template(gv: &GroupVersion, namespaced: bool, plural: 
         format!("/apis/{}/{}/{plural}", gv.group, gv.version)
     }
 }
+
+/// The URL of a group version's OpenAPI v3 document, with its content hash.
+pub fn openapi_v3_url(gv: &GroupVersion, hash: &str) -> String {
+    format!("/openapi/v3/apis/{}/{}?hash={hash}", gv.group, gv.version)
+}

@@ -1,0 +1,89 @@
+//! Acknowledged writes survive restarts and `kill -9`; revisions keep increasing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::http::Client;
+use support::{CRONTAB_CRD, TestServer};
+
+const COLLECTION: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+fn crontab(name: &str) -> Value {
+    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name}, "spec": {"image": name}})
+}
+
+fn versions(client: &Client) -> Vec<(String, u64)> {
+    let list = client.get(COLLECTION).unwrap().json();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn restart_keeps_objects_and_resource_versions() {
+    let mut server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    for i in 0..20 {
+        assert_eq!(client.send_json("POST", COLLECTION, &crontab(&format!("c{i:02}"))).status, 201);
+    }
+    let deleted = client.request("DELETE", &format!("{COLLECTION}/c05"), None, None).unwrap();
+    assert_eq!(deleted.status, 200);
+    let before = versions(&client);
+    let list_rv: u64 = client.get(COLLECTION).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    server.stop();
+    server.spawn(&[]);
+    let client = Client::admin(&server);
+    assert_eq!(versions(&client), before);
+    let created = client.send_json("POST", COLLECTION, &crontab("after"));
+    let new_rv: u64 = created.json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    assert!(new_rv > list_rv, "new writes get higher revisions: {new_rv} > {list_rv}");
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let mut server = TestServer::start(&[CRONTAB_CRD]);
+    let mut acknowledged: Vec<String> = Vec::new();
+    for round in 0..3 {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..6)
+            .map(|w| {
+                let client = Client::admin(&server);
+                let acked = acked.clone();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let name = format!("r{round}-w{w}-{i}");
+                        i += 1;
+                        match client.send("POST", COLLECTION, "application/json", serde_json::to_vec(&crontab(&name)).unwrap()) {
+                            Ok(r) if r.status == 201 => acked.lock().unwrap().push(name),
+                            Ok(_) | Err(_) => {}
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        server.kill();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().unwrap();
+        }
+        acknowledged.extend(acked.lock().unwrap().drain(..));
+        assert!(!acknowledged.is_empty());
+        server.spawn(&[]);
+        let client = Client::admin(&server);
+        let present: std::collections::HashSet<String> = versions(&client).into_iter().map(|(n, _)| n).collect();
+        let lost: Vec<&String> = acknowledged.iter().filter(|n| !present.contains(*n)).collect();
+        assert!(lost.is_empty(), "round {round}: {} acknowledged writes lost, e.g. {:?}", lost.len(), lost.first());
+    }
+}

@@ -1,0 +1,167 @@
+//! Every error case of the resource endpoints answers with Kubernetes' Status: code, reason,
+//! message and details; and a refused request changes nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use serde_json::{Value, json};
+use support::http::{Client, Response};
+use support::{CRONTAB_CRD, TENANT_CRD, TestServer};
+
+const COLLECTION: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+fn crontab(name: &str) -> Value {
+    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name}, "spec": {"cronSpec": "* * * * *"}})
+}
+
+fn check(response: &Response, code: u16, reason: &str, message: &str) -> Value {
+    let status = response.json();
+    assert_eq!(response.status, code, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["apiVersion"], "v1");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["code"], code);
+    assert_eq!(status["reason"], reason, "{status}");
+    assert_eq!(status["message"], message, "{status}");
+    status
+}
+
+fn count(client: &Client) -> usize {
+    client.get(COLLECTION).unwrap().json()["items"].as_array().unwrap().len()
+}
+
+#[test]
+fn error_statuses() {
+    let server = TestServer::start(&[CRONTAB_CRD, TENANT_CRD]);
+    let client = Client::admin(&server);
+    let created = client.send_json("POST", COLLECTION, &crontab("c1"));
+    assert_eq!(created.status, 201, "{}", created.text());
+    let rv = created.json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+
+    // Malformed JSON.
+    let bad = client.send("POST", COLLECTION, "application/json", "{\"apiVersion\":").unwrap();
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["reason"], "BadRequest");
+
+    // Wrong kind: 422 naming the kind found.
+    let mut wrong_kind = crontab("c2");
+    wrong_kind["kind"] = json!("SomethingElse");
+    let status = check(
+        &client.send_json("POST", COLLECTION, &wrong_kind),
+        422,
+        "Invalid",
+        "SomethingElse.stable.example.com \"c2\" is invalid: kind: Invalid value: \"SomethingElse\": must be CronTab",
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "kind");
+
+    // Wrong version: 400.
+    let mut wrong_version = crontab("c2");
+    wrong_version["apiVersion"] = json!("stable.example.com/v2");
+    check(
+        &client.send_json("POST", COLLECTION, &wrong_version),
+        400,
+        "BadRequest",
+        "the API version in the data (stable.example.com/v2) does not match the expected API version (stable.example.com/v1)",
+    );
+
+    // Invalid names.
+    let status = client.send_json("POST", COLLECTION, &crontab("Not_Valid"));
+    let body = status.json();
+    assert_eq!(status.status, 422);
+    assert!(body["message"].as_str().unwrap().starts_with("CronTab.stable.example.com \"Not_Valid\" is invalid: metadata.name: Invalid value: \"Not_Valid\": a lowercase RFC 1123 subdomain must consist of"));
+    assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueInvalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
+    let nameless = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {}});
+    check(&client.send_json("POST", COLLECTION, &nameless), 422, "Invalid", "CronTab.stable.example.com \"\" is invalid: metadata.name: Required value: name or generateName is required");
+
+    // Already exists.
+    let status = check(&client.send_json("POST", COLLECTION, &crontab("c1")), 409, "AlreadyExists", "crontabs.stable.example.com \"c1\" already exists");
+    assert_eq!(status["details"], json!({"name": "c1", "group": "stable.example.com", "kind": "crontabs"}));
+
+    // Namespace mismatch.
+    let mut elsewhere = crontab("c3");
+    elsewhere["metadata"]["namespace"] = json!("other");
+    check(&client.send_json("POST", COLLECTION, &elsewhere), 400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+
+    // Stale resourceVersion on update: 409 Conflict.
+    let mut update = crontab("c1");
+    update["metadata"]["resourceVersion"] = json!(rv);
+    update["spec"]["image"] = json!("v2");
+    assert_eq!(client.send_json("PUT", &format!("{COLLECTION}/c1"), &update).status, 200);
+    check(
+        &client.send_json("PUT", &format!("{COLLECTION}/c1"), &update),
+        409,
+        "Conflict",
+        "Operation cannot be fulfilled on crontabs.stable.example.com \"c1\": the object has been modified; please apply your changes to the latest version and try again",
+    );
+    // Update without resourceVersion.
+    check(
+        &client.send_json("PUT", &format!("{COLLECTION}/c1"), &crontab("c1")),
+        422,
+        "Invalid",
+        "crontabs.stable.example.com \"c1\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+    );
+    // Update of a missing object.
+    let mut ghost = crontab("ghost");
+    ghost["metadata"]["resourceVersion"] = json!("1");
+    check(&client.send_json("PUT", &format!("{COLLECTION}/ghost"), &ghost), 404, "NotFound", "crontabs.stable.example.com \"ghost\" not found");
+    // Name in body differs from the URL.
+    check(
+        &client.send_json("PUT", &format!("{COLLECTION}/c1"), &ghost),
+        400,
+        "BadRequest",
+        "the name of the object (ghost) does not match the name on the URL (c1)",
+    );
+
+    // Oversized body.
+    let mut huge = crontab("big");
+    huge["spec"]["blob"] = json!("x".repeat(3 * 1024 * 1024));
+    check(&client.send_json("POST", COLLECTION, &huge), 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728");
+
+    // Unknown resource, unknown version, unknown group.
+    for path in [
+        "/apis/stable.example.com/v1/namespaces/default/nothings",
+        "/apis/stable.example.com/v9/namespaces/default/crontabs",
+        "/apis/nowhere.example.com/v1/things",
+        "/apis/nowhere.example.com",
+    ] {
+        check(&client.get(path).unwrap(), 404, "NotFound", "the server could not find the requested resource");
+    }
+    // A namespaced path to a cluster-scoped resource is not found either.
+    check(&client.get("/apis/platform.example.com/v1/namespaces/default/tenants").unwrap(), 404, "NotFound", "the server could not find the requested resource");
+    // Unknown subresource.
+    check(&client.get(&format!("{COLLECTION}/c1/status")).unwrap(), 404, "NotFound", "crontabs.stable.example.com \"c1\" not found");
+
+    // Unsupported patch type.
+    check(
+        &client.send("PATCH", &format!("{COLLECTION}/c1"), "application/strategic-merge-patch+json", "{}").unwrap(),
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+    );
+    // Unsupported body media type.
+    assert_eq!(client.send("POST", COLLECTION, "text/plain", "x").unwrap().status, 415);
+    // Methods a path does not take.
+    check(&client.send("POST", "/apis", "application/json", "{}").unwrap(), 405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+
+    // Nothing of the refused requests was stored.
+    assert_eq!(count(&client), 1);
+    let stored = client.get(&format!("{COLLECTION}/c1")).unwrap().json();
+    assert_eq!(stored["spec"]["image"], "v2");
+    assert_eq!(stored["metadata"]["generation"], 2);
+}
+
+#[test]
+fn unauthenticated_requests_are_refused() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let anonymous = Client::new(&server, None);
+    assert_eq!(anonymous.get("/healthz").unwrap().status, 200);
+    let status = check(
+        &anonymous.get(COLLECTION).unwrap(),
+        403,
+        "Forbidden",
+        "crontabs.stable.example.com is forbidden: User \"system:anonymous\" cannot list resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"default\"",
+    );
+    assert_eq!(status["details"]["kind"], "crontabs");
+    check(&anonymous.get("/apis").unwrap(), 403, "Forbidden", "forbidden: User \"system:anonymous\" cannot get path \"/apis\"");
+}

@@ -1,0 +1,111 @@
+//! A small blocking HTTPS client for tests: TLS with an optional client certificate, one
+//! HTTP/1.1 request per connection.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde_json::Value;
+
+use super::TestServer;
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// An HTTPS client bound to one server.
+pub struct Client {
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    headers: Vec<(String, String)>,
+}
+
+fn certs(path: &std::path::Path) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_file_iter(path).unwrap().map(|c| c.unwrap()).collect()
+}
+
+impl Client {
+    /// Trusts the server's CA; presents `identity` (cert, key files) if given.
+    pub fn new(server: &TestServer, identity: Option<(&std::path::Path, &std::path::Path)>) -> Client {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in certs(&server.pki.serving_ca()) {
+            roots.add(cert).unwrap();
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        let config = match identity {
+            Some((cert, key)) => builder.with_client_auth_cert(certs(cert), PrivateKeyDer::from_pem_file(key).unwrap()).unwrap(),
+            None => builder.with_no_client_auth(),
+        };
+        Client { port: server.port, config: Arc::new(config), headers: Vec::new() }
+    }
+
+    /// The development admin (client certificate in system:masters).
+    pub fn admin(server: &TestServer) -> Client {
+        Client::new(server, Some((&server.pki.path("admin.crt"), &server.pki.path("admin.key"))))
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Client {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn get(&self, path: &str) -> std::io::Result<Response> {
+        self.request("GET", path, None, None)
+    }
+
+    pub fn send(&self, method: &str, path: &str, content_type: &str, body: impl Into<Bytes>) -> std::io::Result<Response> {
+        self.request(method, path, Some(content_type), Some(body.into()))
+    }
+
+    pub fn send_json(&self, method: &str, path: &str, body: &Value) -> Response {
+        self.send(method, path, "application/json", serde_json::to_vec(body).unwrap()).unwrap()
+    }
+
+    pub fn request(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<Bytes>) -> std::io::Result<Response> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(self.request_async(method, path, content_type, body))
+    }
+
+    async fn request_async(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<Bytes>) -> std::io::Result<Response> {
+        let io_err = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        let tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| io_err(&e))?;
+        tokio::spawn(connection);
+        let mut request = http::Request::builder().method(method).uri(path).header("host", "localhost");
+        if let Some(ct) = content_type {
+            request = request.header("content-type", ct);
+        }
+        for (k, v) in &self.headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let request = request.body(Full::new(body.unwrap_or_default())).map_err(|e| io_err(&e))?;
+        let response = sender.send_request(request).await.map_err(|e| io_err(&e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.map_err(|e| io_err(&e))?.to_bytes();
+        Ok(Response { status, headers, body })
+    }
+}

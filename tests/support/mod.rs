@@ -1,0 +1,187 @@
+//! Test support: starts the real server binary on a free loopback port with its own PKI,
+//! store and definitions; drives it with real kubectl and with a small HTTPS client.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+pub mod http;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crd_apiserver::cli::pki::DevPki;
+
+/// The server binary cargo built for these tests.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_crd-apiserver")
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The seed's CronTab definition.
+pub const CRONTAB_CRD: &str = include_str!("../../manifests/examples/crontabs.yaml");
+pub const SHIRT_CRD: &str = include_str!("../../manifests/examples/shirts.yaml");
+pub const TENANT_CRD: &str = include_str!("../../manifests/examples/tenants.yaml");
+
+/// A running server and everything it was started with.
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub pki: DevPki,
+    child: Option<Child>,
+}
+
+impl TestServer {
+    /// Starts a development-mode server serving `definitions` (YAML texts).
+    pub fn start(definitions: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let defs = dir.path().join("definitions");
+        std::fs::create_dir_all(&defs).unwrap();
+        for (i, text) in definitions.iter().enumerate() {
+            std::fs::write(defs.join(format!("{i:02}.yaml")), text).unwrap();
+        }
+        let pki = DevPki::ensure(&dir.path().join("certs")).unwrap();
+        let mut server = TestServer { dir, port: free_port(), pki, child: None };
+        server.spawn(&[]);
+        server
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn definitions_dir(&self) -> PathBuf {
+        self.dir.path().join("definitions")
+    }
+
+    /// Starts the server process (again) with the same directories and extra flags.
+    pub fn spawn(&mut self, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("server.log")).unwrap();
+        let child = Command::new(binary())
+            .current_dir(self.dir.path())
+            .args(["serve", "--dev", "--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &self.port.to_string()])
+            .args(["--cert-dir", self.pki.dir.to_str().unwrap()])
+            .args(["--storage", self.data_dir().to_str().unwrap()])
+            .args(["--definitions", self.definitions_dir().to_str().unwrap()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        self.pki.write_kubeconfig(&format!("https://127.0.0.1:{}", self.port)).unwrap();
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("server exited with {status}: {}", self.log());
+            }
+            if let Ok(r) = http::Client::admin(self).get("/readyz")
+                && r.status == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "server did not become ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Stops the server with SIGTERM and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while child.try_wait().unwrap().is_none() {
+                assert!(Instant::now() < deadline, "server did not stop");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// Kills the server with SIGKILL (no chance to flush or clean up).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.pki.kubeconfig()
+    }
+
+    /// Runs kubectl against this server.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl_with(&self.kubeconfig(), self.dir.path(), args, None)
+    }
+
+    /// Runs kubectl with text on stdin.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        kubectl_with(&self.kubeconfig(), self.dir.path(), args, Some(stdin))
+    }
+
+    /// Runs kubectl and requires success; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}\n{}", stderr(&out), self.log());
+        stdout(&out)
+    }
+
+    /// Writes a file in the test directory.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn kubectl_with(kubeconfig: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", cwd)
+        .current_dir(cwd)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl must be on PATH");
+    {
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Splits a kubectl table into rows of whitespace-separated cells.
+pub fn table(text: &str) -> Vec<Vec<String>> {
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
+}
