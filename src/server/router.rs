@@ -120,10 +120,20 @@ impl Router {
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Group(group) => self.api.serve_group(&group, encoding),
             Endpoint::GroupVersion(group, version) => self.api.serve_group_version(&group, &version, encoding),
-            Endpoint::OpenApiV2 => body::error_response(&ApiError::path_not_found(), encoding),
+            Endpoint::OpenApiV2 => {
+                // Only JSON is served: clients that can take nothing else (protobuf) get 406.
+                if crate::api::negotiate::negotiate(accept.as_deref(), false).is_err() {
+                    return body::error_response(
+                        &ApiError::not_acceptable("only application/json is served for /openapi/v2"),
+                        encoding,
+                    );
+                }
+                let catalog = self.api.catalog();
+                openapi_response(catalog.openapi.v2(), if_none_match.as_deref())
+            }
             Endpoint::OpenApiV3Index => {
                 let catalog = self.api.catalog();
-                body::bytes_response(StatusCode::OK, "application/json", catalog.openapi.v3_index.body.clone())
+                openapi_response(catalog.openapi.v3_index(), if_none_match.as_deref())
             }
             Endpoint::OpenApiV3(group, version) => {
                 let catalog = self.api.catalog();
@@ -139,7 +149,7 @@ impl Router {
 }
 
 fn openapi_response(doc: &crate::api::openapi::Document, if_none_match: Option<&str>) -> Response<RespBody> {
-    let etag = format!("\"{}\"", doc.hash);
+    let etag = doc.etag();
     let mut response = if if_none_match == Some(etag.as_str()) {
         body::bytes_response(StatusCode::NOT_MODIFIED, "application/json", bytes::Bytes::new())
     } else {

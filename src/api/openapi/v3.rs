@@ -1,128 +1,13 @@
-//! OpenAPI v3 documents of the served group versions (`/openapi/v3`, and one document per
-//! group version), built once per registry. kubectl reads them to decide between server-side
-//! and client-side validation, to pick a patch type, and for `kubectl explain`.
+//! The OpenAPI v3 document of one group version: paths of every resource (with the query
+//! parameters and patch types Kubernetes lists) and component schemas.
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use super::{META, SharedSchemas, definition_name, gvk, reference, upper_camel};
 use crate::definitions::Definition;
-use crate::definitions::registry::{Registry, Served};
-
-const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
-
-/// An encoded document and its hash (used in the index's URLs and as the entity tag).
-#[derive(Debug, Clone)]
-pub struct Document {
-    pub body: Bytes,
-    pub hash: String,
-}
-
-impl Document {
-    fn new(value: &Value) -> Document {
-        let body = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
-        let digest = ring::digest::digest(&ring::digest::SHA512, &body);
-        let hash: String = digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect();
-        Document { body, hash }
-    }
-}
-
-/// Every OpenAPI document of one registry.
-#[derive(Debug, Clone)]
-pub struct Documents {
-    pub v3_index: Document,
-    v3: BTreeMap<(String, String), Document>,
-}
-
-impl Documents {
-    pub fn build(registry: &Registry) -> Documents {
-        let shared = SharedSchemas::generate();
-        let mut v3 = BTreeMap::new();
-        let mut index = Map::new();
-        for (group, versions) in registry.groups() {
-            for version in versions {
-                let resources = registry.resources(group, version);
-                let doc = Document::new(&group_version_v3(group, version, &resources, &shared));
-                let gv = crate::core::gvr::GroupVersion::new(group, version.as_str());
-                index.insert(
-                    crate::core::paths::openapi_v3_key(&gv),
-                    json!({"serverRelativeURL": crate::core::paths::openapi_v3_url(&gv, &doc.hash)}),
-                );
-                v3.insert((group.to_string(), version.clone()), doc);
-            }
-        }
-        Documents { v3_index: Document::new(&json!({"paths": index})), v3 }
-    }
-
-    pub fn v3(&self, group: &str, version: &str) -> Option<&Document> {
-        self.v3.get(&(group.to_string(), version.to_string()))
-    }
-}
-
-/// Schemas of Kubernetes' own types that CRD documents refer to, generated from k8s-openapi.
-struct SharedSchemas {
-    definitions: Map<String, Value>,
-    api_version_description: String,
-    kind_description: String,
-}
-
-impl SharedSchemas {
-    fn generate() -> SharedSchemas {
-        use k8s_openapi::api::autoscaling::v1::Scale;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ListMeta, ObjectMeta, Patch, Status};
-        let mut generator = SchemaSettings::openapi3().into_generator();
-        generator.subschema_for::<ObjectMeta>();
-        generator.subschema_for::<ListMeta>();
-        generator.subschema_for::<DeleteOptions>();
-        generator.subschema_for::<Patch>();
-        generator.subschema_for::<Status>();
-        generator.subschema_for::<Scale>();
-        let config_map = generator.subschema_for::<k8s_openapi::api::core::v1::ConfigMap>();
-        let mut definitions = generator.take_definitions(true);
-        let describe = |field: &str| {
-            definitions
-                .get("io.k8s.api.core.v1.ConfigMap")
-                .and_then(|d| d.pointer(&format!("/properties/{field}/description")))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let api_version_description = describe("apiVersion");
-        let kind_description = describe("kind");
-        let _ = config_map;
-        definitions.remove("io.k8s.api.core.v1.ConfigMap");
-        SharedSchemas { definitions, api_version_description, kind_description }
-    }
-}
-
-/// `com.example.stable` for `stable.example.com`.
-pub fn reversed_group(group: &str) -> String {
-    group.split('.').rev().collect::<Vec<_>>().join(".")
-}
-
-/// The component name of a kind: `com.example.stable.v1.CronTab`.
-pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
-    format!("{}.{version}.{kind}", reversed_group(group))
-}
-
-fn upper_camel(text: &str) -> String {
-    text.split(['.', '-'])
-        .map(|part| {
-            let mut chars = part.chars();
-            chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
-        })
-        .collect()
-}
-
-fn reference(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
-fn gvk(group: &str, version: &str, kind: &str) -> Value {
-    json!([{"group": group, "kind": kind, "version": version}])
-}
+use crate::definitions::registry::Served;
 
 /// A CRD schema as published in v3: int-or-string unfolded into `anyOf`.
 fn publishable(schema: &Value) -> Value {
@@ -150,7 +35,7 @@ fn publishable_child(key: &str, value: &Value) -> Value {
     }
 }
 
-fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
+pub fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
     let mut schema =
         served.version.openapi_schema.as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
     if let Value::Object(map) = &mut schema {
@@ -172,7 +57,7 @@ fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchema
     schema
 }
 
-fn list_schema(definition: &Definition, version: &str, item: &str, shared: &SharedSchemas) -> Value {
+pub fn list_schema(definition: &Definition, version: &str, item: &str, shared: &SharedSchemas) -> Value {
     json!({
         "description": format!("{} is a list of {}", definition.list_kind, definition.kind),
         "type": "object",
@@ -370,7 +255,7 @@ impl Op<'_> {
     }
 }
 
-fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &SharedSchemas) -> Value {
+pub fn document(group: &str, version: &str, resources: &[&Served], shared: &SharedSchemas) -> Value {
     let all = common_parameters();
     let mut paths = Map::new();
     let mut schemas: Map<String, Value> = shared.definitions.clone();
@@ -490,19 +375,6 @@ fn group_version_v3(group: &str, version: &str, resources: &[&Served], shared: &
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_follow_kubernetes() {
-        assert_eq!(definition_name("stable.example.com", "v1", "CronTab"), "com.example.stable.v1.CronTab");
-        assert_eq!(upper_camel("stable.example.com"), "StableExampleCom");
-    }
-
-    #[test]
-    fn shared_schemas_include_object_meta() {
-        let shared = SharedSchemas::generate();
-        assert!(shared.definitions.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
-        assert!(shared.api_version_description.starts_with("APIVersion defines"));
-    }
 
     #[test]
     fn int_or_string_unfolds() {

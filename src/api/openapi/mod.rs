@@ -1,0 +1,224 @@
+//! OpenAPI documents of the served resources: `/openapi/v3` (an index plus one document per
+//! group version) and `/openapi/v2` (one document for everything). kubectl reads v3 to choose
+//! between server-side and client-side validation, to pick a patch type and for
+//! `kubectl explain`; the aggregator merges v2 and v3 into the cluster's documents.
+//!
+//! Documents are built on first request and kept for the registry's lifetime: a registry of
+//! thousands of definitions must not pay for documents nobody reads. Their hashes (used in the
+//! index and as entity tags) come from the definitions, so the index is cheap.
+
+mod v2;
+mod v3;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use crate::core::gvr::GroupVersion;
+use crate::core::paths;
+use crate::definitions::registry::{Registry, Served};
+
+const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
+
+/// An encoded document and its entity tag.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub body: Bytes,
+    /// The hash the index names the document by; quoted, it is the entity tag.
+    pub hash: String,
+}
+
+impl Document {
+    pub fn etag(&self) -> String {
+        format!("\"{}\"", self.hash)
+    }
+}
+
+fn hex_sha512(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
+    digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect()
+}
+
+fn encode(value: &Value) -> Document {
+    let body = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+    let hash = hex_sha512(&body);
+    Document { body, hash }
+}
+
+struct GroupVersionDocs {
+    resources: Vec<Served>,
+    /// Hash of what the document is built from.
+    hash: String,
+    v3: OnceLock<Document>,
+}
+
+/// The OpenAPI documents of one registry.
+pub struct Documents {
+    group_versions: BTreeMap<(String, String), GroupVersionDocs>,
+    v3_index: Document,
+    v2: OnceLock<Document>,
+}
+
+/// What a group version's documents depend on, hashed.
+fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
+    let described: Vec<Value> = resources
+        .iter()
+        .map(|s| {
+            let d = &s.definition;
+            json!([
+                d.plural,
+                d.kind,
+                d.list_kind,
+                d.namespaced(),
+                s.version.openapi_schema,
+                s.version.status_subresource,
+                s.version.scale.is_some(),
+                s.version.selectable_fields
+            ])
+        })
+        .collect();
+    let text = serde_json::to_vec(&json!([env!("CARGO_PKG_VERSION"), group, version, described])).unwrap_or_default();
+    hex_sha512(&text)
+}
+
+impl Documents {
+    pub fn build(registry: &Registry) -> Documents {
+        let mut group_versions = BTreeMap::new();
+        let mut index = Map::new();
+        for (group, versions) in registry.groups() {
+            for version in versions {
+                let resources: Vec<Served> = registry.resources(group, version).into_iter().cloned().collect();
+                let hash = source_hash(group, version, &resources);
+                let gv = GroupVersion::new(group, version.as_str());
+                index.insert(
+                    paths::openapi_v3_key(&gv),
+                    json!({"serverRelativeURL": paths::openapi_v3_url(&gv, &hash)}),
+                );
+                group_versions.insert(
+                    (group.to_string(), version.clone()),
+                    GroupVersionDocs { resources, hash, v3: OnceLock::new() },
+                );
+            }
+        }
+        Documents { group_versions, v3_index: encode(&json!({"paths": index})), v2: OnceLock::new() }
+    }
+
+    pub fn v3_index(&self) -> &Document {
+        &self.v3_index
+    }
+
+    /// The v3 document of a group version.
+    pub fn v3(&self, group: &str, version: &str) -> Option<&Document> {
+        let entry = self.group_versions.get(&(group.to_string(), version.to_string()))?;
+        Some(entry.v3.get_or_init(|| {
+            let refs: Vec<&Served> = entry.resources.iter().collect();
+            let body =
+                Bytes::from(serde_json::to_vec(&v3::document(group, version, &refs, shared())).unwrap_or_default());
+            Document { body, hash: entry.hash.clone() }
+        }))
+    }
+
+    /// The v2 document of everything served.
+    pub fn v2(&self) -> &Document {
+        self.v2.get_or_init(|| {
+            let all: Vec<(&str, &str, &[Served])> = self
+                .group_versions
+                .iter()
+                .map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
+                .collect();
+            encode(&v2::document(&all, shared()))
+        })
+    }
+}
+
+/// Schemas of Kubernetes' own types that CRD documents refer to, generated from k8s-openapi.
+pub struct SharedSchemas {
+    /// Definitions keyed by their Kubernetes names, with `#/components/schemas/` references.
+    definitions: Map<String, Value>,
+    api_version_description: String,
+    kind_description: String,
+}
+
+/// The shared schemas, generated once per process (they never change).
+fn shared() -> &'static SharedSchemas {
+    static SHARED: OnceLock<SharedSchemas> = OnceLock::new();
+    SHARED.get_or_init(SharedSchemas::generate)
+}
+
+impl SharedSchemas {
+    fn generate() -> SharedSchemas {
+        use k8s_openapi::api::autoscaling::v1::Scale;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ListMeta, ObjectMeta, Patch, Status};
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        generator.subschema_for::<ObjectMeta>();
+        generator.subschema_for::<ListMeta>();
+        generator.subschema_for::<DeleteOptions>();
+        generator.subschema_for::<Patch>();
+        generator.subschema_for::<Status>();
+        generator.subschema_for::<Scale>();
+        // Any type with TypeMeta: its apiVersion and kind descriptions are the ones to publish.
+        generator.subschema_for::<k8s_openapi::api::core::v1::ConfigMap>();
+        let mut definitions = generator.take_definitions(true);
+        let describe = |field: &str| {
+            definitions
+                .get("io.k8s.api.core.v1.ConfigMap")
+                .and_then(|d| d.pointer(&format!("/properties/{field}/description")))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let api_version_description = describe("apiVersion");
+        let kind_description = describe("kind");
+        definitions.remove("io.k8s.api.core.v1.ConfigMap");
+        SharedSchemas { definitions, api_version_description, kind_description }
+    }
+}
+
+/// `com.example.stable` for `stable.example.com`.
+pub fn reversed_group(group: &str) -> String {
+    group.split('.').rev().collect::<Vec<_>>().join(".")
+}
+
+/// The definition name of a kind: `com.example.stable.v1.CronTab`.
+pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    format!("{}.{version}.{kind}", reversed_group(group))
+}
+
+/// `StableExampleCom` for `stable.example.com`.
+fn upper_camel(text: &str) -> String {
+    text.split(['.', '-'])
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+        })
+        .collect()
+}
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!([{"group": group, "kind": kind, "version": version}])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kubernetes() {
+        assert_eq!(definition_name("stable.example.com", "v1", "CronTab"), "com.example.stable.v1.CronTab");
+        assert_eq!(upper_camel("stable.example.com"), "StableExampleCom");
+    }
+
+    #[test]
+    fn shared_schemas_include_object_meta() {
+        let shared = shared();
+        assert!(shared.definitions.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        assert!(shared.api_version_description.starts_with("APIVersion defines"));
+    }
+}

@@ -1,0 +1,259 @@
+//! The OpenAPI v2 document: the v3 documents' paths rewritten in Swagger 2.0 form, and the
+//! custom resources' schemas rewritten as Kubernetes publishes them in v2
+//! (`ToStructuralOpenAPIV2`): no allOf/anyOf/oneOf/not, nullable fields untyped and not
+//! required, preserve-unknown-fields nodes without properties or items, int-or-string untyped.
+
+use serde_json::{Map, Value, json};
+
+use super::{META, SharedSchemas, definition_name, gvk, v3};
+use crate::definitions::registry::Served;
+
+const V3_REFS: &str = "#/components/schemas/";
+const V2_REFS: &str = "#/definitions/";
+
+/// Rewrites a CRD schema for v2.
+pub fn structural_v2(schema: &Value) -> Value {
+    let Value::Object(input) = schema else { return schema.clone() };
+    let mut out = input.clone();
+    for key in ["allOf", "anyOf", "oneOf", "not"] {
+        out.remove(key);
+    }
+    if out.get("nullable") == Some(&Value::Bool(true)) {
+        // Untyped values break kubectl if items or properties remain.
+        for key in ["type", "nullable", "items", "properties"] {
+            out.remove(key);
+        }
+    }
+    if out.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        out.remove("items");
+        out.remove("properties");
+        if out.get("type").and_then(Value::as_str) == Some("object") {
+            out.remove("type");
+        }
+    }
+    if out.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        out.remove("type");
+    }
+    if out.get("type").and_then(Value::as_str) == Some("array") && !out.contains_key("items") {
+        out.remove("type");
+    }
+    let nullable_props: Vec<String> = input
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter().filter(|(_, v)| v.get("nullable") == Some(&Value::Bool(true))).map(|(k, _)| k.clone()).collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|r| !r.as_str().is_some_and(|r| nullable_props.iter().any(|p| p == r)));
+    }
+    if input.get("additionalProperties").and_then(|a| a.get("nullable")) == Some(&Value::Bool(true)) {
+        out.remove("required");
+    }
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        for value in props.values_mut() {
+            *value = structural_v2(value);
+        }
+    }
+    if let Some(items) = out.get_mut("items").filter(|i| i.is_object()) {
+        *items = structural_v2(items);
+    }
+    if let Some(additional) = out.get_mut("additionalProperties").filter(|a| a.is_object()) {
+        *additional = structural_v2(additional);
+    }
+    Value::Object(out)
+}
+
+fn rewrite_refs(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.starts_with(V3_REFS) => Value::String(s.replacen(V3_REFS, V2_REFS, 1)),
+        Value::Array(items) => Value::Array(items.iter().map(rewrite_refs).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), rewrite_refs(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+fn object_schema(served: &Served, shared: &SharedSchemas) -> Value {
+    let d = &served.definition;
+    let raw = served.version.openapi_schema.clone().unwrap_or_else(|| json!({"type": "object"}));
+    let mut schema = if raw.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        json!({"type": "object"})
+    } else {
+        structural_v2(&raw)
+    };
+    if let Value::Object(map) = &mut schema {
+        if let Value::Object(props) = map.entry("properties").or_insert_with(|| json!({})) {
+            props.insert("apiVersion".into(), json!({"type": "string", "description": shared.api_version_description}));
+            props.insert("kind".into(), json!({"type": "string", "description": shared.kind_description}));
+            props.insert(
+                "metadata".into(),
+                json!({"$ref": format!("{V2_REFS}{META}.ObjectMeta"), "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}),
+            );
+        }
+        map.insert("x-kubernetes-group-version-kind".into(), gvk(&d.group, &served.version.name, &d.kind));
+        if !served.version.selectable_fields.is_empty() {
+            let fields: Vec<Value> = served.version.selectable_fields.iter().map(|f| json!({"fieldPath": f})).collect();
+            map.insert("x-kubernetes-selectable-fields".into(), Value::Array(fields));
+        }
+    }
+    schema
+}
+
+/// A v3 operation in Swagger 2.0 form.
+fn operation(op: &Value) -> Value {
+    let Value::Object(op) = op else { return op.clone() };
+    let mut out = Map::new();
+    let mut parameters: Vec<Value> = Vec::new();
+    for (key, value) in op {
+        match key.as_str() {
+            "parameters" => parameters.extend(value.as_array().into_iter().flatten().map(parameter)),
+            "requestBody" => {
+                let content = value.get("content").and_then(Value::as_object);
+                let consumes: Vec<&String> = content.map(|c| c.keys().collect()).unwrap_or_default();
+                let schema = content
+                    .and_then(|c| c.values().next())
+                    .and_then(|m| m.get("schema"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                parameters
+                    .push(json!({"name": "body", "in": "body", "required": true, "schema": rewrite_refs(&schema)}));
+                out.insert("consumes".into(), json!(consumes));
+            }
+            "responses" => {
+                let mut responses = Map::new();
+                let mut produces: Vec<String> = Vec::new();
+                for (code, response) in value.as_object().into_iter().flatten() {
+                    let content = response.get("content").and_then(Value::as_object);
+                    for media in content.map(|c| c.keys()).into_iter().flatten() {
+                        if !produces.contains(media) {
+                            produces.push(media.clone());
+                        }
+                    }
+                    let schema =
+                        content.and_then(|c| c.values().next()).and_then(|m| m.get("schema")).map(rewrite_refs);
+                    let mut entry =
+                        json!({"description": response.get("description").cloned().unwrap_or_else(|| json!(""))});
+                    if let Some(schema) = schema {
+                        crate::api::objects::put(&mut entry, "schema", schema);
+                    }
+                    responses.insert(code.clone(), entry);
+                }
+                out.insert("responses".into(), Value::Object(responses));
+                out.insert("produces".into(), json!(produces));
+            }
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    out.entry("consumes").or_insert_with(|| json!(["*/*"]));
+    out.insert("schemes".into(), json!(["https"]));
+    out.insert("parameters".into(), Value::Array(parameters));
+    Value::Object(out)
+}
+
+/// A v3 parameter in Swagger 2.0 form: the schema's type moves onto the parameter.
+fn parameter(p: &Value) -> Value {
+    let Value::Object(p) = p else { return p.clone() };
+    let mut out: Map<String, Value> =
+        p.iter().filter(|(k, _)| *k != "schema").map(|(k, v)| (k.clone(), v.clone())).collect();
+    if let Some(Value::Object(schema)) = p.get("schema") {
+        for (k, v) in schema {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The v2 document of every served group version.
+pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Value {
+    let mut paths = Map::new();
+    let mut definitions: Map<String, Value> =
+        shared.definitions.iter().map(|(k, v)| (k.clone(), rewrite_refs(v))).collect();
+    for (group, version, resources) in group_versions {
+        let refs: Vec<&Served> = resources.iter().collect();
+        let v3_doc = v3::document(group, version, &refs, shared);
+        for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
+            let Value::Object(item) = item else { continue };
+            let converted: Map<String, Value> = item
+                .iter()
+                .map(|(k, v)| match k.as_str() {
+                    "parameters" => {
+                        (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect()))
+                    }
+                    _ => (k.clone(), operation(v)),
+                })
+                .collect();
+            paths.insert(path.clone(), Value::Object(converted));
+        }
+        for served in resources.iter() {
+            let d = &served.definition;
+            let item = definition_name(group, version, &d.kind);
+            definitions.insert(item.clone(), object_schema(served, shared));
+            let list = v3::list_schema(d, version, &item, shared);
+            definitions.insert(definition_name(group, version, &d.list_kind), rewrite_refs(&list));
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+        "paths": paths,
+        "definitions": definitions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: Value, expected: Value) {
+        assert_eq!(structural_v2(&input), expected, "{input}");
+    }
+
+    #[test]
+    fn junctors_are_dropped() {
+        check(
+            json!({"allOf": [{"type": "boolean"}], "anyOf": [{"type": "string"}], "description": "d"}),
+            json!({"description": "d"}),
+        );
+        check(json!({"not": {"type": "boolean"}, "oneOf": [{}]}), json!({}));
+    }
+
+    #[test]
+    fn nullable_fields_are_untyped_and_not_required() {
+        check(
+            json!({"type": "object", "required": ["a", "c"], "properties": {"a": {"nullable": true, "type": "string"}, "c": {"type": "string"}}}),
+            json!({"type": "object", "required": ["c"], "properties": {"a": {}, "c": {"type": "string"}}}),
+        );
+        check(
+            json!({"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "nullable": true}}),
+            json!({"type": "object", "additionalProperties": {}}),
+        );
+    }
+
+    #[test]
+    fn unknown_fields_int_or_string_and_bare_arrays() {
+        check(
+            json!({"x-kubernetes-preserve-unknown-fields": true, "type": "object", "properties": {"foo": {"type": "string"}}}),
+            json!({"x-kubernetes-preserve-unknown-fields": true}),
+        );
+        check(
+            json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}),
+            json!({"x-kubernetes-int-or-string": true}),
+        );
+        check(
+            json!({"type": "array", "x-kubernetes-preserve-unknown-fields": true, "items": {"type": "string"}}),
+            json!({"x-kubernetes-preserve-unknown-fields": true}),
+        );
+        check(
+            json!({"type": "string", "format": "date", "maxLength": 4}),
+            json!({"type": "string", "format": "date", "maxLength": 4}),
+        );
+    }
+
+    #[test]
+    fn parameters_carry_their_type() {
+        let p = parameter(&json!({"name": "limit", "in": "query", "schema": {"type": "integer", "uniqueItems": true}}));
+        assert_eq!(p, json!({"name": "limit", "in": "query", "type": "integer", "uniqueItems": true}));
+    }
+}

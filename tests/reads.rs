@@ -1,0 +1,289 @@
+//! What kubectl and controllers read: discovery (plain and aggregated), OpenAPI (explain),
+//! tables (wide, categories), metadata-only views, field selectors, watches.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::http::Client;
+use support::{CRONTAB_CRD, SHIRT_CRD, TestServer, stderr, table};
+
+/// A namespaced resource with categories, printer columns of several priorities, and the
+/// status and scale subresources.
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.apps.example.com
+spec:
+  group: apps.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd], categories: [all, gadgets]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+        labelSelectorPath: .status.selector
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Color, type: string, jsonPath: .spec.color, priority: 1}
+    - {name: Ready, type: boolean, jsonPath: .status.ready}
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A widget of the test suite.
+        properties:
+          spec:
+            type: object
+            description: What the widget should be.
+            properties:
+              replicas: {type: integer, description: How many copies.}
+              color: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+              ready: {type: boolean}
+"#;
+
+fn widget(name: &str, replicas: i64, color: &str) -> String {
+    format!(
+        "apiVersion: apps.example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  labels: {{app: demo}}\nspec:\n  replicas: {replicas}\n  color: {color}\n"
+    )
+}
+
+#[test]
+fn tables_categories_scale_and_explain() {
+    let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], &widget("w1", 2, "blue"));
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let rows = table(&server.kubectl_ok(&["get", "widgets"]));
+    assert_eq!(rows[0], ["NAME", "REPLICAS", "READY"]);
+    // A missing value is an empty cell, as kubectl prints a null cell.
+    assert_eq!(rows[1], ["w1", "2"]);
+    let wide = table(&server.kubectl_ok(&["get", "wd", "-o", "wide"]));
+    assert_eq!(wide[0], ["NAME", "REPLICAS", "COLOR", "READY"]);
+    assert_eq!(wide[1], ["w1", "2", "blue"]);
+
+    // `kubectl get all` finds resources in the "all" category.
+    let all = table(&server.kubectl_ok(&["get", "all"]));
+    assert_eq!(all[1][0], "w1", "{all:?}");
+    assert!(server.kubectl_ok(&["get", "gadgets"]).contains("w1"));
+
+    // Scale through the scale subresource.
+    assert_eq!(
+        server.kubectl_ok(&["scale", "widget", "w1", "--replicas=5"]).trim(),
+        "widget.apps.example.com/w1 scaled"
+    );
+    assert_eq!(server.kubectl_ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.replicas}"]), "5");
+    let client = Client::admin(&server);
+    let scale = client.get("/apis/apps.example.com/v1/namespaces/default/widgets/w1/scale").unwrap().json();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 5);
+    assert_eq!(scale["status"]["replicas"], 0);
+
+    // Status writes change only status; main writes keep status.
+    let status = json!({"apiVersion": "apps.example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"replicas": 99}, "status": {"ready": true, "replicas": 5}});
+    let path = "/apis/apps.example.com/v1/namespaces/default/widgets/w1/status";
+    let patched =
+        client.send("PATCH", path, "application/merge-patch+json", serde_json::to_vec(&status).unwrap()).unwrap();
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    assert_eq!(patched.json()["spec"]["replicas"], 5);
+    assert_eq!(patched.json()["status"]["ready"], true);
+    let generation = patched.json()["metadata"]["generation"].clone();
+    let rows = table(&server.kubectl_ok(&["get", "widgets", "--no-headers"]));
+    assert_eq!(rows[0], ["w1", "5", "true"]);
+    let main = client
+        .send(
+            "PATCH",
+            "/apis/apps.example.com/v1/namespaces/default/widgets/w1",
+            "application/merge-patch+json",
+            r#"{"status":{"ready":false}}"#,
+        )
+        .unwrap();
+    assert_eq!(main.json()["status"]["ready"], true, "the main resource ignores status");
+    assert_eq!(main.json()["metadata"]["generation"], generation, "nothing outside status/metadata changed");
+
+    // kubectl explain reads the OpenAPI v3 document.
+    let explain = server.kubectl_ok(&["explain", "widget.spec"]);
+    assert!(explain.contains("What the widget should be."), "{explain}");
+    assert!(explain.contains("replicas") && explain.contains("How many copies."), "{explain}");
+    let explain = server.kubectl_ok(&["explain", "crontabs.spec.cronSpec"]);
+    assert!(explain.contains("cronSpec") && explain.contains("<string>"), "{explain}");
+}
+
+#[test]
+fn field_selectors_on_shirts() {
+    let server = TestServer::start(&[SHIRT_CRD]);
+    let shirts = "apiVersion: stable.example.com/v1\nkind: Shirt\nmetadata:\n  name: example1\nspec:\n  color: blue\n  size: S\n---\napiVersion: stable.example.com/v1\nkind: Shirt\nmetadata:\n  name: example2\nspec:\n  color: blue\n  size: M\n---\napiVersion: stable.example.com/v1\nkind: Shirt\nmetadata:\n  name: example3\nspec:\n  color: green\n  size: M\n";
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], shirts);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names = |selector: &str| -> Vec<String> {
+        table(&server.kubectl_ok(&["get", "shirts", "--field-selector", selector, "--no-headers"]))
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect()
+    };
+    assert_eq!(names("spec.color=blue"), ["example1", "example2"]);
+    assert_eq!(names("spec.color=blue,spec.size=M"), ["example2"]);
+    assert_eq!(names("spec.size!=M"), ["example1"]);
+    assert_eq!(names("metadata.name=example3"), ["example3"]);
+    let bad = server.kubectl(&["get", "shirts", "--field-selector", "spec.nosuchfield=xyz"]);
+    assert!(stderr(&bad).contains("field label not supported: spec.nosuchfield"), "{}", stderr(&bad));
+}
+
+#[test]
+fn discovery_documents() {
+    let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);
+    let client = Client::admin(&server);
+    let groups = client.get("/apis").unwrap();
+    assert_eq!(groups.headers["content-type"], "application/json");
+    let groups = groups.json();
+    assert_eq!(groups["kind"], "APIGroupList");
+    let names: Vec<&str> = groups["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["apps.example.com", "stable.example.com"]);
+
+    let resources = client.get("/apis/apps.example.com/v1").unwrap().json();
+    let entries = resources["resources"].as_array().unwrap();
+    let names: Vec<&str> = entries.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["widgets", "widgets/status", "widgets/scale"]);
+    assert_eq!(entries[0]["categories"], json!(["all", "gadgets"]));
+    assert_eq!(
+        entries[0]["verbs"],
+        json!(["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"])
+    );
+    assert_eq!(entries[2]["group"], "autoscaling");
+    assert_eq!(entries[2]["kind"], "Scale");
+
+    for version in ["v2", "v2beta1"] {
+        let accept =
+            format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList,application/json");
+        let first = Client::admin(&server).header("accept", &accept).get("/apis").unwrap();
+        assert_eq!(first.status, 200);
+        assert_eq!(
+            first.headers["content-type"],
+            format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+        );
+        assert_eq!(first.headers["vary"], "Accept");
+        let body = first.json();
+        assert_eq!(body["apiVersion"], format!("apidiscovery.k8s.io/{version}"));
+        let apps = &body["items"][0];
+        assert_eq!(apps["metadata"]["name"], "apps.example.com");
+        let widgets = &apps["versions"][0]["resources"][0];
+        assert_eq!(widgets["resource"], "widgets");
+        assert_eq!(widgets["scope"], "Namespaced");
+        assert_eq!(widgets["responseKind"], json!({"group": "apps.example.com", "version": "v1", "kind": "Widget"}));
+        assert_eq!(widgets["subresources"][1]["responseKind"]["kind"], "Scale");
+        let etag = first.headers["etag"].to_str().unwrap().to_string();
+        let again =
+            Client::admin(&server).header("accept", &accept).header("if-none-match", &etag).get("/apis").unwrap();
+        assert_eq!(again.status, 304);
+        assert!(again.body.is_empty());
+    }
+
+    let openapi = client.get("/openapi/v2").unwrap();
+    assert_eq!(openapi.status, 200);
+    let v2 = openapi.json();
+    assert_eq!(v2["swagger"], "2.0");
+    assert!(v2["definitions"]["com.example.apps.v1.Widget"]["x-kubernetes-group-version-kind"].is_array());
+    assert!(
+        v2["paths"]["/apis/apps.example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"]["consumes"].is_array()
+    );
+    let etag = openapi.headers["etag"].to_str().unwrap().to_string();
+    assert_eq!(Client::admin(&server).header("if-none-match", &etag).get("/openapi/v2").unwrap().status, 304);
+    let proto = Client::admin(&server)
+        .header("accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+        .get("/openapi/v2")
+        .unwrap();
+    assert_eq!(proto.status, 406);
+    let index = client.get("/openapi/v3").unwrap().json();
+    let url = index["paths"]["apis/apps.example.com/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let doc = client.get(&url).unwrap();
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.json()["openapi"], "3.0.0");
+}
+
+#[test]
+fn metadata_only_views() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let coll = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    for i in 0..3 {
+        let body = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": format!("c{i}")}, "spec": {"image": "x"}});
+        assert_eq!(client.send_json("POST", coll, &body).status, 201);
+    }
+    let accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let list = Client::admin(&server).header("accept", accept).get(&format!("{coll}?limit=2")).unwrap().json();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(list["items"][0].get("spec").is_none());
+    let token = list["metadata"]["continue"].as_str().unwrap();
+    let rest = Client::admin(&server)
+        .header("accept", accept)
+        .get(&format!("{coll}?limit=2&continue={token}"))
+        .unwrap()
+        .json();
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    assert!(rest["metadata"].get("continue").is_none());
+    let one = Client::admin(&server)
+        .header("accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+        .get(&format!("{coll}/c0"))
+        .unwrap()
+        .json();
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "c0");
+}
+
+#[test]
+fn kubectl_watch_and_wait() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: w\nspec:\n  image: one\n",
+    );
+    let mut watch = Command::new("kubectl")
+        .env("KUBECONFIG", server.kubeconfig())
+        .args(["get", "crontabs", "-w", "-o", "jsonpath={.metadata.name}={.spec.image}{\"\\n\"}"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    // The current state comes first, then the change.
+    assert_eq!(lines.next().unwrap().unwrap(), "w=one");
+    server.kubectl_ok(&["patch", "crontab", "w", "--type=merge", "-p", r#"{"spec":{"image":"two"}}"#]);
+    assert_eq!(lines.next().unwrap().unwrap(), "w=two");
+    let _ = watch.kill();
+
+    // kubectl wait sees a later change.
+    let waiter = std::thread::spawn({
+        let kubeconfig = server.kubeconfig();
+        move || {
+            Command::new("kubectl")
+                .env("KUBECONFIG", kubeconfig)
+                .args(["wait", "crontab/w", "--for=jsonpath={.spec.image}=three", "--timeout=30s"])
+                .output()
+                .unwrap()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    server.kubectl_ok(&["patch", "crontab", "w", "--type=merge", "-p", r#"{"spec":{"image":"three"}}"#]);
+    let out = waiter.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
+    let _: Value = serde_json::from_str(&server.kubectl_ok(&["get", "crontab", "w", "-o", "json"])).unwrap();
+}
