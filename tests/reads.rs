@@ -268,6 +268,7 @@ fn kubectl_watch_and_wait() {
     server.kubectl_ok(&["patch", "crontab", "w", "--type=merge", "-p", r#"{"spec":{"image":"two"}}"#]);
     assert_eq!(lines.next().unwrap().unwrap(), "w=two");
     let _ = watch.kill();
+    let _ = watch.wait();
 
     // kubectl wait sees a later change.
     let waiter = std::thread::spawn({
