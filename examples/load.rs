@@ -102,7 +102,7 @@ fn report(phase: &str, connections: usize, mut latencies: Vec<Duration>, elapsed
 }
 
 /// Runs `op` on every connection for `seconds`, collecting latencies.
-async fn phase<F>(senders: &mut Vec<Sender>, seconds: u64, op: F) -> (Vec<Duration>, Duration)
+async fn phase<F>(senders: &mut Vec<Sender>, seconds: u64, op: F) -> (Vec<Duration>, Duration, usize)
 where
     F: Fn(usize, usize) -> (String, String, Option<Vec<u8>>, u16) + Send + Sync + Clone + 'static,
 {
@@ -126,12 +126,14 @@ where
         }));
     }
     let mut all = Vec::new();
+    let mut fewest = usize::MAX;
     for t in tasks {
         let (sender, lat) = t.await.unwrap();
         senders.push(sender);
+        fewest = fewest.min(lat.len());
         all.extend(lat);
     }
-    (all, start.elapsed())
+    (all, start.elapsed(), fewest)
 }
 
 #[tokio::main]
@@ -182,6 +184,6 @@ async fn main() {
     }
     senders.push(s0);
     let c4 = list_coll.clone();
-    let (lat, el) = phase(&mut senders, a.seconds, move |_, _| ("GET".into(), c4.clone(), None, 200)).await;
+    let (lat, el, _) = phase(&mut senders, a.seconds, move |_, _| ("GET".into(), c4.clone(), None, 200)).await;
     report(&format!("list{}", a.list_objects), a.connections, lat, el);
 }
