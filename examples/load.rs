@@ -161,15 +161,13 @@ async fn main() {
     let ns = format!("bench-{run}-{}", a.connections);
     let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
     let c2 = coll.clone();
-    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| {
+    let (lat, el, per_conn) = phase(&mut senders, a.seconds, move |c, i| {
         ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)
     })
     .await;
-    let created = lat.len();
     report("create", a.connections, lat, el);
-    let per_conn = created / a.connections;
     let c3 = coll.clone();
-    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| {
+    let (lat, el, _) = phase(&mut senders, a.seconds, move |c, i| {
         ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)
     })
     .await;
