@@ -142,6 +142,8 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             columns: Columns::for_version(&call.served.version),
             tx,
             last: start,
+            deadline: tokio::time::Instant::now() + params.timeout,
+            store: api.store().clone(),
         };
         tokio::spawn(stream.run(events, initial, params));
     }
@@ -166,13 +168,16 @@ struct Stream {
     filter: Filter,
     columns: Columns,
     tx: mpsc::Sender<Bytes>,
-    /// The revision of the last event sent (bookmarks never go past it).
+    /// The revision the watcher is known to have seen everything up to.
     last: Revision,
+    /// When the watch ends, whatever it is doing.
+    deadline: tokio::time::Instant,
+    store: crate::store::Backend,
 }
 
 impl Stream {
     async fn run(mut self, mut events: store::Watch, initial: Vec<Value>, params: Params) {
-        let deadline = tokio::time::sleep(params.timeout);
+        let deadline = tokio::time::sleep_until(self.deadline);
         tokio::pin!(deadline);
         for object in initial {
             if !self.send("ADDED", &object).await {
@@ -192,6 +197,12 @@ impl Stream {
                 _ = &mut deadline => return,
                 _ = self.tx.closed() => return,
                 _ = ticker.tick(), if params.bookmarks => {
+                    // Read the revision first: if the watch is idle after that, it has seen
+                    // every event up to it.
+                    let current = self.store.current_revision();
+                    if events.is_idle() {
+                        self.last = self.last.max(current);
+                    }
                     let bookmark = self.bookmark(false);
                     if !self.send_raw("BOOKMARK", &bookmark).await { return; }
                 }
@@ -260,7 +271,9 @@ impl Stream {
         self.send_raw(kind, &rendered).await
     }
 
+    /// Hands an event to the connection. A client that stops reading blocks only this task,
+    /// and only until the watch's deadline.
     async fn send_raw(&self, kind: &str, object: &Value) -> bool {
-        self.tx.send(encode_event(kind, object)).await.is_ok()
+        matches!(tokio::time::timeout_at(self.deadline, self.tx.send(encode_event(kind, object))).await, Ok(Ok(())))
     }
 }

@@ -128,11 +128,18 @@ impl Watch {
         }
         self.live.recv().await
     }
+
+    /// True when every event delivered so far has been taken. Every event at or below the
+    /// store's current revision is delivered before that revision becomes current, so an idle
+    /// watch read after `current_revision()` has seen everything up to it.
+    pub fn is_idle(&self) -> bool {
+        self.backlog.is_empty() && self.live.is_empty()
+    }
 }
 
 /// The storage contract. `Send` futures so that handlers can await them on any worker.
 pub trait Store: Send + Sync + 'static {
-    /// The latest durable revision.
+    /// The latest durable revision. Watchers have been handed every event up to it.
     fn current_revision(&self) -> Revision;
 
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned>>> + Send;

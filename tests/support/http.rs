@@ -129,3 +129,18 @@ impl Client {
         Ok(Response { status, headers, body })
     }
 }
+
+impl Client {
+    /// Opens a TLS connection and sends a bare HTTP/1.1 GET, returning the connection for the
+    /// caller to read (or not read) at its own pace.
+    pub async fn raw_get(&self, path: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use tokio::io::AsyncWriteExt;
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n");
+        tls.write_all(request.as_bytes()).await.unwrap();
+        tls.flush().await.unwrap();
+        tls
+    }
+}
