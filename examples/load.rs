@@ -3,7 +3,7 @@
 //! latency per phase.
 //!
 //! Usage: load --port P --ca CA.crt --cert C.crt --key C.key [--connections N] [--seconds S]
-//!        [--list-objects N]
+//!        [--list-objects N] [--phases create,get,list] [--table]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::sync::Arc;
@@ -22,6 +22,8 @@ struct Args {
     connections: usize,
     seconds: u64,
     list_objects: usize,
+    phases: String,
+    table: bool,
 }
 
 fn args() -> Args {
@@ -33,10 +35,17 @@ fn args() -> Args {
         connections: 8,
         seconds: 5,
         list_objects: 2000,
+        phases: "create,get,list".into(),
+        table: false,
     };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
-    while i + 1 < argv.len() {
+    while i < argv.len() {
+        if argv[i] == "--table" {
+            a.table = true;
+            i += 1;
+            continue;
+        }
         let v = argv[i + 1].clone();
         match argv[i].as_str() {
             "--port" => a.port = v.parse().unwrap(),
@@ -46,6 +55,7 @@ fn args() -> Args {
             "--connections" => a.connections = v.parse().unwrap(),
             "--seconds" => a.seconds = v.parse().unwrap(),
             "--list-objects" => a.list_objects = v.parse().unwrap(),
+            "--phases" => a.phases = v,
             other => panic!("unknown flag {other}"),
         }
         i += 2;
@@ -67,9 +77,24 @@ async fn connect(port: u16, config: Arc<rustls::ClientConfig>) -> Sender {
     sender
 }
 
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
 async fn call(sender: &mut Sender, method: &str, path: &str, body: Option<Vec<u8>>) -> (u16, usize) {
+    call_with(sender, method, path, body, None).await
+}
+
+async fn call_with(
+    sender: &mut Sender,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    accept: Option<&str>,
+) -> (u16, usize) {
     sender.ready().await.unwrap();
     let mut req = http::Request::builder().method(method).uri(path).header("host", "localhost");
+    if let Some(accept) = accept {
+        req = req.header("accept", accept);
+    }
     if body.is_some() {
         req = req.header("content-type", "application/json");
     }
@@ -116,8 +141,10 @@ where
             let mut i = 0;
             while Instant::now() < deadline {
                 let (method, path, body, expect) = op(c, i);
+                let accept = if method == "LIST" { Some(TABLE) } else { None };
+                let method = if method == "LIST" { "GET".to_string() } else { method };
                 let t = Instant::now();
-                let (status, _) = call(&mut sender, &method, &path, body).await;
+                let (status, _) = call_with(&mut sender, &method, &path, body, accept).await;
                 assert_eq!(status, expect, "{method} {path}");
                 lat.push(t.elapsed());
                 i += 1;
@@ -158,30 +185,38 @@ async fn main() {
     for _ in 0..a.connections {
         senders.push(connect(a.port, config.clone()).await);
     }
-    let ns = format!("bench-{run}-{}", a.connections);
-    let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
-    let c2 = coll.clone();
-    let (lat, el, per_conn) = phase(&mut senders, a.seconds, move |c, i| {
-        ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)
-    })
-    .await;
-    report("create", a.connections, lat, el);
-    let c3 = coll.clone();
-    let (lat, el, _) = phase(&mut senders, a.seconds, move |c, i| {
-        ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)
-    })
-    .await;
-    report("get", a.connections, lat, el);
-
-    // Lists of a fixed size, in their own namespace.
-    let list_ns = format!("bench-list-{run}-{}", a.connections);
-    let list_coll = format!("/apis/stable.example.com/v1/namespaces/{list_ns}/crontabs");
-    let mut s0 = senders.pop().unwrap();
-    for i in 0..a.list_objects {
-        assert_eq!(call(&mut s0, "POST", &list_coll, Some(crontab(&format!("l{i}")))).await.0, 201);
+    let phases: Vec<&str> = a.phases.split(',').collect();
+    if phases.contains(&"create") {
+        let ns = format!("bench-{run}-{}", a.connections);
+        let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
+        let c2 = coll.clone();
+        let (lat, el, per_conn) = phase(&mut senders, a.seconds, move |c, i| {
+            ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)
+        })
+        .await;
+        report("create", a.connections, lat, el);
+        if phases.contains(&"get") {
+            let c3 = coll.clone();
+            let (lat, el, _) = phase(&mut senders, a.seconds, move |c, i| {
+                ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)
+            })
+            .await;
+            report("get", a.connections, lat, el);
+        }
     }
-    senders.push(s0);
-    let c4 = list_coll.clone();
-    let (lat, el, _) = phase(&mut senders, a.seconds, move |_, _| ("GET".into(), c4.clone(), None, 200)).await;
-    report(&format!("list{}", a.list_objects), a.connections, lat, el);
+    if phases.contains(&"list") {
+        // Lists of a fixed size, in their own namespace (shared by runs with the same size).
+        let list_coll = format!("/apis/stable.example.com/v1/namespaces/bench-list-{}/crontabs", a.list_objects);
+        let mut s0 = senders.pop().unwrap();
+        for i in 0..a.list_objects {
+            let status = call(&mut s0, "POST", &list_coll, Some(crontab(&format!("l{i}")))).await.0;
+            assert!(status == 201 || status == 409, "creating list objects: {status}");
+        }
+        senders.push(s0);
+        let c4 = list_coll.clone();
+        let method = if a.table { "LIST" } else { "GET" };
+        let (lat, el, _) = phase(&mut senders, a.seconds, move |_, _| (method.into(), c4.clone(), None, 200)).await;
+        let name = format!("list{}{}", a.list_objects, if a.table { "/table" } else { "" });
+        report(&name, a.connections, lat, el);
+    }
 }
