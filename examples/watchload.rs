@@ -28,6 +28,23 @@ async fn connect(
     tokio_rustls::TlsConnector::from(config).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
 }
 
+/// Sends a create and reads its response.
+async fn write(writer: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>, coll: &str, name: &str) {
+    use tokio::io::AsyncReadExt;
+    let body = format!(
+        r#"{{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{{"name":"{name}"}},"spec":{{"image":"x"}}}}"#
+    );
+    let request = format!(
+        "POST {coll} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    writer.write_all(request.as_bytes()).await.unwrap();
+    // The response is small; one read holds the headers and the body.
+    let mut buf = [0u8; 16384];
+    let n = writer.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 201"), "{}", String::from_utf8_lossy(&buf[..n]));
+}
+
 #[tokio::main]
 async fn main() {
     let port: u16 = arg("--port").parse().unwrap();
@@ -67,20 +84,22 @@ async fn main() {
             }
         });
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut writer = connect(port, config.clone()).await;
+    // Warm up: every watcher must be registered (and see one event) before measuring.
+    write(&mut writer, &coll, "wready").await;
+    let mut ready = 0;
+    while ready < watchers {
+        let (name, _) =
+            tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("watchers ready").unwrap();
+        if name == "wready" {
+            ready += 1;
+        }
+    }
     let mut sent = Vec::with_capacity(writes);
     let mut latencies = Vec::with_capacity(writes * watchers);
     for i in 0..writes {
-        let body = format!(
-            r#"{{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{{"name":"w{i}"}},"spec":{{"image":"x"}}}}"#
-        );
-        let request = format!(
-            "POST {coll} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
         let started = Instant::now();
-        writer.write_all(request.as_bytes()).await.unwrap();
+        write(&mut writer, &coll, &format!("w{i}")).await;
         sent.push(started);
         // Wait until every watcher has this event before the next write.
         let mut got = 0;
