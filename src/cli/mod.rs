@@ -150,6 +150,9 @@ pub fn check(args: &CheckArgs) -> i32 {
     }
     for definition in registry.definitions() {
         println!("{}: {} ok", definition.source, definition.name);
+        for warning in &definition.warnings {
+            println!("{}: {}: warning: {warning}", definition.source, definition.name);
+        }
     }
     if problems.is_empty() { 0 } else { 1 }
 }

@@ -48,7 +48,7 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
     let format = formats::supported(single_type, &str_of("format").unwrap_or_default());
     let string_format = format.as_deref().and_then(Format::by_name);
 
-    Schema {
+    let mut schema = Schema {
         type_name,
         types,
         nullable: bool_of("nullable"),
@@ -91,7 +91,13 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
             Some(s @ Value::Object(_)) => Some(Additional::Schema(Box::new(compile(s)))),
             _ => None,
         },
-    }
+        has_rules: m.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|r| !r.is_empty()),
+    };
+    schema.has_rules = schema.has_rules
+        || schema.items().is_some_and(|i| i.has_rules)
+        || schema.additional_schema().is_some_and(|a| a.has_rules)
+        || schema.properties.values().any(|p| p.has_rules);
+    schema
 }
 
 #[cfg(test)]

@@ -70,17 +70,34 @@ pub fn default(object: &mut Value, schema: Option<&Schema>) {
 }
 
 /// The schema checks of an object, in Kubernetes' order after TypeMeta and ObjectMeta: OpenAPI
-/// validation (ratcheted against `old` on updates), embedded resources, and list types (on
-/// updates only when the old object passed them). Paths start at `prefix`.
+/// validation ([`validate_values`]), then embedded resources and list types
+/// ([`validate_structure`]). Paths start at `prefix`.
 pub fn validate(schema: &Schema, object: &Value, old: Option<&Value>, prefix: &Path) -> Vec<FieldError> {
-    let mut errs = match old {
+    let mut errs = validate_values(schema, object, old, prefix);
+    errs.extend(validate_structure(schema, object, old, prefix));
+    errs
+}
+
+/// OpenAPI value validation, ratcheted against `old` on updates.
+pub fn validate_values(schema: &Schema, object: &Value, old: Option<&Value>, prefix: &Path) -> Vec<FieldError> {
+    match old {
         Some(old) => openapi::validate_update(schema, object, old, prefix),
         None => openapi::validate(schema, object, prefix),
-    };
-    errs.extend(objectmeta::embedded::validate(prefix, object, Some(schema), false));
-    let list_errors_before = old.is_some_and(|o| !listtype::validate(prefix, Some(schema), o).is_empty());
-    if !list_errors_before {
-        errs.extend(listtype::validate(prefix, Some(schema), object));
+    }
+}
+
+/// Embedded resources, then list types (on updates only when the old object passed them).
+pub fn validate_structure(schema: &Schema, object: &Value, old: Option<&Value>, prefix: &Path) -> Vec<FieldError> {
+    let mut errs = objectmeta::embedded::validate(prefix, object, Some(schema), false);
+    errs.extend(validate_lists(schema, object, old, prefix));
+    errs
+}
+
+/// List types, reported on updates only when the old object passed them.
+pub fn validate_lists(schema: &Schema, object: &Value, old: Option<&Value>, prefix: &Path) -> Vec<FieldError> {
+    let errs = listtype::validate(prefix, Some(schema), object);
+    if errs.is_empty() || old.is_some_and(|o| !listtype::validate(prefix, Some(schema), o).is_empty()) {
+        return Vec::new();
     }
     errs
 }

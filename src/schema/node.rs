@@ -64,6 +64,10 @@ pub struct Schema {
     pub properties: BTreeMap<String, Schema>,
     pub items: Option<Box<Schema>>,
     pub additional_properties: Option<Additional>,
+
+    /// Whether this node or a node of its structural subtree has `x-kubernetes-validations`
+    /// (CEL rules are only considered, and only blocked by earlier errors, when some exist).
+    pub has_rules: bool,
 }
 
 /// `additionalProperties`: a boolean or a schema.

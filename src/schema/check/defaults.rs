@@ -21,12 +21,13 @@ enum Step<'a> {
 struct Walk<'a> {
     /// `...openAPIV3Schema`, where errors about the walk itself go.
     schema_path: &'a Path,
+    require_pruned: bool,
     errs: Vec<FieldError>,
 }
 
 /// Checks every default of a compiled schema; `path` is `...openAPIV3Schema`.
-pub fn validate(s: &Schema, path: &Path) -> Vec<FieldError> {
-    let mut walk = Walk { schema_path: path, errs: Vec::new() };
+pub fn validate(s: &Schema, path: &Path, require_pruned: bool) -> Vec<FieldError> {
+    let mut walk = Walk { schema_path: path, require_pruned, errs: Vec::new() };
     // The schema's root is a resource root.
     walk.node(s, path, true, &[], false);
     walk.errs
@@ -60,7 +61,7 @@ impl Walk<'_> {
         let at = path.child("default");
         let mut pruned = default.clone();
         prune::prune(&mut pruned, Some(s), resource);
-        if &pruned != default {
+        if self.require_pruned && &pruned != default {
             self.errs.push(FieldError::invalid(at.clone(), default.clone(), "must not have unknown fields"));
         }
         let mut coerced = default.clone();
@@ -122,7 +123,7 @@ mod tests {
     use serde_json::json;
 
     fn errors(schema: Value) -> Vec<String> {
-        validate(&compile(&schema), &Path::new("s")).iter().map(|e| e.to_string()).collect()
+        validate(&compile(&schema), &Path::new("s"), true).iter().map(|e| e.to_string()).collect()
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use super::Options;
 use super::raw::Raw;
 use crate::core::field::{FieldError, Path};
 
@@ -14,8 +15,9 @@ const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 const UNKNOWN_KEYWORDS: [&str; 5] = ["deprecated", "discriminator", "readOnly", "writeOnly", "xml"];
 
 /// Where in the schema the walk is.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Context {
+    options: Options,
     /// Why defaults are forbidden here (`None`: allowed).
     defaults_forbidden: Option<String>,
     inside_resource_meta: bool,
@@ -32,21 +34,24 @@ impl Context {
 }
 
 /// Checks a version's schema; `path` is `spec.versions[i].schema.openAPIV3Schema`.
-pub fn validate(s: Raw<'_>, path: &Path) -> Vec<FieldError> {
+pub fn validate(s: Raw<'_>, path: &Path, options: Options) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    walk(s, path, &Context::default(), true, &mut errs);
+    let defaults_forbidden = (!options.allow_defaults).then(String::new);
+    let ctx = Context { options, defaults_forbidden, inside_resource_meta: false };
+    walk(s, path, &ctx, true, &mut errs);
     errs
 }
 
 fn node_rules(s: Raw<'_>, path: &Path, ctx: &Context, errs: &mut Vec<FieldError>) {
     let type_name = s.str("type");
-    if !type_name.is_empty() && !TYPES.contains(&type_name) {
+    if ctx.options.require_valid_property_type && !type_name.is_empty() && !TYPES.contains(&type_name) {
         errs.push(FieldError::not_supported(path.child("type"), type_name, &TYPES));
     }
     if s.present("default")
         && let Some(reason) = &ctx.defaults_forbidden
     {
-        errs.push(FieldError::forbidden(path.child("default"), format!("must not be set {reason}")));
+        let detail = if reason.is_empty() { "must not be set".to_string() } else { format!("must not be set {reason}") };
+        errs.push(FieldError::forbidden(path.child("default"), detail));
     }
     if !s.str("id").is_empty() {
         errs.push(FieldError::forbidden(path.child("id"), "id is not supported"));
@@ -144,10 +149,10 @@ fn walk(s: Raw<'_>, path: &Path, ctx: &Context, is_root: bool, errs: &mut Vec<Fi
         }
         _ => {}
     }
-    extensions(s, path, errs);
+    extensions(s, path, ctx.options, errs);
 }
 
-fn extensions(s: Raw<'_>, path: &Path, errs: &mut Vec<FieldError>) {
+fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldError>) {
     let type_name = s.str("type");
     if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
         errs.push(FieldError::invalid(path.child("x-kubernetes-preserve-unknown-fields"), false, "must be true or undefined"));
@@ -172,7 +177,7 @@ fn extensions(s: Raw<'_>, path: &Path, errs: &mut Vec<FieldError>) {
     let items = s.object("items");
     if list_type.is_some() && type_name != "array" {
         errs.push(type_error("must be array if x-kubernetes-list-type is specified"));
-    } else if let (Some("set"), Some(item)) = (list_type, items) {
+    } else if let (true, Some("set"), Some(item)) = (options.require_atomic_set_type, list_type, items) {
         let item_list_type = item.get("x-kubernetes-list-type").cloned().unwrap_or(Value::Null);
         let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
         match item.str("type") {
@@ -203,7 +208,7 @@ fn extensions(s: Raw<'_>, path: &Path, errs: &mut Vec<FieldError>) {
     if list_type == Some("map") {
         map_list(s, path, &keys, &keys_value, errs);
     }
-    if let (Some(lt @ ("set" | "map")), Some(item)) = (list_type, items) {
+    if let (true, Some(lt @ ("set" | "map")), Some(item)) = (options.require_map_list_keys_map_set, list_type, items) {
         if item.flag("nullable") {
             errs.push(FieldError::forbidden(
                 path.child("items").child("nullable"),

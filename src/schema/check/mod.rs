@@ -44,8 +44,39 @@ const ROOT_WITH_STATUS: [(&str, &str); 22] = [
     ("XValidations", "x-kubernetes-validations"),
 ];
 
+/// Which of Kubernetes' optional schema rules apply (`validationOptions`); definitions loaded
+/// as `apiextensions.k8s.io/v1` get them all ([`Options::v1`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    pub allow_defaults: bool,
+    pub require_structural_schema: bool,
+    pub require_pruned_defaults: bool,
+    pub require_valid_property_type: bool,
+    pub require_atomic_set_type: bool,
+    pub require_map_list_keys_map_set: bool,
+}
+
+impl Options {
+    /// The rules for creating an `apiextensions.k8s.io/v1` definition.
+    pub fn v1() -> Options {
+        Options {
+            allow_defaults: true,
+            require_structural_schema: true,
+            require_pruned_defaults: true,
+            require_valid_property_type: true,
+            require_atomic_set_type: true,
+            require_map_list_keys_map_set: true,
+        }
+    }
+}
+
 /// Every problem with a version's schema. `path` is `spec.versions[i].schema`.
 pub fn validate(schema: &Value, path: &Path, status_enabled: bool) -> Vec<FieldError> {
+    validate_with(schema, path, status_enabled, Options::v1())
+}
+
+/// [`validate`] with a chosen set of rules.
+pub fn validate_with(schema: &Value, path: &Path, status_enabled: bool, options: Options) -> Vec<FieldError> {
     let s = Raw::of(schema);
     let schema_path = path.child("openAPIV3Schema");
     let mut errs = Vec::new();
@@ -56,18 +87,20 @@ pub fn validate(schema: &Value, path: &Path, status_enabled: bool) -> Vec<FieldE
         errs.push(FieldError::forbidden(schema_path.child("nullable"), "nullable cannot be true at the root"));
     }
     let mut init_errs = Vec::new();
-    match structural::unsupported(s) {
-        Some(e) => init_errs.push(FieldError::invalid(schema_path.clone(), "", e)),
-        None => {
-            let structural = structural::validate(s, &schema_path);
-            if structural.is_empty() {
-                errs.extend(defaults::validate(&compile(schema), &schema_path));
-            } else {
-                errs.extend(structural);
+    if options.require_structural_schema {
+        match structural::unsupported(s) {
+            Some(e) => init_errs.push(FieldError::invalid(schema_path.clone(), "", e)),
+            None => {
+                let structural = structural::validate(s, &schema_path);
+                if structural.is_empty() {
+                    errs.extend(defaults::validate(&compile(schema), &schema_path, options.require_pruned_defaults));
+                } else {
+                    errs.extend(structural);
+                }
             }
         }
     }
-    errs.extend(keywords::validate(s, &schema_path));
+    errs.extend(keywords::validate(s, &schema_path, options));
     if errs.is_empty() {
         errs.extend(init_errs);
     }
