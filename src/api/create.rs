@@ -19,7 +19,7 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let bytes = read_limited(body).await?;
     let decoded = codec::decode_object(&bytes, call.content_type())?;
     let mut object = decoded.value;
-    write::check_type_meta(call, &object)?;
+    write::check_type_meta(&call.served, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
     let unknown = write::coerce(&call.served, &mut object)?;

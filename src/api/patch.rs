@@ -78,7 +78,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         if !object.is_object() {
             return Err(ApiError::bad_request("the patched document is not an object"));
         }
-        write::check_type_meta(call, &object)?;
+        write::check_type_meta(&call.served, &object)?;
         check_name(call, &object)?;
         let unknown = write::coerce(&call.served, &mut object)?;
         let mut warnings = write::field_validation(&call.served, mode, &[], &unknown)?;

@@ -28,7 +28,7 @@ pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Val
 /// What Kubernetes' storage decoder does to every object it reads: ObjectMeta coercion
 /// (dropping ill-typed fields of old objects), pruning, generation 0 repaired to 1, and the
 /// stored version's defaults.
-fn read_coerce(definition: &crate::definitions::Definition, object: &mut Value) {
+pub fn read_coerce(definition: &crate::definitions::Definition, object: &mut Value) {
     let stored_version = object
         .get("apiVersion")
         .and_then(Value::as_str)

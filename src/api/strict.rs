@@ -114,6 +114,13 @@ pub fn from_yaml(text: &str) -> Result<Tracked, serde_saphyr::Error> {
     serde_saphyr::from_str_with_options(text, options)
 }
 
+/// Decodes every document of a YAML stream (last duplicate key wins), noting duplicate fields.
+pub fn from_yaml_documents(text: &str) -> Result<Vec<Tracked>, serde_saphyr::Error> {
+    let mut options = serde_saphyr::Options::default();
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+    serde_saphyr::from_multiple_with_options(text, options)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

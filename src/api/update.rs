@@ -140,7 +140,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let bytes = read_limited(body).await?;
     let decoded = codec::decode_object(&bytes, call.content_type())?;
     let mut object = decoded.value;
-    write::check_type_meta(call, &object)?;
+    write::check_type_meta(&call.served, &object)?;
     check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;

@@ -43,8 +43,8 @@ impl FieldValidation {
 
 /// Checks `apiVersion` and `kind` of a body against the endpoint, as Kubernetes' create and
 /// update handlers and the custom resource validator do.
-pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
-    let definition = &call.served.definition;
+pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> {
+    let definition = &served.definition;
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
     if kind.is_empty() {
@@ -53,7 +53,7 @@ pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
     if api_version.is_empty() {
         return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{}'", codec::compact(object))));
     }
-    let expected = call.api_version();
+    let expected = format!("{}/{}", definition.group, served.version.name);
     if api_version != expected {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({api_version}) does not match the expected API version ({expected})"

@@ -107,6 +107,17 @@ pub fn validate_with(schema: &Value, path: &Path, status_enabled: bool, options:
     errs
 }
 
+/// The violations Kubernetes reports in a definition's `NonStructuralSchema` condition for a
+/// schema at `path` (`...openAPIV3Schema`); `Err` when the schema cannot even be read as a
+/// structural one.
+pub fn structural_violations(schema: &Value, path: &Path) -> Result<Vec<FieldError>, String> {
+    let s = Raw::of(schema);
+    match structural::unsupported(s) {
+        Some(e) => Err(e),
+        None => Ok(structural::validate(s, path)),
+    }
+}
+
 fn root_with_status(schema: &Value, path: &Path) -> Vec<FieldError> {
     let s = Raw::of(schema);
     // Go walks the fields in the order of its type; the first offender is reported.
