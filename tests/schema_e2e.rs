@@ -81,7 +81,10 @@ fn invalid_crontab_is_rejected_with_both_causes() {
         err.contains(r#"spec.cronSpec: Invalid value: "* * * *": spec.cronSpec in body should match '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'"#),
         "{err}"
     );
-    assert!(err.contains("spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"), "{err}");
+    assert!(
+        err.contains("spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"),
+        "{err}"
+    );
 
     // The same request over HTTP: one 422 listing both causes with their fields.
     let body = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "x"},
@@ -90,14 +93,21 @@ fn invalid_crontab_is_rejected_with_both_causes() {
     assert_eq!(response.status, 422, "{}", response.text());
     let status = response.json();
     assert_eq!(status["reason"], "Invalid");
-    let fields: Vec<&str> = status["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    let fields: Vec<&str> =
+        status["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
     assert_eq!(fields, ["spec.cronSpec", "spec.replicas"]);
     assert_eq!(status["details"]["causes"][1]["reason"], "FieldValueInvalid");
 
     // A valid one is accepted.
     let good = file.to_str().unwrap();
-    server.write("my-crontab.yaml", &std::fs::read_to_string(good).unwrap().replace("\"* * * *\"", "\"* * * * */5\"").replace("15", "5"));
-    assert_eq!(server.kubectl_ok(&["apply", "-f", good]).trim(), "crontab.stable.example.com/my-new-cron-object created");
+    server.write(
+        "my-crontab.yaml",
+        &std::fs::read_to_string(good).unwrap().replace("\"* * * *\"", "\"* * * * */5\"").replace("15", "5"),
+    );
+    assert_eq!(
+        server.kubectl_ok(&["apply", "-f", good]).trim(),
+        "crontab.stable.example.com/my-new-cron-object created"
+    );
 }
 
 #[test]
@@ -111,7 +121,11 @@ fn unknown_fields_are_pruned_or_refused() {
     // kubectl validates strictly by default: the server refuses the unknown field.
     let strict = server.kubectl(&["apply", "-f", file]);
     assert!(!strict.status.success());
-    assert!(stderr(&strict).contains(r#"strict decoding error: unknown field "spec.someRandomField""#), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains(r#"strict decoding error: unknown field "spec.someRandomField""#),
+        "{}",
+        stderr(&strict)
+    );
 
     // Without validation the field is pruned, as the documentation shows.
     let created = stdout(&server.kubectl(&["create", "--validate=false", "-f", file, "-o", "yaml"]));
@@ -156,15 +170,26 @@ fn defaults_and_nullable() {
     assert_eq!(spec["nullables"], json!({"foo": "default", "bar": null}));
 
     // A default is not a minimum: an explicit invalid value is still refused.
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &object.replace("my-new-cron-object", "zero").replace("  image:", "  replicas: 0\n  image:"));
-    assert!(stderr(&out).contains("spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"), "{}", stderr(&out));
+    let out = server.kubectl_stdin(
+        &["create", "-f", "-"],
+        &object.replace("my-new-cron-object", "zero").replace("  image:", "  replicas: 0\n  image:"),
+    );
+    assert!(
+        stderr(&out)
+            .contains("spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn ratcheting_keeps_unchanged_invalid_values() {
     let loose = VALIDATED_CRONTAB.replace("                  maximum: 10\n", "");
     let server = TestServer::start(&[&loose]);
-    server.kubectl_stdin(&["create", "-f", "-"], "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: big\nspec:\n  replicas: 50\n");
+    server.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: big\nspec:\n  replicas: 50\n",
+    );
     // The definition tightens: 50 is now invalid, but may stay while it does not change.
     std::fs::write(server.definitions_dir().join("00.yaml"), VALIDATED_CRONTAB).unwrap();
     let mut server = server;
@@ -173,7 +198,12 @@ fn ratcheting_keeps_unchanged_invalid_values() {
     server.kubectl_ok(&["label", "ct", "big", "tier=batch"]);
     server.kubectl_ok(&["patch", "ct", "big", "--type=merge", "-p", r#"{"spec":{"image":"new"}}"#]);
     let changed = server.kubectl(&["patch", "ct", "big", "--type=merge", "-p", r#"{"spec":{"replicas":40}}"#]);
-    assert!(stderr(&changed).contains("spec.replicas: Invalid value: 40: spec.replicas in body should be less than or equal to 10"), "{}", stderr(&changed));
+    assert!(
+        stderr(&changed)
+            .contains("spec.replicas: Invalid value: 40: spec.replicas in body should be less than or equal to 10"),
+        "{}",
+        stderr(&changed)
+    );
 }
 
 #[test]
@@ -196,9 +226,12 @@ fn broken_definitions_are_reported_and_the_rest_served() {
     assert!(!resources.contains("widgets"));
 
     // `crd-apiserver check` reports the same, and `validate` uses the served definitions.
-    let check = std::process::Command::new(support::binary()).arg("check").arg(server.definitions_dir()).output().unwrap();
+    let check =
+        std::process::Command::new(support::binary()).arg("check").arg(server.definitions_dir()).output().unwrap();
     assert_eq!(check.status.code(), Some(1));
-    assert!(stdout(&check).contains("properties[spec].type: Required value: must not be empty for specified object fields"));
+    assert!(
+        stdout(&check).contains("properties[spec].type: Required value: must not be empty for specified object fields")
+    );
 }
 
 #[test]
@@ -212,9 +245,18 @@ fn validate_command_runs_the_write_path_offline() {
         path
     };
     let run = |args: &[&std::ffi::OsStr]| {
-        std::process::Command::new(support::binary()).arg("validate").arg("--definitions").arg(&defs).args(args).output().unwrap()
+        std::process::Command::new(support::binary())
+            .arg("validate")
+            .arg("--definitions")
+            .arg(&defs)
+            .args(args)
+            .output()
+            .unwrap()
     };
-    let good = write("good.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: a\nspec:\n  image: x\n  extra: 1\n");
+    let good = write(
+        "good.yaml",
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: a\nspec:\n  image: x\n  extra: 1\n",
+    );
     let out = run(&["-o".as_ref(), "json".as_ref(), good.as_os_str()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let stored: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -226,7 +268,10 @@ fn validate_command_runs_the_write_path_offline() {
     assert_eq!(strict.status.code(), Some(1));
     assert!(stdout(&strict).contains("reason: BadRequest"), "{}", stdout(&strict));
 
-    let bad = write("bad.yaml", "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: a\nspec:\n  replicas: 50\n");
+    let bad = write(
+        "bad.yaml",
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: a\nspec:\n  replicas: 50\n",
+    );
     let out = run(&[bad.as_os_str()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("spec.replicas in body should be less than or equal to 10"), "{}", stdout(&out));

@@ -32,8 +32,16 @@ pub fn structural_schema(case: &Value, _: &Value) -> Verdict {
         return if errs.is_empty() { Verdict::Pass } else { Verdict::Fail(format!("unexpected {errs:#?}")) };
     }
     let suffix = |s: &str| s.find("openAPIV3Schema").map_or(s.to_string(), |i| s[i..].to_string());
-    let missing: Vec<String> = strings(&expect["errors"]).into_iter().map(|s| suffix(&s)).filter(|s| !errs.iter().any(|e| e.contains(s))).collect();
-    let present: Vec<String> = strings(&expect["errors_absent"]).into_iter().map(|s| suffix(&s)).filter(|s| errs.iter().any(|e| e.contains(s))).collect();
+    let missing: Vec<String> = strings(&expect["errors"])
+        .into_iter()
+        .map(|s| suffix(&s))
+        .filter(|s| !errs.iter().any(|e| e.contains(s)))
+        .collect();
+    let present: Vec<String> = strings(&expect["errors_absent"])
+        .into_iter()
+        .map(|s| suffix(&s))
+        .filter(|s| errs.iter().any(|e| e.contains(s)))
+        .collect();
     if errs.is_empty() {
         return Verdict::Fail("created, expected a refusal".into());
     }
@@ -67,10 +75,13 @@ fn migrated(case: &Value) -> Verdict {
         }
     }
     let expect = &case["expect"];
-    if (expect["nonstructural_condition"] == true) != !errs.is_empty() {
+    if (expect["nonstructural_condition"] == true) == errs.is_empty() {
         return Verdict::Fail(format!("condition mismatch: {errs:#?}"));
     }
-    let missing: Vec<String> = strings(&expect["condition_message_contains"]).into_iter().filter(|s| !errs.iter().any(|e| e.contains(s.as_str()))).collect();
+    let missing: Vec<String> = strings(&expect["condition_message_contains"])
+        .into_iter()
+        .filter(|s| !errs.iter().any(|e| e.contains(s.as_str())))
+        .collect();
     if missing.is_empty() { Verdict::Pass } else { Verdict::Fail(format!("missing {missing:#?}\ngot {errs:#?}")) }
 }
 
@@ -97,7 +108,12 @@ pub fn crd_validation(case: &Value, _: &Value) -> Verdict {
                 Vec::new()
             } else {
                 let prefix = Path::new(case["error_path_prefix"].as_str().unwrap_or("spec.validation"));
-                check::validate_with(schema, &prefix, case["status_subresource_enabled"] == true, options(&case["options"]))
+                check::validate_with(
+                    schema,
+                    &prefix,
+                    case["status_subresource_enabled"] == true,
+                    options(&case["options"]),
+                )
             };
             same_errors(&errs, &case["expect"]["errors"], str::to_string)
         }
@@ -122,7 +138,11 @@ fn map_to_internal(errs: &[FieldError], internal: &Value) -> Vec<FieldError> {
     let mut out: Vec<FieldError> = Vec::new();
     for e in errs {
         let mut field = e.field.as_str().to_string();
-        for (part, top) in [("schema", "validation"), ("subresources", "subresources"), ("additionalPrinterColumns", "additionalPrinterColumns")] {
+        for (part, top) in [
+            ("schema", "validation"),
+            ("subresources", "subresources"),
+            ("additionalPrinterColumns", "additionalPrinterColumns"),
+        ] {
             if internal.get(top).is_some_and(|v| !v.is_null())
                 && let Some(rest) = strip_version(&field, part)
             {

@@ -65,7 +65,8 @@ fn main() {
         let mut tally = Tally::default();
         for case in file["cases"].as_array().into_iter().flatten() {
             let label = case["name"].as_str().unwrap_or("?").to_string();
-            let verdict = std::panic::catch_unwind(|| runner(case, &file)).unwrap_or_else(|_| Verdict::Fail("panicked".into()));
+            let verdict =
+                std::panic::catch_unwind(|| runner(case, &file)).unwrap_or_else(|_| Verdict::Fail("panicked".into()));
             match verdict {
                 Verdict::Pass => tally.pass += 1,
                 Verdict::Fail(why) => tally.fail.push((label, why)),
@@ -106,7 +107,8 @@ pub fn has_cel(value: &Value) -> bool {
 
 /// Compares two sets of strings, as a verdict.
 pub fn same_set(mut got: Vec<String>, want: &Value) -> Verdict {
-    let mut want: Vec<String> = want.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    let mut want: Vec<String> =
+        want.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
     got.sort();
     got.dedup();
     want.sort();
@@ -115,7 +117,11 @@ pub fn same_set(mut got: Vec<String>, want: &Value) -> Verdict {
 }
 
 /// Compares returned errors with expected `{type, field[, contains]}` entries as a multiset.
-pub fn same_errors(got: &[crd_apiserver::core::field::FieldError], want: &Value, map_field: impl Fn(&str) -> String) -> Verdict {
+pub fn same_errors(
+    got: &[crd_apiserver::core::field::FieldError],
+    want: &Value,
+    map_field: impl Fn(&str) -> String,
+) -> Verdict {
     let mut remaining: Vec<(String, String, String)> =
         got.iter().map(|e| (e.kind.reason().to_string(), map_field(e.field.as_str()), e.to_string())).collect();
     let mut missing = Vec::new();

@@ -110,7 +110,9 @@ impl Replay {
                     created.as_object_mut().unwrap().remove("status");
                 }
                 write::coerce(&served, &mut created).map_err(|e| e.message)?;
-                let errors = objects::prepare_create(&mut created, &Placement { status_subresource: true, ..placement }).map_err(|e| e.message)?;
+                let errors =
+                    objects::prepare_create(&mut created, &Placement { status_subresource: true, ..placement })
+                        .map_err(|e| e.message)?;
                 write::validate(&served, false, &created, None, errors).map_err(|e| e.message)?;
                 if !self.status {
                     self.current = Some(created);
@@ -164,7 +166,10 @@ pub fn ratcheting_scenario(case: &Value, file: &Value) -> Verdict {
         for op in case["operations"].as_array().into_iter().flatten() {
             if let Err(e) = replay.run(op) {
                 let which = if status { "status" } else { "main" };
-                return Verdict::Fail(format!("{which}: {}: {e}", op["description"].as_str().unwrap_or(op["op"].as_str().unwrap_or("?"))));
+                return Verdict::Fail(format!(
+                    "{which}: {}: {e}",
+                    op["description"].as_str().unwrap_or(op["op"].as_str().unwrap_or("?"))
+                ));
             }
         }
     }

@@ -16,7 +16,8 @@ pub fn openapi_validation(case: &Value, _: &Value) -> Verdict {
         return Verdict::Skip("CEL");
     }
     let s = schema_of(case).unwrap_or_default();
-    let got: Vec<String> = schema::openapi::validate(&s, &case["object"], &Path::nil()).iter().map(|e| e.to_string()).collect();
+    let got: Vec<String> =
+        schema::openapi::validate(&s, &case["object"], &Path::nil()).iter().map(|e| e.to_string()).collect();
     if case["expect"]["ok"] == true {
         return if got.is_empty() { Verdict::Pass } else { Verdict::Fail(format!("unexpected {got:#?}")) };
     }

@@ -116,17 +116,26 @@ mod tests {
 
     fn errors(object: Value) -> Vec<String> {
         let s = scale();
-        validate_spec(Some(&s), &object).into_iter().chain(validate_status(Some(&s), &object)).map(|e| e.to_string()).collect()
+        validate_spec(Some(&s), &object)
+            .into_iter()
+            .chain(validate_status(Some(&s), &object))
+            .map(|e| e.to_string())
+            .collect()
     }
 
     #[test]
     fn replicas_must_be_int64_in_range() {
         assert!(errors(json!({"spec": {"replicas": 3}})).is_empty());
         assert!(errors(json!({})).is_empty());
-        assert_eq!(errors(json!({"spec": {"replicas": -1}})), [".spec.replicas: Invalid value: -1: should be a non-negative integer"]);
+        assert_eq!(
+            errors(json!({"spec": {"replicas": -1}})),
+            [".spec.replicas: Invalid value: -1: should be a non-negative integer"]
+        );
         assert_eq!(
             errors(json!({"spec": {"replicas": "foo"}})),
-            [".spec.replicas: Invalid value: 0: .spec.replicas accessor error: foo is of the type string, expected int64"]
+            [
+                ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: foo is of the type string, expected int64"
+            ]
         );
         assert_eq!(
             errors(json!({"status": {"replicas": 3000000000i64, "selector": 1}})),

@@ -128,7 +128,9 @@ mod tests {
 
     #[test]
     fn duplicates_are_reported_with_kubernetes_paths() {
-        let tracked = from_json(br#"{"spec":{"replicas":1,"replicas":2,"c":[{"name":"a","name":"b"}]},"kind":"K","kind":"K"}"#).unwrap();
+        let tracked =
+            from_json(br#"{"spec":{"replicas":1,"replicas":2,"c":[{"name":"a","name":"b"}]},"kind":"K","kind":"K"}"#)
+                .unwrap();
         assert_eq!(tracked.value, json!({"spec": {"replicas": 2, "c": [{"name": "b"}]}, "kind": "K"}));
         assert_eq!(tracked.duplicates, ["spec.replicas", "spec.c[0].name", "kind"]);
         assert!(from_json(br#"[1,[2]]"#).unwrap().duplicates.is_empty());

@@ -150,7 +150,8 @@ fn write_path(
         .namespaced()
         .then(|| objects::namespace(&object).to_string())
         .map(|ns| if ns.is_empty() { "default".to_string() } else { ns });
-    let placement = Placement { namespace: namespace.as_deref(), status_subresource: served.version.status_subresource };
+    let placement =
+        Placement { namespace: namespace.as_deref(), status_subresource: served.version.status_subresource };
     let old = old.map(|o| {
         let mut stored = o.clone();
         present::read_coerce(&served.definition, &mut stored);
@@ -180,7 +181,9 @@ fn type_of(object: &Value) -> String {
 }
 
 fn same_object(a: &Value, b: &Value) -> bool {
-    let group = |o: &Value| o.get("apiVersion").and_then(Value::as_str).and_then(|v| v.rsplit_once('/')).map(|(g, _)| g.to_string());
+    let group = |o: &Value| {
+        o.get("apiVersion").and_then(Value::as_str).and_then(|v| v.rsplit_once('/')).map(|(g, _)| g.to_string())
+    };
     group(a) == group(b)
         && a.get("kind") == b.get("kind")
         && objects::name(a) == objects::name(b)
@@ -200,7 +203,11 @@ fn read_objects(path: &Path) -> Result<Vec<strict::Tracked>, String> {
     for document in documents.into_iter().filter(|d| !d.value.is_null()) {
         match document.value {
             Value::Object(mut map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
-                for item in map.remove("items").and_then(|i| if let Value::Array(a) = i { Some(a) } else { None }).unwrap_or_default() {
+                for item in map
+                    .remove("items")
+                    .and_then(|i| if let Value::Array(a) = i { Some(a) } else { None })
+                    .unwrap_or_default()
+                {
                     out.push(strict::Tracked { value: item, duplicates: Vec::new() });
                 }
             }

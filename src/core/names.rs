@@ -93,7 +93,8 @@ pub fn generate_name(prefix: &str) -> String {
 // --- Label keys and values, qualified names, path segments (added with the schema engine). ---
 
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_KEY_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 fn is_label_shape(s: &str) -> bool {
     let bytes = s.as_bytes();
@@ -104,7 +105,9 @@ fn is_label_shape(s: &str) -> bool {
 }
 
 fn key_regex_message() -> String {
-    format!("{LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}')")
+    format!(
+        "{LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}')"
+    )
 }
 
 /// Problems with `s` as a qualified name or label key (`example.com/MyName`), worded as

@@ -115,10 +115,8 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     }
     let mut definition = validate::build(crd, source.to_string());
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
-    definition.warnings = schemas
-        .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
-        .flat_map(crate::schema::check::warnings)
-        .collect();
+    definition.warnings =
+        schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();
     Ok(definition)
 }
 

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::formats::{self, Format};
-use super::node::{Additional, Schema};
+use super::node::{Additional, Schema, TypeBits};
 use super::pattern::Pattern;
 
 /// Compiles a schema object; anything that is not an object compiles to the empty schema.
@@ -48,9 +48,11 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
     let format = formats::supported(single_type, &str_of("format").unwrap_or_default());
     let string_format = format.as_deref().and_then(Format::by_name);
 
+    let type_bits = types.iter().fold(0, |bits, t| bits | TypeBits::of(t));
     let mut schema = Schema {
         type_name,
         types,
+        type_bits,
         nullable: bool_of("nullable"),
         default: m.get("default").filter(|d| !d.is_null()).cloned(),
         preserve_unknown_fields: bool_of("x-kubernetes-preserve-unknown-fields"),
@@ -92,11 +94,18 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
             _ => None,
         },
         has_rules: m.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|r| !r.is_empty()),
+        has_embedded: false,
+        has_list_checks: false,
     };
-    schema.has_rules = schema.has_rules
-        || schema.items().is_some_and(|i| i.has_rules)
-        || schema.additional_schema().is_some_and(|a| a.has_rules)
-        || schema.properties.values().any(|p| p.has_rules);
+    let below = |flag: fn(&Schema) -> bool| {
+        schema.items().is_some_and(flag)
+            || schema.additional_schema().is_some_and(flag)
+            || schema.properties.values().any(flag)
+    };
+    let (rules, embedded, lists) = (below(|c| c.has_rules), below(|c| c.has_embedded), below(|c| c.has_list_checks));
+    schema.has_rules |= rules;
+    schema.has_embedded = schema.embedded_resource || embedded;
+    schema.has_list_checks = schema.is_list_type("set") || schema.is_list_type("map") || lists;
     schema
 }
 

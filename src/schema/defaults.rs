@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::node::Schema;
+use super::node::{Cursor, Schema};
 
 fn non_nullable_null(x: &Value, s: Option<&Schema>) -> bool {
     x.is_null() && s.is_some_and(|s| !s.nullable)
@@ -28,8 +28,9 @@ pub fn apply(x: &mut Value, s: Option<&Schema>) {
                 }
             }
             let extra = s.additional_schema();
+            let mut properties = Cursor::new(&s.properties);
             for (key, value) in map.iter_mut() {
-                if let Some(property) = s.properties.get(key) {
+                if let Some(property) = properties.get(key) {
                     apply(value, Some(property));
                 } else if s.additional_properties.is_some() {
                     if non_nullable_null(value, extra)

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::node::Schema;
+use super::node::{Cursor, Schema};
 use crate::core::field::{FieldError, Path};
 
 /// Checks every `set` and `map` list of an object. Paths start at `path` (nil for objects).
@@ -20,19 +20,23 @@ pub fn validate(path: &Path, s: Option<&Schema>, object: &Value) -> Vec<FieldErr
 }
 
 fn walk_object(path: &Path, s: &Schema, map: &Map<String, Value>, errs: &mut Vec<FieldError>) {
-    if let Some(extra) = s.additional_schema() {
+    if let Some(extra) = s.additional_schema().filter(|e| e.has_list_checks) {
         for (key, value) in map {
             walk(&path.key(key), extra, value, errs);
         }
     }
+    let mut properties = Cursor::new(&s.properties);
     for (key, value) in map {
-        if let Some(property) = s.properties.get(key) {
+        if let Some(property) = properties.get(key).filter(|p| p.has_list_checks) {
             walk(&path.child(key), property, value, errs);
         }
     }
 }
 
 fn walk(path: &Path, s: &Schema, value: &Value, errs: &mut Vec<FieldError>) {
+    if !s.has_list_checks {
+        return;
+    }
     match value {
         Value::Array(items) => walk_array(path, s, items, errs),
         Value::Object(map) => walk_object(path, s, map, errs),
@@ -52,24 +56,44 @@ fn walk_array(path: &Path, s: &Schema, items: &[Value], errs: &mut Vec<FieldErro
         Some("map") => errs.extend(validate_map(path, s, items)),
         _ => {}
     }
-    if let Some(item_schema) = s.items() {
+    if let Some(item_schema) = s.items().filter(|i| i.has_list_checks) {
         for (i, item) in items.iter().enumerate() {
             walk(&path.index(i), item_schema, item, errs);
         }
     }
 }
 
-/// Indices of second occurrences of values. Scalars compare by JSON value (an integer and a
-/// float differ), compound values by their JSON text.
+/// How set items compare: scalars by value (an integer and a float differ), compound values
+/// by their JSON text.
+#[derive(PartialEq, Eq, Hash)]
+enum ItemKey<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(u64),
+    Str(&'a str),
+    Json(String),
+}
+
+fn item_key(value: &Value) -> ItemKey<'_> {
+    match value {
+        Value::Null => ItemKey::Null,
+        Value::Bool(b) => ItemKey::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => ItemKey::Int(i),
+            None => ItemKey::Float(n.as_f64().unwrap_or(0.0).to_bits()),
+        },
+        Value::String(s) => ItemKey::Str(s),
+        other => ItemKey::Json(other.to_string()),
+    }
+}
+
+/// Indices of second occurrences of values.
 fn repeated<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<usize> {
-    let mut seen: HashMap<String, u32> = HashMap::new();
+    let mut seen: HashMap<ItemKey<'a>, u32> = HashMap::new();
     let mut out = Vec::new();
     for (i, value) in values.enumerate() {
-        let key = match value {
-            Value::Number(n) if n.as_i64().is_none() => format!("f:{}", n.as_f64().unwrap_or(0.0)),
-            other => format!("{other}"),
-        };
-        let times = seen.entry(key).or_insert(0);
+        let times = seen.entry(item_key(value)).or_insert(0);
         *times += 1;
         if *times == 2 {
             out.push(i);
@@ -81,7 +105,11 @@ fn repeated<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<usize> {
 fn validate_map(path: &Path, s: &Schema, items: &[Value]) -> Vec<FieldError> {
     for (i, item) in items.iter().enumerate() {
         if !item.is_null() && !item.is_object() {
-            return vec![FieldError::invalid(path.index(i), item.clone(), "must be an object for an array of list-type map")];
+            return vec![FieldError::invalid(
+                path.index(i),
+                item.clone(),
+                "must be an object for an array of list-type map",
+            )];
         }
     }
     if items.len() <= 1 {
@@ -100,8 +128,10 @@ fn validate_map(path: &Path, s: &Schema, items: &[Value]) -> Vec<FieldError> {
         .collect();
     if let [single] = s.list_map_keys.as_slice() {
         // One key: compared by the key's value (a missing key is its own value).
-        let values: Vec<Value> =
-            keys.iter().map(|k| k.get(single).cloned().unwrap_or_else(|| Value::String("\u{0}missing".into()))).collect();
+        let values: Vec<Value> = keys
+            .iter()
+            .map(|k| k.get(single).cloned().unwrap_or_else(|| Value::String("\u{0}missing".into())))
+            .collect();
         return repeated(values.iter())
             .into_iter()
             .filter_map(|i| keys.get(i).map(|k| FieldError::duplicate(path.index(i), Value::Object(k.clone()))))
@@ -157,7 +187,8 @@ mod tests {
 
     #[test]
     fn nested_lists_and_maps() {
-        let schema = json!({"type": "object", "additionalProperties": {"type": "array", "x-kubernetes-list-type": "set"}});
+        let schema =
+            json!({"type": "object", "additionalProperties": {"type": "array", "x-kubernetes-list-type": "set"}});
         assert_eq!(errors(schema, json!({"k": [1, 1]})), ["root[k][1]: Duplicate value: 1"]);
     }
 }

@@ -108,7 +108,11 @@ pub fn blocks_rules(errors: &[FieldError]) -> bool {
     errors.iter().any(|e| {
         matches!(
             e.kind,
-            ErrorType::NotSupported | ErrorType::Required | ErrorType::TooLong | ErrorType::TooMany | ErrorType::TypeInvalid
+            ErrorType::NotSupported
+                | ErrorType::Required
+                | ErrorType::TooLong
+                | ErrorType::TooMany
+                | ErrorType::TypeInvalid
         )
     })
 }
@@ -155,7 +159,8 @@ mod tests {
 
     #[test]
     fn list_errors_ratchet_when_the_old_object_had_them() {
-        let schema = compile(&json!({"type": "object", "properties": {"s": {"type": "array", "x-kubernetes-list-type": "set",
+        let schema =
+            compile(&json!({"type": "object", "properties": {"s": {"type": "array", "x-kubernetes-list-type": "set",
             "items": {"type": "string"}}}}));
         let bad = json!({"s": ["a", "a"]});
         assert_eq!(validate(&schema, &bad, None, &Path::nil()).len(), 1);

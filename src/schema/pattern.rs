@@ -174,7 +174,9 @@ fn go_error(rust: &str) -> String {
     let end = if span.end.offset > span.start.offset {
         span.end.offset
     } else {
-        rust.get(span.start.offset..).and_then(|rest| rest.chars().next()).map_or(span.start.offset, |c| span.start.offset + c.len_utf8())
+        rust.get(span.start.offset..)
+            .and_then(|rest| rest.chars().next())
+            .map_or(span.start.offset, |c| span.start.offset + c.len_utf8())
     };
     let fragment = rust.get(span.start.offset..end).unwrap_or(rust);
     let (code, expr) = match error.kind() {

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::node::Schema;
+use super::node::{Cursor, Schema};
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
@@ -36,6 +36,11 @@ fn push_key(path: &mut String, key: &str) {
     path.push_str(key);
 }
 
+fn push_index(path: &mut String, i: usize) {
+    use std::fmt::Write;
+    let _ = write!(path, "[{i}]");
+}
+
 fn prune_node(x: &mut Value, s: Option<&Schema>, root: bool, path: &mut String, pruned: &mut Vec<String>) {
     if let Some(schema) = s
         && schema.preserve_unknown_fields
@@ -56,11 +61,12 @@ fn prune_node(x: &mut Value, s: Option<&Schema>, root: bool, path: &mut String, 
                 return;
             };
             let keep_meta = embedded(s, root);
+            let mut properties = Cursor::new(&schema.properties);
             map.retain(|key, value| {
                 if keep_meta && META_FIELDS.contains(&key.as_str()) {
                     return true;
                 }
-                let child = match (schema.properties.get(key), &schema.additional_properties) {
+                let child = match (properties.get(key), &schema.additional_properties) {
                     (Some(property), _) => Some(Some(property)),
                     (None, Some(_)) => Some(schema.additional_schema()),
                     (None, None) => None,
@@ -86,7 +92,7 @@ fn prune_node(x: &mut Value, s: Option<&Schema>, root: bool, path: &mut String, 
         Value::Array(items) => {
             let item_schema = s.and_then(Schema::items);
             for (i, item) in items.iter_mut().enumerate() {
-                path.push_str(&format!("[{i}]"));
+                push_index(path, i);
                 prune_node(item, item_schema, false, path, pruned);
                 path.truncate(start);
             }
@@ -119,7 +125,7 @@ fn skip_prune(x: &mut Value, s: &Schema, root: bool, path: &mut String, pruned: 
         Value::Array(items) => {
             if let Some(item_schema) = s.items() {
                 for (i, item) in items.iter_mut().enumerate() {
-                    path.push_str(&format!("[{i}]"));
+                    push_index(path, i);
                     skip_prune(item, item_schema, false, path, pruned);
                     path.truncate(start);
                 }

@@ -90,7 +90,9 @@ pub fn unchanged(s: &Schema, new: &Value, old: &Value) -> bool {
             let (Some(index), Some(item_schema)) = (MapListIndex::new(s, old), s.items()) else {
                 return false;
             };
-            new_items.iter().all(|item| index.get(s, item).is_some_and(|old_item| unchanged(item_schema, item, old_item)))
+            new_items
+                .iter()
+                .all(|item| index.get(s, item).is_some_and(|old_item| unchanged(item_schema, item, old_item)))
         }
         (Value::Object(new_map), Value::Object(old_map)) => {
             new_map.len() == old_map.len()

@@ -147,7 +147,9 @@ mod tests {
             "properties": {"metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "a/b"}}}}}}});
         assert_eq!(
             errors(schema),
-            [r#"s.properties[e].properties[metadata].properties[name].default: Invalid value: "a/b": must result in valid metadata: metadata.name: Invalid value: "a/b": may not contain '/'"#]
+            [
+                r#"s.properties[e].properties[metadata].properties[name].default: Invalid value: "a/b": must result in valid metadata: metadata.name: Invalid value: "a/b": may not contain '/'"#
+            ]
         );
     }
 }

@@ -50,7 +50,8 @@ fn node_rules(s: Raw<'_>, path: &Path, ctx: &Context, errs: &mut Vec<FieldError>
     if s.present("default")
         && let Some(reason) = &ctx.defaults_forbidden
     {
-        let detail = if reason.is_empty() { "must not be set".to_string() } else { format!("must not be set {reason}") };
+        let detail =
+            if reason.is_empty() { "must not be set".to_string() } else { format!("must not be set {reason}") };
         errs.push(FieldError::forbidden(path.child("default"), detail));
     }
     if !s.str("id").is_empty() {
@@ -79,7 +80,10 @@ fn node_rules(s: Raw<'_>, path: &Path, ctx: &Context, errs: &mut Vec<FieldError>
         }
     }
     if type_name == "null" {
-        errs.push(FieldError::forbidden(path.child("type"), "type cannot be set to null, use nullable as an alternative"));
+        errs.push(FieldError::forbidden(
+            path.child("type"),
+            "type cannot be set to null, use nullable as an alternative",
+        ));
     }
     if s.get("items").is_some_and(Value::is_array) {
         errs.push(FieldError::forbidden(path.child("items"), "items must be a schema object and not an array"));
@@ -155,7 +159,11 @@ fn walk(s: Raw<'_>, path: &Path, ctx: &Context, is_root: bool, errs: &mut Vec<Fi
 fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldError>) {
     let type_name = s.str("type");
     if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
-        errs.push(FieldError::invalid(path.child("x-kubernetes-preserve-unknown-fields"), false, "must be true or undefined"));
+        errs.push(FieldError::invalid(
+            path.child("x-kubernetes-preserve-unknown-fields"),
+            false,
+            "must be true or undefined",
+        ));
     }
     let type_error = |detail: &str| {
         if type_name.is_empty() {
@@ -170,7 +178,11 @@ fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldErr
             errs.push(type_error("must be object if x-kubernetes-map-type is specified"));
         }
         if map_type != "atomic" && map_type != "granular" {
-            errs.push(FieldError::not_supported(path.child("x-kubernetes-map-type"), map_type, &["atomic", "granular"]));
+            errs.push(FieldError::not_supported(
+                path.child("x-kubernetes-map-type"),
+                map_type,
+                &["atomic", "granular"],
+            ));
         }
     }
     let list_type = s.get("x-kubernetes-list-type").and_then(Value::as_str);
@@ -182,10 +194,18 @@ fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldErr
         let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
         match item.str("type") {
             "array" if item.get("x-kubernetes-list-type").is_some_and(|t| t.as_str() != Some("atomic")) => {
-                errs.push(FieldError::invalid(path.child("items").child("x-kubernetes-list-type"), item_list_type, detail));
+                errs.push(FieldError::invalid(
+                    path.child("items").child("x-kubernetes-list-type"),
+                    item_list_type,
+                    detail,
+                ));
             }
             "object" if item.str("x-kubernetes-map-type") != "atomic" => {
-                errs.push(FieldError::invalid(path.child("items").child("x-kubernetes-map-type"), item_list_type, detail));
+                errs.push(FieldError::invalid(
+                    path.child("items").child("x-kubernetes-map-type"),
+                    item_list_type,
+                    detail,
+                ));
             }
             _ => {}
         }
@@ -195,7 +215,11 @@ fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldErr
     {
         errs.push(FieldError::not_supported(path.child("x-kubernetes-list-type"), lt, &["atomic", "set", "map"]));
     }
-    let keys: Vec<&str> = s.get("x-kubernetes-list-map-keys").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let keys: Vec<&str> = s
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let keys_value = s.get("x-kubernetes-list-map-keys").cloned().unwrap_or(Value::Null);
     if !keys.is_empty() {
         let detail = "must be map if x-kubernetes-list-map-keys is non-empty";
@@ -216,7 +240,11 @@ fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldErr
             ));
         }
         if lt == "map" {
-            let required: Vec<&str> = item.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let required: Vec<&str> = item
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             for key in &keys {
                 let Some((_, property)) = item.properties().into_iter().find(|(k, _)| k == key) else { continue };
                 let at = path.child("items").child("properties").key(key);
@@ -239,14 +267,21 @@ fn extensions(s: Raw<'_>, path: &Path, options: Options, errs: &mut Vec<FieldErr
 
 fn map_list(s: Raw<'_>, path: &Path, keys: &[&str], keys_value: &Value, errs: &mut Vec<FieldError>) {
     if keys.is_empty() {
-        errs.push(FieldError::required(path.child("x-kubernetes-list-map-keys"), "must not be empty if x-kubernetes-list-type is map"));
+        errs.push(FieldError::required(
+            path.child("x-kubernetes-list-map-keys"),
+            "must not be empty if x-kubernetes-list-type is map",
+        ));
     }
     match s.get("items") {
         None | Some(Value::Null) => {
             errs.push(FieldError::required(path.child("items"), "must have a schema if x-kubernetes-list-type is map"));
         }
         Some(items @ Value::Array(_)) => {
-            errs.push(FieldError::invalid(path.child("items"), items.clone(), "must only have a single schema if x-kubernetes-list-type is map"));
+            errs.push(FieldError::invalid(
+                path.child("items"),
+                items.clone(),
+                "must only have a single schema if x-kubernetes-list-type is map",
+            ));
         }
         Some(item) => {
             let item = Raw::of(item);

@@ -157,7 +157,11 @@ pub fn warnings(schema: &Value) -> Vec<String> {
     let mut formats_found = Vec::new();
     let mut sets = std::collections::BTreeSet::new();
     collect_warnings(Raw::of(schema), &mut formats_found, &mut sets);
-    formats_found.into_iter().map(|f| format!("unrecognized format {}", crate::core::field::go_quote(&f))).chain(sets).collect()
+    formats_found
+        .into_iter()
+        .map(|f| format!("unrecognized format {}", crate::core::field::go_quote(&f)))
+        .chain(sets)
+        .collect()
 }
 
 fn collect_warnings(s: Raw<'_>, found: &mut Vec<String>, sets: &mut std::collections::BTreeSet<String>) {

@@ -40,7 +40,10 @@ impl<'a> Raw<'a> {
 
     /// The schemas of a list keyword (`allOf`, ...); non-objects are skipped.
     pub fn list(&self, key: &str) -> Vec<Raw<'a>> {
-        self.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_object).map(Raw).collect()).unwrap_or_default()
+        self.get(key)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_object).map(Raw).collect())
+            .unwrap_or_default()
     }
 
     /// `properties`, in name order.

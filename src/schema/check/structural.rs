@@ -120,7 +120,11 @@ fn invariants(s: Raw<'_>, level: Level, path: &Path, errs: &mut Vec<FieldError>)
             if let Some((_, p)) = properties.iter().find(|(k, _)| *k == field)
                 && p.str("type") != "string"
             {
-                errs.push(FieldError::invalid(path.child("properties").key(field).child("type"), p.str("type"), "must be string"));
+                errs.push(FieldError::invalid(
+                    path.child("properties").key(field).child("type"),
+                    p.str("type"),
+                    "must be string",
+                ));
             }
         }
     }

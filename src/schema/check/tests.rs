@@ -29,7 +29,10 @@ fn structural_types() {
         json!({"type": "object", "properties": {"l": {"type": "array", "items": {}}}}),
         &format!("{P}.properties[l].items.type: Required value: must not be empty for specified array items"),
     );
-    assert_has(json!({"type": "object", "properties": {"l": {"type": "array"}}}), &format!("{P}.properties[l].items: Required value: must be specified"));
+    assert_has(
+        json!({"type": "object", "properties": {"l": {"type": "array"}}}),
+        &format!("{P}.properties[l].items: Required value: must be specified"),
+    );
     assert_has(json!({"type": "string"}), &format!(r#"{P}.type: Invalid value: "string": must be object at the root"#));
     assert!(errors(json!({"type": "object", "properties": {"p": {"x-kubernetes-int-or-string": true}, "j": {"x-kubernetes-preserve-unknown-fields": true}}})).is_empty());
 }
@@ -47,17 +50,25 @@ fn junctors_hold_validations_only() {
         assert!(got.contains(&expected), "missing {expected:?} in {got:#?}");
     }
     // The two int-or-string patterns are allowed.
-    assert!(errors(json!({"type": "object", "properties": {"p": {"x-kubernetes-int-or-string": true,
-        "anyOf": [{"type": "integer"}, {"type": "string"}]}}})).is_empty());
+    assert!(
+        errors(json!({"type": "object", "properties": {"p": {"x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}]}}}))
+        .is_empty()
+    );
 }
 
 #[test]
 fn metadata_may_only_restrict_names() {
-    assert!(errors(json!({"type": "object", "properties": {"metadata": {"type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 10}}}}})).is_empty());
+    assert!(
+        errors(json!({"type": "object", "properties": {"metadata": {"type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 10}}}}}))
+        .is_empty()
+    );
     assert_has(
         json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}),
-        &format!("{P}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"),
+        &format!(
+            "{P}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+        ),
     );
 }
 
@@ -69,7 +80,9 @@ fn forbidden_keywords() {
     for expected in [
         format!("{P}.properties[a].xml: Forbidden: xml is not supported"),
         format!("{P}.properties[a].readOnly: Forbidden: readOnly is not supported"),
-        format!("{P}.properties[a].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"),
+        format!(
+            "{P}.properties[a].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+        ),
         format!("{P}.properties[a].$ref: Forbidden: $ref is not supported"),
         format!("{P}.properties[a].patternProperties: Forbidden: patternProperties is not supported"),
     ] {
@@ -78,11 +91,15 @@ fn forbidden_keywords() {
     assert_has(
         json!({"type": "object", "properties": {"m": {"type": "object", "properties": {"a": {"type": "string"}},
             "additionalProperties": {"type": "string"}}}}),
-        &format!("{P}.properties[m].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"),
+        &format!(
+            "{P}.properties[m].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+        ),
     );
     assert_has(
         json!({"type": "object", "properties": {"a": {"type": "bogus"}}}),
-        &format!(r#"{P}.properties[a].type: Unsupported value: "bogus": supported values: "array", "boolean", "integer", "number", "object", "string""#),
+        &format!(
+            r#"{P}.properties[a].type: Unsupported value: "bogus": supported values: "array", "boolean", "integer", "number", "object", "string""#
+        ),
     );
 }
 
@@ -91,24 +108,34 @@ fn extensions_must_agree() {
     assert_has(
         json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map", "items": {"type": "object",
             "properties": {"k": {"type": "string"}}}}}}),
-        &format!("{P}.properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"),
+        &format!(
+            "{P}.properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
+        ),
     );
     assert_has(
         json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
             "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}}),
-        &format!("{P}.properties[l].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
+        &format!(
+            "{P}.properties[l].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+        ),
     );
     assert_has(
         json!({"type": "object", "properties": {"s": {"type": "string", "x-kubernetes-list-type": "set"}}}),
-        &format!(r#"{P}.properties[s].type: Invalid value: "string": must be array if x-kubernetes-list-type is specified"#),
+        &format!(
+            r#"{P}.properties[s].type: Invalid value: "string": must be array if x-kubernetes-list-type is specified"#
+        ),
     );
     assert_has(
         json!({"type": "object", "properties": {"e": {"type": "object", "x-kubernetes-embedded-resource": true}}}),
-        &format!("{P}.properties[e].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"),
+        &format!(
+            "{P}.properties[e].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"
+        ),
     );
     assert_has(
         json!({"type": "object", "properties": {"p": {"x-kubernetes-int-or-string": true, "x-kubernetes-preserve-unknown-fields": true}}}),
-        &format!("{P}.properties[p].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if x-kubernetes-int-or-string is true"),
+        &format!(
+            "{P}.properties[p].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if x-kubernetes-int-or-string is true"
+        ),
     );
 }
 
@@ -128,7 +155,9 @@ fn defaults_are_checked() {
 fn patterns_must_compile() {
     assert_has(
         json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "("}}}),
-        &format!("{P}.properties[s].pattern: Invalid value: \"(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(`"),
+        &format!(
+            "{P}.properties[s].pattern: Invalid value: \"(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(`"
+        ),
     );
 }
 
@@ -136,7 +165,11 @@ fn patterns_must_compile() {
 fn the_status_subresource_restricts_the_root() {
     let got = validate(&json!({"type": "object", "additionalProperties": {"type": "string"}}), &Path::new("s"), true);
     assert!(got[0].to_string().starts_with("s.openAPIV3Schema: Invalid value: "), "{got:?}");
-    assert!(got[0].to_string().ends_with("fields are allowed at the root of the schema if the status subresource is enabled"));
+    assert!(
+        got[0]
+            .to_string()
+            .ends_with("fields are allowed at the root of the schema if the status subresource is enabled")
+    );
 }
 
 #[test]

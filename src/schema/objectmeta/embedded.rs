@@ -36,7 +36,7 @@ fn walk_coerce(
     drop_invalid: bool,
     unknown: &mut Vec<String>,
 ) -> Result<(), FieldError> {
-    let Some(s) = s else { return Ok(()) };
+    let Some(s) = s.filter(|s| s.has_embedded || resource_root) else { return Ok(()) };
     match x {
         Value::Object(map) => {
             if s.embedded_resource || resource_root {
@@ -94,7 +94,7 @@ pub fn validate(path: &Path, object: &Value, s: Option<&Schema>, resource_root: 
 }
 
 fn walk_validate(path: &Path, x: &Value, s: Option<&Schema>, resource_root: bool, errs: &mut Vec<FieldError>) {
-    let Some(s) = s else { return };
+    let Some(s) = s.filter(|s| s.has_embedded || resource_root) else { return };
     match x {
         Value::Object(map) => {
             if s.embedded_resource || resource_root {

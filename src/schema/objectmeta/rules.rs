@@ -128,7 +128,11 @@ fn validate_owner_references(meta: &Map<String, Value>, path: &Path) -> Vec<Fiel
         if api_version.is_empty() {
             errs.push(FieldError::required(at.child("apiVersion"), "must not be empty"));
         } else if api_version.matches('/').count() > 1 || api_version.ends_with('/') {
-            errs.push(FieldError::invalid(at.child("apiVersion"), api_version.as_str(), "must be <group>/<version> or <version>"));
+            errs.push(FieldError::invalid(
+                at.child("apiVersion"),
+                api_version.as_str(),
+                "must be <group>/<version> or <version>",
+            ));
         }
         for name in ["kind", "name", "uid"] {
             if field(name).is_empty() {
@@ -136,7 +140,11 @@ fn validate_owner_references(meta: &Map<String, Value>, path: &Path) -> Vec<Fiel
             }
         }
         if api_version == "v1" && field("kind") == "Event" {
-            errs.push(FieldError::invalid(at.clone(), reference.clone(), "/v1, Kind=Event is disallowed from being an owner"));
+            errs.push(FieldError::invalid(
+                at.clone(),
+                reference.clone(),
+                "/v1, Kind=Event is disallowed from being an owner",
+            ));
         }
         if reference.get("controller").and_then(Value::as_bool) == Some(true) {
             let current = format!("{}/{}", field("kind"), field("name"));
@@ -237,16 +245,23 @@ mod tests {
         check(json!({"labels": {"app": "web", "example.com/tier": ""}}), &[]);
         check(
             json!({"labels": {"bad key!": "v"}}),
-            &[r#"metadata.labels: Invalid value: "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#],
+            &[
+                r#"metadata.labels: Invalid value: "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#,
+            ],
         );
-        check(json!({"annotations": {"a": "x".repeat(300 * 1024)}}), &["metadata.annotations: Too long: may not be more than 262144 bytes"]);
+        check(
+            json!({"annotations": {"a": "x".repeat(300 * 1024)}}),
+            &["metadata.annotations: Too long: may not be more than 262144 bytes"],
+        );
     }
 
     #[test]
     fn finalizers_and_owners() {
         check(
             json!({"finalizers": ["orphan", "foregroundDeletion"]}),
-            &[r#"metadata.finalizers: Invalid value: ["orphan","foregroundDeletion"]: finalizer orphan and foregroundDeletion cannot be both set"#],
+            &[
+                r#"metadata.finalizers: Invalid value: ["orphan","foregroundDeletion"]: finalizer orphan and foregroundDeletion cannot be both set"#,
+            ],
         );
         check(
             json!({"ownerReferences": [{"apiVersion": "v1", "kind": "", "name": "n", "uid": "u"}]}),

@@ -69,7 +69,9 @@ pub fn coerce(raw: &Value, prefix: &str, drop_malformed: bool) -> Result<Coerced
         other if drop_malformed => {
             return Err(format!("invalid metadata: expected object, got {}", go_type_name(other)));
         }
-        other => return Err(format!("json: cannot unmarshal {} into Go value of type v1.ObjectMeta", json_kind(other))),
+        other => {
+            return Err(format!("json: cannot unmarshal {} into Go value of type v1.ObjectMeta", json_kind(other)));
+        }
     };
     let mut out = Coerced::default();
     for (field, value) in map {
@@ -105,7 +107,13 @@ fn go_type_name(v: &Value) -> &'static str {
 }
 
 /// One field; `None` when it encodes as absent (empty, or null).
-fn decode(kind: Kind, field: &str, v: &Value, prefix: &str, unknown: &mut Vec<String>) -> Result<Option<Value>, String> {
+fn decode(
+    kind: Kind,
+    field: &str,
+    v: &Value,
+    prefix: &str,
+    unknown: &mut Vec<String>,
+) -> Result<Option<Value>, String> {
     if v.is_null() {
         return Ok(None);
     }
@@ -161,7 +169,9 @@ fn time(v: &Value, field: &str) -> Result<Option<String>, String> {
     let text = string(v, field)?;
     match parse_rfc3339(&text) {
         Some(ts) => Ok(Some(format_rfc3339(ts))),
-        None => Err(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {text:?} as \"2006\"")),
+        None => {
+            Err(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {text:?} as \"2006\""))
+        }
     }
 }
 
@@ -286,7 +296,10 @@ mod tests {
             coerce(&json!({"labels": {"x": 42}}), "metadata", false).unwrap_err(),
             "json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string"
         );
-        assert_eq!(coerce(&json!(5), "metadata", false).unwrap_err(), "json: cannot unmarshal number into Go value of type v1.ObjectMeta");
+        assert_eq!(
+            coerce(&json!(5), "metadata", false).unwrap_err(),
+            "json: cannot unmarshal number into Go value of type v1.ObjectMeta"
+        );
     }
 
     #[test]

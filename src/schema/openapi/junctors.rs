@@ -87,7 +87,11 @@ fn one_of(branches: &[Schema], data: &Value, loc: &Loc<'_>, main: &mut Outcome) 
         }
     }
     if validated != 1 {
-        let more = if validated == 0 { "Found none valid".to_string() } else { format!("Found {validated} valid alternatives") };
+        let more = if validated == 0 {
+            "Found none valid".to_string()
+        } else {
+            format!("Found {validated} valid alternatives")
+        };
         main.add(OaError::Plain(format!("{} must validate one and only one schema (oneOf). {more}", quoted(loc))));
         if let Some(best) = best {
             main.merge(best);

@@ -6,7 +6,7 @@ use serde_json::{Number, Value};
 
 use super::result::{Code, Loc, OaError, Outcome};
 use crate::core::field::go_float;
-use crate::schema::node::Schema;
+use crate::schema::node::{Schema, TypeBits};
 
 /// A JSON number as Kubernetes decodes it: int64 when it fits, float64 otherwise.
 #[derive(Debug, Clone, Copy)]
@@ -27,14 +27,6 @@ impl Num {
         match self {
             Num::Int(i) => i as f64,
             Num::Float(f) => f,
-        }
-    }
-
-    /// The value as Go's `strconv` prints it for range checks (`'f'`, shortest).
-    fn text(self) -> String {
-        match self {
-            Num::Int(i) => i.to_string(),
-            Num::Float(f) => format!("{f}"),
         }
     }
 }
@@ -60,26 +52,43 @@ pub(super) fn is_json_integer(f: f64) -> bool {
 
 /// The type and format the numeric checks use: only a single `integer` or `number` type.
 fn numeric_kind(s: &Schema) -> (&'static str, &'static str) {
+    if s.types.len() != 1 {
+        return ("", "");
+    }
     let format = s.format.as_deref().unwrap_or_default();
-    match (s.types.as_slice(), format) {
-        ([t], "int32") if t == "integer" => ("integer", "int32"),
-        ([t], "int64") if t == "integer" => ("integer", "int64"),
-        ([t], _) if t == "integer" => ("integer", ""),
-        ([t], "float") if t == "number" => ("number", "float"),
-        ([t], "double") if t == "number" => ("number", "double"),
-        ([t], _) if t == "number" => ("number", ""),
-        _ => ("", ""),
+    if s.has_type_bits(TypeBits::INTEGER) {
+        let format = match format {
+            "int32" => "int32",
+            "int64" => "int64",
+            _ => "",
+        };
+        ("integer", format)
+    } else if s.has_type_bits(TypeBits::NUMBER) {
+        let format = match format {
+            "float" => "float",
+            "double" => "double",
+            _ => "",
+        };
+        ("number", format)
+    } else {
+        ("", "")
     }
 }
 
 /// `IsValueValidAgainstRange`: whether `value` fits the type and format; the error is a
 /// plain one (reported on the root path).
 fn range_error(value: Num, kind: (&str, &str), prefix: &str, loc: &Loc<'_>) -> Option<OaError> {
-    let text = value.text();
-    let bad = match kind {
-        ("integer", "int32") => text.parse::<i32>().is_err(),
-        ("integer", _) => text.parse::<i64>().is_err(),
-        (_, "float") => text.parse::<f64>().map_or(true, |f| (f as f32).is_infinite()),
+    // Go prints the value (`'f'`, shortest) and parses it back with the format's size: a float
+    // passes an integer format only when it prints without a fraction and fits.
+    const I64_END: f64 = 9_223_372_036_854_775_808.0;
+    let bad = match (kind, value) {
+        (("integer", "int32"), Num::Int(i)) => i32::try_from(i).is_err(),
+        (("integer", "int32"), Num::Float(f)) => {
+            !(f.fract() == 0.0 && (-2_147_483_648.0..=2_147_483_647.0).contains(&f))
+        }
+        (("integer", _), Num::Int(_)) => false,
+        (("integer", _), Num::Float(f)) => !(f.fract() == 0.0 && (-I64_END..I64_END).contains(&f)),
+        ((_, "float"), v) => (v.as_f64() as f32).is_infinite(),
         _ => false,
     };
     if !bad {

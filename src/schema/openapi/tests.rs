@@ -44,9 +44,21 @@ fn the_seed_crontab() {
 
 #[test]
 fn types_and_nullable() {
-    check(object_with(json!({"type": "object"})), json!({"f": 7}), &[r#"f: Invalid value: "integer": f in body must be of type object: "integer""#]);
-    check(object_with(json!({"type": "object"})), json!({"f": 7.5}), &[r#"f: Invalid value: "number": f in body must be of type object: "number""#]);
-    check(object_with(json!({"type": "string"})), json!({"f": null}), &[r#"f: Invalid value: "null": f in body must be of type string: "null""#]);
+    check(
+        object_with(json!({"type": "object"})),
+        json!({"f": 7}),
+        &[r#"f: Invalid value: "integer": f in body must be of type object: "integer""#],
+    );
+    check(
+        object_with(json!({"type": "object"})),
+        json!({"f": 7.5}),
+        &[r#"f: Invalid value: "number": f in body must be of type object: "number""#],
+    );
+    check(
+        object_with(json!({"type": "string"})),
+        json!({"f": null}),
+        &[r#"f: Invalid value: "null": f in body must be of type string: "null""#],
+    );
     check(object_with(json!({"type": "string", "nullable": true})), json!({"f": null}), &[]);
     check(object_with(json!({"type": "integer"})), json!({"f": 3.0}), &[]);
     check(object_with(json!({"type": "number"})), json!({"f": 3}), &[]);
@@ -58,8 +70,13 @@ fn int_or_string() {
     let s = object_with(json!({"x-kubernetes-int-or-string": true}));
     check(s.clone(), json!({"f": 80}), &[]);
     check(s.clone(), json!({"f": "http"}), &[]);
-    check(s, json!({"f": false}), &[r#"f: Invalid value: "boolean": f in body must be of type integer,string: "boolean""#]);
-    let with_any_of = object_with(json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}));
+    check(
+        s,
+        json!({"f": false}),
+        &[r#"f: Invalid value: "boolean": f in body must be of type integer,string: "boolean""#],
+    );
+    let with_any_of =
+        object_with(json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}));
     check(
         with_any_of,
         json!({"f": []}),
@@ -73,13 +90,23 @@ fn int_or_string() {
 
 #[test]
 fn strings() {
-    check(object_with(json!({"type": "string", "maxLength": 3})), json!({"f": "abcd"}), &["f: Too long: may not be more than 3 bytes"]);
+    check(
+        object_with(json!({"type": "string", "maxLength": 3})),
+        json!({"f": "abcd"}),
+        &["f: Too long: may not be more than 3 bytes"],
+    );
     check(object_with(json!({"type": "string", "maxLength": 3})), json!({"f": "äöü"}), &[]);
-    check(object_with(json!({"type": "string", "minLength": 2})), json!({"f": "a"}), &[r#"f: Invalid value: "a": f in body should be at least 2 chars long"#]);
+    check(
+        object_with(json!({"type": "string", "minLength": 2})),
+        json!({"f": "a"}),
+        &[r#"f: Invalid value: "a": f in body should be at least 2 chars long"#],
+    );
     check(
         object_with(json!({"type": "string", "pattern": "("})),
         json!({"f": "a"}),
-        &[r#"f: Invalid value: "a": f in body should match '(, but pattern is invalid: error parsing regexp: missing closing ): `(`'"#],
+        &[
+            r#"f: Invalid value: "a": f in body should match '(, but pattern is invalid: error parsing regexp: missing closing ): `(`'"#,
+        ],
     );
     check(
         object_with(json!({"type": "string", "format": "date"})),
@@ -91,15 +118,23 @@ fn strings() {
 
 #[test]
 fn numbers() {
-    let s = object_with(json!({"type": "integer", "minimum": 2, "exclusiveMaximum": true, "maximum": 5, "multipleOf": 2}));
+    let s =
+        object_with(json!({"type": "integer", "minimum": 2, "exclusiveMaximum": true, "maximum": 5, "multipleOf": 2}));
     check(s.clone(), json!({"f": 4}), &[]);
     check(
         s.clone(),
         json!({"f": 5}),
-        &["f: Invalid value: 5: f in body should be a multiple of 2", "f: Invalid value: 5: f in body should be less than 5"],
+        &[
+            "f: Invalid value: 5: f in body should be a multiple of 2",
+            "f: Invalid value: 5: f in body should be less than 5",
+        ],
     );
     check(s, json!({"f": 0}), &["f: Invalid value: 0: f in body should be greater than or equal to 2"]);
-    check(object_with(json!({"type": "number", "maximum": 1.5})), json!({"f": 2.25}), &["f: Invalid value: 2.25: f in body should be less than or equal to 1.5"]);
+    check(
+        object_with(json!({"type": "number", "maximum": 1.5})),
+        json!({"f": 2.25}),
+        &["f: Invalid value: 2.25: f in body should be less than or equal to 1.5"],
+    );
     check(
         object_with(json!({"type": "integer", "format": "int32"})),
         json!({"f": 2147483648i64}),
@@ -117,20 +152,44 @@ fn numbers() {
 
 #[test]
 fn enums() {
-    check(object_with(json!({"type": "string", "enum": ["a", "b"]})), json!({"f": "c"}), &[r#"f: Unsupported value: "c": supported values: "a", "b""#]);
-    check(object_with(json!({"type": "integer", "enum": [1, 2]})), json!({"f": 3}), &[r#"f: Unsupported value: 3: supported values: "1", "2""#]);
+    check(
+        object_with(json!({"type": "string", "enum": ["a", "b"]})),
+        json!({"f": "c"}),
+        &[r#"f: Unsupported value: "c": supported values: "a", "b""#],
+    );
+    check(
+        object_with(json!({"type": "integer", "enum": [1, 2]})),
+        json!({"f": 3}),
+        &[r#"f: Unsupported value: 3: supported values: "1", "2""#],
+    );
     check(object_with(json!({"type": "number", "enum": [1, 2]})), json!({"f": 2.0}), &[]);
 }
 
 #[test]
 fn arrays_and_objects() {
-    check(object_with(json!({"type": "array", "maxItems": 1, "items": {"type": "string"}})), json!({"f": ["a", 1]}), &[
-        "f: Too many: 2: must have at most 1 items",
-        r#"f[1]: Invalid value: "integer": f[1] in body must be of type string: "integer""#,
-    ]);
-    check(object_with(json!({"type": "array", "minItems": 2})), json!({"f": []}), &["f: Invalid value: 0: f in body should have at least 2 items"]);
-    check(object_with(json!({"type": "object", "maxProperties": 1})), json!({"f": {"a": 1, "b": 2}}), &["f: Too many: 2: must have at most 1 items"]);
-    check(object_with(json!({"type": "object", "minProperties": 1})), json!({"f": {}}), &["f: Invalid value: 0: f in body should have at least 1 properties"]);
+    check(
+        object_with(json!({"type": "array", "maxItems": 1, "items": {"type": "string"}})),
+        json!({"f": ["a", 1]}),
+        &[
+            "f: Too many: 2: must have at most 1 items",
+            r#"f[1]: Invalid value: "integer": f[1] in body must be of type string: "integer""#,
+        ],
+    );
+    check(
+        object_with(json!({"type": "array", "minItems": 2})),
+        json!({"f": []}),
+        &["f: Invalid value: 0: f in body should have at least 2 items"],
+    );
+    check(
+        object_with(json!({"type": "object", "maxProperties": 1})),
+        json!({"f": {"a": 1, "b": 2}}),
+        &["f: Too many: 2: must have at most 1 items"],
+    );
+    check(
+        object_with(json!({"type": "object", "minProperties": 1})),
+        json!({"f": {}}),
+        &["f: Invalid value: 0: f in body should have at least 1 properties"],
+    );
     check(
         json!({"type": "object", "required": ["a"], "properties": {"a": {"type": "object", "required": ["b"]}}}),
         json!({}),

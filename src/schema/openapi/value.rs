@@ -10,7 +10,7 @@ use super::junctors;
 use super::number::{self, Num};
 use super::result::{Code, Loc, OaError, Outcome, go_v};
 use crate::core::field::go_quote;
-use crate::schema::node::{Additional, Schema};
+use crate::schema::node::{Additional, Cursor, Schema, TypeBits};
 use crate::schema::ratchet::{self, MapListIndex};
 
 /// Validates `data` against `s`; `old` is the correlated old value on updates.
@@ -79,34 +79,39 @@ fn invalid_type(loc: &Loc<'_>, expected: &str, found: &str) -> OaError {
 
 fn check_type(s: &Schema, data: &Value, loc: &Loc<'_>) -> Outcome {
     let ok = Outcome { errors: Vec::new(), matches: 1 };
-    let (found, found_format) = match data {
+    let (found, found_bit, found_format) = match data {
         Value::Null => {
-            if !s.types.is_empty() && !s.has_type("null") && !s.nullable {
+            if !s.types.is_empty() && !s.has_type_bits(TypeBits::NULL) && !s.nullable {
                 return Outcome::error(invalid_type(loc, &s.types.join(","), "null"));
             }
             return ok;
         }
-        Value::Bool(_) => ("boolean", ""),
-        Value::String(_) => ("string", ""),
+        Value::Bool(_) => ("boolean", TypeBits::BOOLEAN, ""),
+        Value::String(_) => ("string", TypeBits::STRING, ""),
         Value::Number(n) => match Num::of(n) {
-            Num::Int(_) => ("integer", "int64"),
-            Num::Float(_) => ("number", "float64"),
+            Num::Int(_) => ("integer", TypeBits::INTEGER, "int64"),
+            Num::Float(_) => ("number", TypeBits::NUMBER, "float64"),
         },
-        Value::Array(_) => ("array", ""),
-        Value::Object(_) => ("object", ""),
+        Value::Array(_) => ("array", TypeBits::ARRAY, ""),
+        Value::Object(_) => ("object", TypeBits::OBJECT, ""),
     };
     let format = s.format.as_deref().unwrap_or_default();
-    let float_int = matches!(data, Value::Number(n) if n.as_i64().is_none() && number::is_json_integer(n.as_f64().unwrap_or(0.5)))
-        && s.has_type("integer");
-    let int_float = found == "integer" && s.has_type("number");
+    let float_int = found_bit == TypeBits::NUMBER
+        && s.has_type_bits(TypeBits::INTEGER)
+        && matches!(data, Value::Number(n) if number::is_json_integer(n.as_f64().unwrap_or(0.5)));
+    let int_float = found_bit == TypeBits::INTEGER && s.has_type_bits(TypeBits::NUMBER);
     let text_like = matches!(data, Value::String(_) | Value::Array(_));
-    if !text_like && !format.is_empty() && !(s.has_type(found) || found_format == format || float_int || int_float) {
+    let type_fits = s.has_type_bits(found_bit) || float_int || int_float;
+    // A format on a non-string value must fit the value's own type or format.
+    if !(text_like || format.is_empty() || type_fits || found_format == format) {
         return Outcome::error(invalid_type(loc, format, found_format));
     }
-    if !(s.has_type("number") || s.has_type("integer")) && !format.is_empty() && text_like {
+    // Strings and arrays with a format on a non-numeric node pass the type check.
+    let numeric = s.has_type_bits(TypeBits::NUMBER | TypeBits::INTEGER);
+    if text_like && !(numeric || format.is_empty()) {
         return ok;
     }
-    if !(s.has_type(found) || float_int || int_float) {
+    if !type_fits {
         return Outcome::error(invalid_type(loc, &s.types.join(","), found));
     }
     ok
@@ -242,24 +247,18 @@ fn check_object(s: &Schema, map: &Map<String, Value>, loc: &Loc<'_>, old: Option
         }
         old.and_then(|o| ratchet::old_field(s, map, o, key))
     };
-    match &s.additional_properties {
-        Some(Additional::Allows(false)) => {
-            for key in map.keys().filter(|k| !s.properties.contains_key(*k)) {
+    // One pass over the object's fields, in order, each with its property if it has one.
+    let mut properties = Cursor::new(&s.properties);
+    for (key, value) in map {
+        match (properties.get(key), &s.additional_properties) {
+            (Some(property), _) => res.merge(validate(property, value, &loc.field(key), old_child(key))),
+            (None, Some(Additional::Schema(extra))) => res.merge(validate(extra, value, &loc.key(key), old_child(key))),
+            (None, Some(Additional::Allows(false))) => {
                 let name = loc.render();
                 let message = format!("{name}.{key} in body is a forbidden property");
                 res.add(OaError::validation(Code::Other, &name, Some(Value::String(key.clone())), message));
             }
-        }
-        Some(Additional::Schema(extra)) => {
-            for (key, value) in map.iter().filter(|(k, _)| !s.properties.contains_key(*k)) {
-                res.merge(validate(extra, value, &loc.key(key), old_child(key)));
-            }
-        }
-        _ => {}
-    }
-    for (name, property) in &s.properties {
-        if let Some(value) = map.get(name) {
-            res.merge(validate(property, value, &loc.field(name), old_child(name)));
+            (None, _) => {}
         }
     }
     for key in s.required.iter().filter(|k| !map.contains_key(*k)) {
