@@ -283,3 +283,56 @@ fn validate_command_runs_the_write_path_offline() {
     assert_eq!(run(&[unknown.as_os_str()]).status.code(), Some(2));
     assert_eq!(run(&[dir.path().join("missing.yaml").as_os_str()]).status.code(), Some(2));
 }
+
+#[test]
+fn defaults_apply_on_read_without_writing_back() {
+    let before = VALIDATED_CRONTAB.replace("                image:\n                  type: string\n", "");
+    let mut server = TestServer::start(&[&before]);
+    server.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: old\nspec:\n  replicas: 2\n",
+    );
+    let rv = get_json(&server, "old")["metadata"]["resourceVersion"].clone();
+    // The definition gains a defaulted field; objects read afterwards show it.
+    let after = VALIDATED_CRONTAB.replace(
+        "                image:\n                  type: string\n",
+        "                image:\n                  type: string\n                  default: busybox\n",
+    );
+    std::fs::write(server.definitions_dir().join("00.yaml"), after).unwrap();
+    server.stop();
+    server.spawn(&[]);
+    let object = get_json(&server, "old");
+    assert_eq!(object["spec"]["image"], "busybox");
+    assert_eq!(object["metadata"]["resourceVersion"], rv, "reading wrote nothing");
+}
+
+#[test]
+fn the_status_subresource_validates_status_alone() {
+    let with_status = VALIDATED_CRONTAB
+        .replace(
+            "            spec:\n              type: object\n",
+            "            status:\n              type: object\n              properties:\n                ready:\n                  type: integer\n                  minimum: 0\n            spec:\n              type: object\n",
+        )
+        .replace("      storage: true\n", "      storage: true\n      subresources:\n        status: {}\n");
+    let server = TestServer::start(&[&with_status]);
+    let client = Client::admin(&server);
+    let created = client.send_json(
+        "POST",
+        COLLECTION,
+        &json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "s"}, "spec": {"replicas": 2}, "status": {"ready": -5}}),
+    );
+    assert_eq!(created.status, 201, "status is dropped on create: {}", created.text());
+    let mut object = created.json();
+    object["status"] = json!({"ready": -1});
+    let refused = client.send_json("PUT", &format!("{COLLECTION}/s/status"), &object);
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert_eq!(
+        refused.json()["message"],
+        r#"CronTab.stable.example.com "s" is invalid: status.ready: Invalid value: -1: ready in body should be greater than or equal to 0"#
+    );
+    object["status"] = json!({"ready": 3});
+    let accepted = client.send_json("PUT", &format!("{COLLECTION}/s/status"), &object);
+    assert_eq!(accepted.status, 200, "{}", accepted.text());
+    assert_eq!(accepted.json()["status"]["ready"], 3);
+}
