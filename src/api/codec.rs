@@ -10,6 +10,8 @@ use crate::core::status::ApiError;
 #[derive(Debug)]
 pub struct Decoded {
     pub value: Value,
+    /// Paths of fields the body holds twice (the last value wins), for `fieldValidation`.
+    pub duplicates: Vec<String>,
 }
 
 /// Media types accepted for object bodies (create, update).
@@ -17,13 +19,13 @@ pub const OBJECT_MEDIA_TYPES: &str = "application/json, application/yaml";
 
 /// Decodes an object body. The body must be a JSON (or YAML) object.
 pub fn decode_object(body: &Bytes, content_type: Option<&str>) -> Result<Decoded, ApiError> {
-    let value = match content_type_essence(content_type).as_str() {
-        "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
+    let tracked = match content_type_essence(content_type).as_str() {
+        "" | "application/json" | "*/*" => super::strict::from_json(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/yaml" => {
             let text =
                 std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
-            serde_saphyr::from_str::<Value>(text)
+            super::strict::from_yaml(text)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
         other => {
@@ -32,13 +34,14 @@ pub fn decode_object(body: &Bytes, content_type: Option<&str>) -> Result<Decoded
             )));
         }
     };
+    let super::strict::Tracked { value, duplicates } = tracked;
     if !value.is_object() {
         return Err(ApiError::bad_request(format!(
             "couldn't get version/kind; json parse error: expected an object, got {}",
             kind_of(&value)
         )));
     }
-    Ok(Decoded { value })
+    Ok(Decoded { value, duplicates })
 }
 
 fn kind_of(value: &Value) -> &'static str {

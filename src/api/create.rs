@@ -17,18 +17,19 @@ use crate::store::Store;
 pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
     let bytes = read_limited(body).await?;
-    let mut object = codec::decode_object(&bytes, call.content_type())?.value;
-    write::check_type_meta(call, &object)?;
+    let decoded = codec::decode_object(&bytes, call.content_type())?;
+    let mut object = decoded.value;
+    write::check_type_meta(&call.served, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
-    let unknown = write::coerce(&mut object)?;
-    let mut warnings = write::field_validation(call, mode, &unknown)?;
+    let unknown = write::coerce(&call.served, &mut object)?;
+    let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     let placement =
         Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;
-    warnings.extend(write::validate(call, &object, None, errors)?);
+    warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
     let name = objects::name(&object).to_string();
-    let (stored, encoded) = write::to_storage(call, &object)?;
+    let (stored, encoded) = write::to_storage(&call.served, &object)?;
     let response_object = if dry_run {
         write::stored_to_response(call, stored, 0).map(|mut o| {
             if let Some(meta) = objects::metadata_mut(&mut o) {

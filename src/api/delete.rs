@@ -147,7 +147,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         if options.dry_run {
             return Ok(Outcome::Pending(object));
         }
-        let (stored, encoded) = super::write::to_storage(&call, &object)?;
+        let (stored, encoded) = super::write::to_storage(&call.served, &object)?;
         match api.store().update(&call.key(), current.revision, encoded).await {
             Ok(revision) => {
                 return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?));

@@ -78,10 +78,10 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         if !object.is_object() {
             return Err(ApiError::bad_request("the patched document is not an object"));
         }
-        write::check_type_meta(call, &object)?;
+        write::check_type_meta(&call.served, &object)?;
         check_name(call, &object)?;
-        let unknown = write::coerce(&mut object)?;
-        let mut warnings = write::field_validation(call, mode, &unknown)?;
+        let unknown = write::coerce(&call.served, &mut object)?;
+        let mut warnings = write::field_validation(&call.served, mode, &[], &unknown)?;
         // A resourceVersion in the patch is a precondition; otherwise the current one is.
         let pinned = objects::resource_version(&object) != objects::resource_version(&old);
         if pinned {

@@ -7,21 +7,43 @@ use serde_json::{Value, json};
 
 use super::body::{self, RespBody};
 use super::call::Call;
-use super::errors;
 use super::negotiate::{Output, View};
 use super::objects;
 use super::table::{self, Columns, IncludeObject};
 use crate::core::status::ApiError;
 use crate::store::Revision;
 
-/// Decodes a stored object and prepares it for the caller's version.
+/// Decodes a stored object and prepares it for the caller's version: coerced and defaulted
+/// with the schema of the version it is stored in (defaults are not written back), then
+/// converted.
 pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
     let mut object: Value =
         serde_json::from_slice(bytes).map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
+    read_coerce(&call.served.definition, &mut object);
     objects::set_resource_version(&mut object, revision);
-    crate::conversion::convert(&call.served.definition, &mut object, &call.served.version.name)
-        .map_err(errors::conversion)?;
+    super::write::convert_to(&call.served.definition, &mut object, &call.served.version)?;
     Ok(object)
+}
+
+/// What Kubernetes' storage decoder does to every object it reads: ObjectMeta coercion
+/// (dropping ill-typed fields of old objects), pruning, generation 0 repaired to 1, and the
+/// stored version's defaults.
+pub fn read_coerce(definition: &crate::definitions::Definition, object: &mut Value) {
+    let stored_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.rsplit('/').next())
+        .and_then(|v| definition.version(v))
+        .unwrap_or(&definition.storage);
+    let schema = stored_version.schema.as_deref();
+    // A stored object's metadata may only be wrong in ways that dropping fixes.
+    let _ = crate::schema::coerce(object, schema, true);
+    if let Some(meta) = objects::metadata_mut(object)
+        && meta.get("generation").and_then(Value::as_i64).unwrap_or(0) == 0
+    {
+        meta.insert("generation".into(), Value::from(1));
+    }
+    crate::schema::default(object, schema);
 }
 
 /// A single object in the negotiated view.

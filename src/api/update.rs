@@ -101,8 +101,9 @@ pub async fn commit(
         status_subresource: call.served.version.status_subresource && call.subresource == Subresource::None,
     };
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
-    let warnings = write::validate(call, &object, Some(old), errors).map_err(Some)?;
-    let (stored, encoded) = write::to_storage(call, &object).map_err(Some)?;
+    let status_only = call.subresource == Subresource::Status;
+    let warnings = write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?;
+    let (stored, encoded) = write::to_storage(&call.served, &object).map_err(Some)?;
     if encoded == current.value {
         return Ok((Committed::Unchanged(old.clone()), warnings));
     }
@@ -137,13 +138,14 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     }
     let output = negotiate(call.accept(), false)?;
     let bytes = read_limited(body).await?;
-    let mut object = codec::decode_object(&bytes, call.content_type())?.value;
-    write::check_type_meta(call, &object)?;
+    let decoded = codec::decode_object(&bytes, call.content_type())?;
+    let mut object = decoded.value;
+    write::check_type_meta(&call.served, &object)?;
     check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
-    let unknown = write::coerce(&mut object)?;
-    let mut warnings = write::field_validation(call, mode, &unknown)?;
+    let unknown = write::coerce(&call.served, &mut object)?;
+    let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     let rv = objects::resource_version(&object).to_string();
     if rv.is_empty() {
         let error =

@@ -1,6 +1,9 @@
 //! The steps every write shares (create, update, patch): type checks of the body, coercion
 //! (unknown fields), `fieldValidation`, validation into one 422, and encoding in the storage
 //! version.
+//!
+//! The schema steps take the served resource (`Served`) rather than the request, so that the
+//! offline `crd-apiserver validate` command runs exactly these functions.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -9,9 +12,13 @@ use super::call::Call;
 use super::codec;
 use super::errors;
 use super::objects;
-use crate::core::field::FieldError;
+use super::replicas;
+use crate::core::field::{FieldError, Path};
 use crate::core::gvr::GroupKind;
 use crate::core::status::ApiError;
+use crate::definitions::registry::Served;
+use crate::schema;
+use crate::schema::objectmeta::rules as meta_rules;
 
 /// How unknown and duplicate fields are treated (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +43,8 @@ impl FieldValidation {
 
 /// Checks `apiVersion` and `kind` of a body against the endpoint, as Kubernetes' create and
 /// update handlers and the custom resource validator do.
-pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
-    let definition = &call.served.definition;
+pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> {
+    let definition = &served.definition;
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
     if kind.is_empty() {
@@ -46,7 +53,7 @@ pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
     if api_version.is_empty() {
         return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{}'", codec::compact(object))));
     }
-    let expected = call.api_version();
+    let expected = format!("{}/{}", definition.group, served.version.name);
     if api_version != expected {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({api_version}) does not match the expected API version ({expected})"
@@ -60,65 +67,149 @@ pub fn check_type_meta(call: &Call, object: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Coerces a decoded body: drops fields the object cannot hold and reports their paths as
-/// unknown fields.
-pub fn coerce(object: &mut Value) -> Result<Vec<String>, ApiError> {
-    let meta = objects::ensure_metadata(object)?;
-    Ok(objects::drop_unknown_metadata(meta))
+/// Coerces a decoded body as Kubernetes' decoder does, with the request version's schema:
+/// metadata through the ObjectMeta type, pruning, `null`s the schema does not allow, embedded
+/// resources' metadata, then the version's defaults. Returns the unknown field paths
+/// (`spec.someRandomField`, `metadata.foo`).
+pub fn coerce(served: &Served, object: &mut Value) -> Result<Vec<String>, ApiError> {
+    let schema = served.version.schema.as_deref();
+    let unknown = schema::coerce(object, schema, false).map_err(|e| undecodable(served, &e.to_string()))?;
+    objects::ensure_metadata(object)?;
+    schema::default(object, schema);
+    Ok(unknown)
 }
 
-/// Applies `fieldValidation` to unknown fields: an error under Strict, warnings under Warn.
-pub fn field_validation(call: &Call, mode: FieldValidation, unknown: &[String]) -> Result<Vec<String>, ApiError> {
-    if unknown.is_empty() {
+/// The 400 of a body the decoder refuses (`<Kind> in version "v1" cannot be handled as a
+/// <Kind>: ...`).
+fn undecodable(served: &Served, detail: &str) -> ApiError {
+    let kind = &served.definition.kind;
+    ApiError::bad_request(format!(
+        "{kind} in version \"{}\" cannot be handled as a {kind}: {detail}",
+        served.version.name
+    ))
+}
+
+/// Applies `fieldValidation` to duplicate and unknown fields: an error under Strict, warnings
+/// under Warn, nothing under Ignore.
+pub fn field_validation(
+    served: &Served,
+    mode: FieldValidation,
+    duplicates: &[String],
+    unknown: &[String],
+) -> Result<Vec<String>, ApiError> {
+    let texts: Vec<String> = duplicates
+        .iter()
+        .map(|p| format!("duplicate field \"{p}\""))
+        .chain(unknown.iter().map(|p| format!("unknown field \"{p}\"")))
+        .collect();
+    if texts.is_empty() {
         return Ok(Vec::new());
     }
-    let texts: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
     match mode {
         FieldValidation::Ignore => Ok(Vec::new()),
         FieldValidation::Warn => Ok(texts),
-        FieldValidation::Strict => {
-            let kind = &call.served.definition.kind;
-            Err(ApiError::bad_request(format!(
-                "{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error: {}",
-                call.served.version.name,
-                texts.join(", ")
-            )))
-        }
+        FieldValidation::Strict => Err(undecodable(served, &format!("strict decoding error: {}", texts.join(", ")))),
     }
 }
 
-/// Validates a prepared object. `errors` holds what earlier steps found; every problem is
-/// returned in one 422.
+/// Validates a prepared object as the custom resource strategy does, in its order: metadata,
+/// the OpenAPI schema (ratcheted against `old` on updates), the scale replicas, embedded
+/// resources, list types, then CEL rules. `errors` holds what earlier steps found; every
+/// problem is returned in one 422. `status_only` is a write through the status subresource,
+/// which validates `status` alone. Returns the warnings of a valid write.
 pub fn validate(
-    call: &Call,
+    served: &Served,
+    status_only: bool,
     object: &Value,
-    _old: Option<&Value>,
-    errors: Vec<FieldError>,
+    old: Option<&Value>,
+    mut errors: Vec<FieldError>,
 ) -> Result<Vec<String>, ApiError> {
-    if errors.is_empty() {
-        return Ok(Vec::new());
+    let version = &served.version;
+    let schema = version.schema.as_deref();
+    let meta = objects::metadata(object).cloned().unwrap_or_default();
+    errors.extend(meta_rules::validate_details(&meta, &Path::new("metadata"), old.is_none()));
+    let scale = version.scale.as_ref();
+    if status_only {
+        let status_schema = schema.and_then(|s| s.properties.get("status"));
+        if let (Some(status), Some(status_schema)) = (object.get("status"), status_schema) {
+            let old_status = old.and_then(|o| o.get("status"));
+            errors.extend(schema::validate_values(status_schema, status, old_status, &Path::new("status")));
+        }
+        errors.extend(replicas::validate_status(scale, object));
+        if let Some(schema) = schema {
+            errors.extend(schema::validate_lists(schema, object, old, &Path::nil()));
+        }
+    } else {
+        if let Some(schema) = schema {
+            errors.extend(schema::validate_values(schema, object, old, &Path::nil()));
+        }
+        errors.extend(replicas::validate_spec(scale, object));
+        errors.extend(replicas::validate_status(scale, object));
+        if let Some(schema) = schema {
+            errors.extend(schema::validate_structure(schema, object, old, &Path::nil()));
+        }
     }
-    let definition = &call.served.definition;
-    Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &errors))
+    if schema.is_some_and(|s| s.has_rules) {
+        // ==== CEL: x-kubernetes-validations ====
+        // Kubernetes skips the rules when earlier errors mean the object is not what they
+        // expect, and says so; otherwise the `cel` module evaluates them here (with `old` for
+        // transition rules and ratcheting).
+        if schema::blocks_rules(&errors) {
+            errors.push(schema::rules_not_checked());
+        } else {
+            errors.extend(cel_rules(served, object, old));
+        }
+    }
+    if !errors.is_empty() {
+        let definition = &served.definition;
+        return Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &errors));
+    }
+    let old_finalizers = old.map(objects::finalizers).unwrap_or_default();
+    Ok(meta_rules::finalizer_warnings(&objects::finalizers(object), &old_finalizers))
+}
+
+/// The results of the CEL rules of the served version's schema.
+fn cel_rules(_served: &Served, _object: &Value, _old: Option<&Value>) -> Vec<FieldError> {
+    // The `cel` module (written separately) plugs in here; until it does, rules are not
+    // evaluated.
+    Vec::new()
 }
 
 /// The object in the storage version, encoded.
-pub fn to_storage(call: &Call, object: &Value) -> Result<(Value, Bytes), ApiError> {
-    let definition = &call.served.definition;
+pub fn to_storage(served: &Served, object: &Value) -> Result<(Value, Bytes), ApiError> {
+    let definition = &served.definition;
     let mut stored = object.clone();
     if let Some(meta) = objects::metadata_mut(&mut stored) {
         meta.remove("resourceVersion");
     }
-    crate::conversion::convert(definition, &mut stored, &definition.storage.name).map_err(errors::conversion)?;
+    convert_to(definition, &mut stored, &definition.storage)?;
     let bytes = serde_json::to_vec(&stored).map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
     Ok((stored, Bytes::from(bytes)))
+}
+
+/// Converts an object to `target`; when its version changes, the target version's schema
+/// then prunes it, as Kubernetes' converter does.
+pub fn convert_to(
+    definition: &crate::definitions::Definition,
+    object: &mut Value,
+    target: &crate::definitions::Version,
+) -> Result<(), ApiError> {
+    let before = object.get("apiVersion").and_then(Value::as_str).map(str::to_string);
+    crate::conversion::convert(definition, object, &target.name).map_err(errors::conversion)?;
+    let after = object.get("apiVersion").and_then(Value::as_str);
+    if before.as_deref() != after
+        && let Some(schema) = target.schema.as_deref()
+    {
+        // Metadata was coerced on decode already; an error here leaves the object as it is.
+        let _ = schema::coerce(object, Some(schema), true);
+    }
+    Ok(())
 }
 
 /// The stored object, as the response to a write: stamped with its revision and converted to
 /// the request version.
 pub fn stored_to_response(call: &Call, mut stored: Value, revision: u64) -> Result<Value, ApiError> {
     objects::set_resource_version(&mut stored, revision);
-    crate::conversion::convert(&call.served.definition, &mut stored, &call.served.version.name)
-        .map_err(errors::conversion)?;
+    convert_to(&call.served.definition, &mut stored, &call.served.version)?;
     Ok(stored)
 }

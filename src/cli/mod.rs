@@ -1,11 +1,12 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check` and `dev-pki`.
+//! `serve`, `check`, `validate` and `dev-pki`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
 
 pub mod pki;
 pub mod serve;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -31,6 +32,8 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Check definition files and report every problem, as loading would.
     Check(CheckArgs),
+    /// Validate objects offline against definitions, as the server's write path would.
+    Validate(validate::ValidateArgs),
     /// Write a development PKI (serving, client and front-proxy CAs and certificates).
     DevPki(DevPkiArgs),
 }
@@ -150,6 +153,9 @@ pub fn check(args: &CheckArgs) -> i32 {
     }
     for definition in registry.definitions() {
         println!("{}: {} ok", definition.source, definition.name);
+        for warning in &definition.warnings {
+            println!("{}: {}: warning: {warning}", definition.source, definition.name);
+        }
     }
     if problems.is_empty() { 0 } else { 1 }
 }

@@ -107,6 +107,9 @@ fn load_registry(paths: &[PathBuf]) -> Registry {
     }
     for definition in registry.definitions() {
         tracing::info!(definition = %definition.name, source = %definition.source, "serving");
+        for warning in &definition.warnings {
+            tracing::warn!(definition = %definition.name, "{warning}");
+        }
     }
     registry
 }

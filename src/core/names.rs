@@ -90,6 +90,83 @@ pub fn generate_name(prefix: &str) -> String {
     name
 }
 
+// --- Label keys and values, qualified names, path segments (added with the schema engine). ---
+
+const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_KEY_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+fn is_label_shape(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+        && bytes.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn key_regex_message() -> String {
+    format!(
+        "{LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}')"
+    )
+}
+
+/// Problems with `s` as a qualified name or label key (`example.com/MyName`), worded as
+/// apimachinery's `IsQualifiedName` words them.
+pub fn qualified_name(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                key_regex_message()
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > DNS_LABEL_MAX {
+        errs.push(format!("name part must be no more than {DNS_LABEL_MAX} bytes"));
+    }
+    if !is_label_shape(name) {
+        errs.push(format!("name part {}", key_regex_message()));
+    }
+    errs
+}
+
+/// Problems with `s` as a label value (empty, or a label-key-shaped name of up to 63 bytes).
+pub fn label_value(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS_LABEL_MAX {
+        errs.push(format!("must be no more than {DNS_LABEL_MAX} bytes"));
+    }
+    if !s.is_empty() && !is_label_shape(s) {
+        errs.push(format!(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({LABEL_KEY_FMT})?')"
+        ));
+    }
+    errs
+}
+
+/// Problems with `s` as a URL path segment (names of embedded objects): not `.` or `..`,
+/// no `/` or `%`; a prefix may be anything but contain those.
+pub fn path_segment(s: &str, prefix: bool) -> Vec<String> {
+    if !prefix && (s == "." || s == "..") {
+        return vec![format!("may not be '{s}'")];
+    }
+    ["/", "%"].iter().filter(|c| s.contains(*c)).map(|c| format!("may not contain '{c}'")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +197,20 @@ mod tests {
         assert_eq!(name.len(), 9);
         assert!(name[4..].bytes().all(|c| SUFFIX_ALPHABET.contains(&c)));
         assert_eq!(generate_name(&"a".repeat(80)).len(), 63);
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        assert!(qualified_name("example.com/MyName").is_empty());
+        assert!(qualified_name("my.name").is_empty());
+        assert_eq!(qualified_name("/x"), vec!["prefix part must be non-empty".to_string()]);
+        assert!(qualified_name("a/b/c")[0].starts_with("a valid label key must consist"));
+        assert!(qualified_name("-x")[0].starts_with("name part must consist of alphanumeric"));
+        assert!(label_value("").is_empty());
+        assert_eq!(label_value("-x").len(), 1);
+        assert_eq!(label_value(&"a".repeat(64)), vec!["must be no more than 63 bytes".to_string()]);
+        assert_eq!(path_segment("..", false), vec!["may not be '..'".to_string()]);
+        assert_eq!(path_segment("a/b%", true).len(), 2);
     }
 
     #[test]

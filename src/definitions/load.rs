@@ -113,7 +113,11 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     if !errors.is_empty() {
         return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
     }
-    Ok(validate::build(crd, source.to_string()))
+    let mut definition = validate::build(crd, source.to_string());
+    let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
+    definition.warnings =
+        schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();
+    Ok(definition)
 }
 
 /// Loads every definition from files and directories. Problems are collected, not fatal.

@@ -34,6 +34,9 @@ pub struct Version {
     pub deprecation_warning: Option<String>,
     /// The version's `openAPIV3Schema`, as JSON.
     pub openapi_schema: Option<serde_json::Value>,
+    /// The same schema compiled once for the write and read paths (pruning, defaulting,
+    /// validation); shared, never recompiled per request.
+    pub schema: Option<Arc<crate::schema::Schema>>,
     pub printer_columns: Vec<CustomResourceColumnDefinition>,
     pub status_subresource: bool,
     pub scale: Option<Scale>,
@@ -62,6 +65,8 @@ pub struct Definition {
     pub storage: Arc<Version>,
     /// The definition as written, for publishing and for later checks.
     pub manifest: Arc<CustomResourceDefinition>,
+    /// Warnings Kubernetes would return when creating it (unrecognized formats, ...).
+    pub warnings: Vec<String>,
 }
 
 impl Definition {

@@ -187,6 +187,11 @@ fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<Fi
         if version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).is_none() {
             errs.push(FieldError::required(path.child("schema").child("openAPIV3Schema"), "schemas are required"));
         }
+        // The schema rules of the schema engine, on the schema as written.
+        if let Some(schema) = raw_versions.get(i).and_then(|v| v.pointer("/schema/openAPIV3Schema")) {
+            let status = version.subresources.as_ref().is_some_and(|s| s.status.is_some());
+            errs.extend(crate::schema::check::validate(schema, &path.child("schema"), status));
+        }
         if let Some(sub) = &version.subresources {
             check_subresources(sub, &path.child("subresources"), errs);
         }
@@ -341,6 +346,12 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                     .as_ref()
                     .and_then(|s| s.open_api_v3_schema.as_ref())
                     .and_then(|s| serde_json::to_value(s).ok()),
+                schema: v
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref())
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .map(|raw| Arc::new(crate::schema::compile(&raw))),
                 printer_columns: v.additional_printer_columns.clone().unwrap_or_default(),
                 status_subresource: subresources.is_some_and(|s| s.status.is_some()),
                 scale: subresources.and_then(|s| s.scale.as_ref()).map(|s| Scale {
@@ -394,6 +405,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
             deprecated: false,
             deprecation_warning: None,
             openapi_schema: None,
+            schema: None,
             printer_columns: Vec::new(),
             status_subresource: false,
             scale: None,
@@ -414,6 +426,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         versions,
         storage,
         manifest: Arc::new(crd),
+        warnings: Vec::new(),
     }
 }
 
