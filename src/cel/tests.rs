@@ -1,0 +1,1 @@
+//! Tests of the CEL module: the docs examples, compile errors, cost, libraries.
