@@ -55,6 +55,8 @@ pub struct Checker<'d> {
     pub slots: usize,
     /// Errors found building the program rather than checking it (bad constant patterns).
     pub program_errors: Vec<String>,
+    /// Set while checking the list literal of `format`, which may mix types.
+    mixed_literal_ok: bool,
 }
 
 impl<'d> Checker<'d> {
@@ -65,7 +67,7 @@ impl<'d> Checker<'d> {
             Var { name: "self".into(), ty: self_ty, decl: self_decl, visible: true },
             Var { name: "oldSelf".into(), ty: old_self.unwrap_or(Type::Dyn), decl: self_decl, visible: old_visible },
         ];
-        Checker { scope, errors: Vec::new(), suppress: 0, uses_old_self: false, slots: 2, program_errors: Vec::new() }
+        Checker { scope, errors: Vec::new(), suppress: 0, uses_old_self: false, slots: 2, program_errors: Vec::new(), mixed_literal_ok: false }
     }
 
     fn err(&mut self, id: u64, msg: impl Into<String>) {
@@ -148,13 +150,15 @@ impl<'d> Checker<'d> {
 
     fn select(&mut self, id: u64, operand: Checked<'d>, field: &str, mode: SelectMode) -> Checked<'d> {
         let test = mode == SelectMode::Test;
-        let (inner, optional) = match (&operand.ty, mode) {
-            (Type::Optional(t), SelectMode::Optional) => ((**t).clone(), true),
-            (t, SelectMode::Optional) => (t.clone(), true),
-            (t, _) => (t.clone(), false),
+        // Selecting a field of an optional value yields an optional, as `.?` does.
+        let (inner, optional, mode) = match (&operand.ty, mode) {
+            (Type::Optional(t), SelectMode::Test) => ((**t).clone(), false, SelectMode::Test),
+            (Type::Optional(t), _) => ((**t).clone(), true, SelectMode::Optional),
+            (t, SelectMode::Optional) => (t.clone(), true, SelectMode::Optional),
+            (t, m) => (t.clone(), false, m),
         };
         let (ty, decl, json_name) = match &inner {
-            Type::Object(_) => match operand.decl.and_then(|d| d.field(field)) {
+            Type::Object(_) => match operand.decl.and_then(|d| d.field(field).or_else(|| d.field(&keyword_field(field)))) {
                 Some((json, decl)) => (decl.ty.clone(), Some(decl), json.clone()),
                 None => match inner_field(&inner, field) {
                     Some((json, decl)) => (decl.ty.clone(), None, json),
@@ -186,6 +190,16 @@ impl<'d> Checker<'d> {
     }
 
     fn list(&mut self, list: &cel::common::ast::ListExpr) -> Checked<'d> {
+        let mixed_ok = std::mem::replace(&mut self.mixed_literal_ok, false);
+        let checked = self.list_elements(list, mixed_ok);
+        if mixed_ok {
+            // A mixed list passed to `format` is a list of `dyn`.
+            return Checked { ty: Type::list(Type::Dyn), ..checked };
+        }
+        checked
+    }
+
+    fn list_elements(&mut self, list: &cel::common::ast::ListExpr, mixed_ok: bool) -> Checked<'d> {
         let mut elems = Vec::new();
         let mut optional = Vec::new();
         let mut elem_ty: Option<Type> = None;
@@ -204,7 +218,7 @@ impl<'d> Checker<'d> {
                     }
                 }
             }
-            elem_ty = Some(self.homogeneous(e.id, elem_ty, &t));
+            elem_ty = Some(self.homogeneous(e.id, elem_ty, &t, mixed_ok));
             cost = cost.add(c.cost);
             item_size = Some(item_size.map_or(c.size_or_unknown(), |s| s.union(c.size_or_unknown())));
             elems.push(c.ir);
@@ -217,10 +231,11 @@ impl<'d> Checker<'d> {
     }
 
     /// The element type of an aggregate literal so far, reporting a mixed one.
-    fn homogeneous(&mut self, id: u64, so_far: Option<Type>, next: &Type) -> Type {
+    fn homogeneous(&mut self, id: u64, so_far: Option<Type>, next: &Type, mixed_ok: bool) -> Type {
         match so_far {
             None => next.clone(),
             Some(t) if t.is_dyn_or_error() || next.is_dyn_or_error() => join(&t, next),
+            Some(t) if mixed_ok => join(&t, next),
             Some(t) => {
                 if !same_type(&t, next) {
                     self.err(id, format!("expected type '{t}' but found '{next}'"));
@@ -242,12 +257,12 @@ impl<'d> Checker<'d> {
             };
             let k = self.check(&me.key);
             let v = self.check(&me.value);
-            key_ty = Some(self.homogeneous(me.key.id, key_ty, &k.ty));
+            key_ty = Some(self.homogeneous(me.key.id, key_ty, &k.ty, false));
             let vt = match (&v.ty, me.optional) {
                 (Type::Optional(inner), true) => (**inner).clone(),
                 (t, _) => t.clone(),
             };
-            val_ty = Some(self.homogeneous(me.value.id, val_ty, &vt));
+            val_ty = Some(self.homogeneous(me.value.id, val_ty, &vt, false));
             cost = cost.add(k.cost).add(v.cost);
             entries.push((k.ir, v.ir, me.optional));
         }
@@ -362,7 +377,15 @@ impl<'d> Checker<'d> {
             _ => {}
         }
         let target_checked = target.map(|t| self.check(t));
-        let checked_args: Vec<Checked<'d>> = args.iter().map(|a| self.check(a)).collect();
+        let checked_args: Vec<Checked<'d>> = args
+            .iter()
+            .map(|a| {
+                self.mixed_literal_ok = name == "format" && target.is_some() && matches!(a.expr, Expr::List(_));
+                let c = self.check(a);
+                self.mixed_literal_ok = false;
+                c
+            })
+            .collect();
         if target_checked.as_ref().is_some_and(|t| t.ty == Type::Error)
             || checked_args.iter().any(|a| a.ty == Type::Error)
         {
@@ -392,6 +415,15 @@ impl<'d> Checker<'d> {
         let (fn_cost, size) = call_cost(resolved.func, &all, &resolved.result);
         let cost = all.iter().fold(fn_cost, |c, a| c.add(a.cost));
         let decl = result_decl(resolved.func, &all);
+        if resolved.func == Func::Sum {
+            let zero = match resolved.result {
+                Type::Double => Const::Double(0.0),
+                Type::Uint => Const::Uint(0),
+                Type::Duration => Const::Duration(time::Duration(0)),
+                _ => Const::Int(0),
+            };
+            all.push(Checked::new(Ir::Const(zero), Type::Dyn));
+        }
         let ir = self.lower_call(resolved.func, all, args);
         Checked { ir, ty: resolved.result, decl, cost, size }
     }
@@ -496,10 +528,10 @@ impl<'d> Checker<'d> {
         let index = self.check(b);
         let optional = name == "_[?_]";
         let (container, was_optional) = match &operand.ty {
-            Type::Optional(t) if optional => ((**t).clone(), true),
+            Type::Optional(t) => ((**t).clone(), true),
             t => (t.clone(), false),
         };
-        let _ = was_optional;
+        let optional = optional || was_optional;
         let elem_decl = operand.decl.and_then(|d| d.elem.as_deref());
         let ty = match (&container, &index.ty) {
             (Type::List(t), Type::Int | Type::Uint | Type::Dyn | Type::Error) => (**t).clone(),
@@ -626,8 +658,17 @@ fn type_literal<'d>(t: Type) -> Checked<'d> {
 
 fn inner_field(ty: &Type, field: &str) -> Option<(String, Decl)> {
     match ty {
-        Type::Object(o) => o.fields.get(field).cloned(),
+        Type::Object(o) => o.fields.get(field).or_else(|| o.fields.get(&keyword_field(field))).cloned(),
         _ => None,
+    }
+}
+
+/// Since Kubernetes 1.30 a CEL keyword may name its escaped field: `self.if` is `self.__if__`.
+fn keyword_field(field: &str) -> String {
+    if super::escaping::escape(field).is_some_and(|e| e != field) && !field.contains(['.', '-', '/']) && !field.contains("__") {
+        format!("__{field}__")
+    } else {
+        field.to_string()
     }
 }
 
@@ -707,7 +748,7 @@ impl<'d> Checker<'d> {
         let var = self.push_var(&v1, k_ty, None);
         let var2 = self.push_var(&v2, v_ty, v_decl);
         let rest = args.get(2..).unwrap_or(&[]);
-        let (filter, body, body2) = match (kind, rest) {
+        let (filter, body, _) = match (kind, rest) {
             (LoopKind::TransformMapEntry, [b]) | (LoopKind::TransformList | LoopKind::TransformMap, [b]) => {
                 (None, self.check(b), None)
             }

@@ -142,31 +142,62 @@ fn compile_node(
     }
     if let Some(items) = node.items.as_deref() {
         let items_path = path.child("items");
-        let unc = if node.list_type == "map" { uncorrelatable.cloned() } else { Some(uncorrelatable.cloned().unwrap_or_else(|| items_path.clone())) };
+        let unc = if node.list_type == "map" {
+            uncorrelatable.cloned()
+        } else {
+            Some(uncorrelatable.cloned().unwrap_or_else(|| items_path.clone()))
+        };
         let sub = compile_node(items, &items_path, items.embedded, child_cardinality(cardinality, node), unc.as_ref(), ctx);
         if !sub.is_empty() {
             out.items = Some(Box::new(sub));
         }
     }
     for (i, branch) in node.all_of.iter().enumerate() {
-        let mut merged = branch.clone();
-        merged.shape = node.shape.clone();
-        merged.format.clone_from(&node.format);
-        if merged.items.is_none() {
-            merged.items.clone_from(&node.items);
-        }
-        if merged.additional.is_none() {
-            merged.additional.clone_from(&node.additional);
-        }
-        for (k, v) in &node.properties {
-            merged.properties.entry(k.clone()).or_insert_with(|| v.clone());
-        }
+        let mut merged = without_rules(node);
+        overlay(&mut merged, branch);
         let sub = compile_node(&merged, &path.child("allOf").index(i), is_resource, cardinality, uncorrelatable, ctx);
         if !sub.is_empty() {
             out.all_of.push((merged, sub));
         }
     }
     out
+}
+
+/// The structural node with no rules anywhere below it.
+fn without_rules(node: &Node) -> Node {
+    let mut out = node.clone();
+    strip(&mut out);
+    out
+}
+
+fn strip(node: &mut Node) {
+    node.rules.clear();
+    node.all_of.clear();
+    node.properties.values_mut().for_each(strip);
+    if let Some(a) = node.additional.as_deref_mut() {
+        strip(a);
+    }
+    if let Some(i) = node.items.as_deref_mut() {
+        strip(i);
+    }
+}
+
+/// Puts the rules of an `allOf` branch (a value validation without types) onto the
+/// structural node they apply to.
+fn overlay(target: &mut Node, branch: &Node) {
+    target.rules.clone_from(&branch.rules);
+    target.all_of.clone_from(&branch.all_of);
+    for (k, b) in &branch.properties {
+        if let Some(t) = target.properties.get_mut(k) {
+            overlay(t, b);
+        }
+    }
+    if let (Some(t), Some(b)) = (target.additional.as_deref_mut(), branch.additional.as_deref()) {
+        overlay(t, b);
+    }
+    if let (Some(t), Some(b)) = (target.items.as_deref_mut(), branch.items.as_deref()) {
+        overlay(t, b);
+    }
 }
 
 fn has_line_breaks(s: &str) -> bool {

@@ -58,7 +58,12 @@ pub fn check_errors(source: &str, info: &SourceInfo, errs: &[(u64, String)]) -> 
     let shown: Vec<String> = errs
         .iter()
         .map(|(id, msg)| {
-            let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
+            let mut offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
+            // cel-go places a negative number at its sign; the crate's parser at its digits.
+            let before = source.chars().nth(offset.wrapping_sub(1));
+            if offset > 0 && before == Some('-') && source.chars().nth(offset).is_some_and(|c| c.is_ascii_digit()) {
+                offset -= 1;
+            }
             let (line, col) = position(source, offset);
             display(source, line, col, msg)
         })

@@ -44,7 +44,11 @@ impl<'a> Evaluator<'a> {
             Ir::Const(c) => Ok(constant(c)),
             Ir::Var(slot) => {
                 self.charge(1)?;
-                self.stack.get(*slot).cloned().ok_or_else(|| EvalError::new("no such attribute"))
+                match self.stack.get(*slot) {
+                    Some(Value::Error(e)) => Err((**e).clone()),
+                    Some(v) => Ok(v.clone()),
+                    None => Err(EvalError::new("no such attribute")),
+                }
             }
             Ir::Select { operand, field, mode } => {
                 let v = self.eval(operand)?;
@@ -58,6 +62,18 @@ impl<'a> Evaluator<'a> {
                 let i = self.eval(index)?;
                 self.charge(1)?;
                 index_value(v, &i, *optional)
+            }
+            Ir::Call { func: Func::NotStrictlyFalse, args } => {
+                let v = match args.first() {
+                    Some(a) => self.eval(a),
+                    None => Ok(Value::Null),
+                };
+                self.charge(1)?;
+                match v {
+                    Ok(Value::Bool(false)) => Ok(Value::Bool(false)),
+                    Err(e) if e.cost_exceeded => Err(e),
+                    _ => Ok(Value::Bool(true)),
+                }
             }
             Ir::Call { func, args } => {
                 let mut values = Vec::with_capacity(args.len());
@@ -232,10 +248,11 @@ impl<'a> Evaluator<'a> {
             }
             let step = match self.eval(&f.step) {
                 Ok(v) => v,
-                Err(e) => {
+                Err(e) if e.cost_exceeded => {
                     self.stack.truncate(f.accu);
                     return Err(e);
                 }
+                Err(e) => Value::Error(Rc::new(e)),
             };
             if let Some(slot) = self.stack.get_mut(f.accu) {
                 *slot = step;
@@ -342,6 +359,7 @@ fn constant<'a>(c: &'a Const) -> Value<'a> {
         Const::Double(d) => Value::Double(*d),
         Const::Str(s) => Value::Str(Str::Borrowed(s)),
         Const::Bytes(b) => Value::Bytes(Rc::from(b.as_ref())),
+        Const::Duration(d) => Value::Duration(*d),
         Const::Type(t) => Value::Type(t.clone()),
     }
 }

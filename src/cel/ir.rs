@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::library::time::Duration;
 use super::value::TypeVal;
 
 /// Every function and operator the environment declares. Operators whose meaning depends on
@@ -141,6 +142,7 @@ pub enum Const {
     Double(f64),
     Str(Arc<str>),
     Bytes(Arc<[u8]>),
+    Duration(Duration),
     Type(TypeVal),
 }
 

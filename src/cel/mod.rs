@@ -66,8 +66,19 @@ impl Rules {
 
     /// Validates with an explicit root path and cost budget.
     pub fn validate_at(&self, root: &Path, new: &Json, old: Option<&Json>, budget: i64) -> Outcome {
-        validator::validate(&self.tree, &self.schema, root, new, old, budget)
+        validator::validate(&self.tree, &self.schema, root, new, old, budget, PER_CALL_LIMIT)
     }
+
+    /// Validates with an explicit root path, cost budget and per-call cost limit.
+    pub fn validate_with_limits(&self, root: &Path, new: &Json, old: Option<&Json>, budget: i64, per_call: u64) -> Outcome {
+        validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call)
+    }
+}
+
+/// The field path a rule's `fieldPath` names below a schema node, or why it is invalid.
+pub fn resolve_field_path(schema_json: &Json, field_path: &str) -> Result<String, String> {
+    let node = schema::Node::from_json(schema_json, false);
+    fieldpath::resolve(field_path, &node)
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Type::Dyn => f.write_str("dyn"),
-            Type::Null => f.write_str("null_type"),
+            Type::Null => f.write_str("null"),
             Type::Bool => f.write_str("bool"),
             Type::Int => f.write_str("int"),
             Type::Uint => f.write_str("uint"),

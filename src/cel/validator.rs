@@ -77,14 +77,23 @@ impl<'a> Ratchet<'a> {
 }
 
 struct Walk {
+    per_call_limit: u64,
     errors: Vec<FieldError>,
     warnings: Vec<String>,
     budget: i64,
 }
 
 /// Validates `new` (and `old`, on update) against the compiled rules of `schema`.
-pub fn validate(tree: &RuleNode, schema: &Node, root: &Path, new: &Json, old: Option<&Json>, budget: i64) -> Outcome {
-    let mut w = Walk { errors: Vec::new(), warnings: Vec::new(), budget };
+pub fn validate(
+    tree: &RuleNode,
+    schema: &Node,
+    root: &Path,
+    new: &Json,
+    old: Option<&Json>,
+    budget: i64,
+    per_call_limit: u64,
+) -> Outcome {
+    let mut w = Walk { per_call_limit, errors: Vec::new(), warnings: Vec::new(), budget };
     let ratchet = match old {
         Some(old) => Ratchet { current: Some(Correlated { new, old: Some(old) }), parent: None },
         None => Ratchet::default(),
@@ -196,7 +205,7 @@ impl Walk {
                     } else {
                         old_value.unwrap_or(Value::Null)
                     };
-                    let mut ev = Evaluator::new(this, old_bound, PER_CALL_LIMIT);
+                    let mut ev = Evaluator::new(this, old_bound, self.per_call_limit);
                     let result = ev.eval(&program.ir);
                     (result.map(|v| matches!(v, Value::Bool(true))), ev.cost)
                 }
@@ -289,7 +298,7 @@ impl Walk {
         let this = from_json(new, node).ok().unwrap_or(Value::Null);
         let old_value = old.and_then(|o| from_json(o, node).ok());
         let old_bound = if optional { Value::Optional(old_value.map(Rc::new)) } else { old_value.unwrap_or(Value::Null) };
-        let mut ev = Evaluator::new(this, old_bound, PER_CALL_LIMIT);
+        let mut ev = Evaluator::new(this, old_bound, self.per_call_limit);
         let result = ev.eval(&program.ir);
         if ev.cost as i64 > self.budget {
             return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into());

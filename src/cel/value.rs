@@ -133,6 +133,9 @@ pub enum Value<'a> {
     Cidr(Cidr),
     Semver(Rc<Semver>),
     Format(&'static str),
+    /// An error held by a comprehension's accumulator, so that `||` and `&&` in later steps
+    /// can still absorb it.
+    Error(Rc<EvalError>),
 }
 
 /// A runtime error: its text is what Kubernetes reports (`no such key: x`, ...).
@@ -190,6 +193,7 @@ impl<'a> Value<'a> {
             Value::Cidr(_) => TypeVal::Opaque(Opaque::Cidr),
             Value::Semver(_) => TypeVal::Opaque(Opaque::Semver),
             Value::Format(_) => TypeVal::Opaque(Opaque::Format),
+            Value::Error(_) => TypeVal::Null,
         }
     }
 
@@ -474,6 +478,15 @@ fn maps_equal<'a>(x: &MapData<'a>, y: &MapData<'a>) -> Result<bool, EvalError> {
 }
 
 fn objects_equal<'a>(x: &Obj<'a>, y: &Obj<'a>) -> Result<bool, EvalError> {
+    // Unknown fields kept by x-kubernetes-preserve-unknown-fields take part in equality.
+    if x.node.preserve_unknown {
+        let unknown = |o: &Obj<'a>| -> Vec<(&'a String, &'a Json)> {
+            o.fields.iter().filter(|(k, _)| !o.node.properties.contains_key(*k)).collect()
+        };
+        if unknown(x) != unknown(y) {
+            return Ok(false);
+        }
+    }
     for (name, node) in &x.node.properties {
         if node.shape == Shape::Unknown {
             continue;

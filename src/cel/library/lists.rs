@@ -142,11 +142,14 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         }
         Func::Sum => {
             let items = list(a0)?.items()?;
-            let mut acc = match items.first() {
-                Some(Value::Double(_)) => Value::Double(0.0),
-                Some(Value::Uint(_)) => Value::Uint(0),
-                Some(Value::Duration(_)) => Value::Duration(super::time::Duration(0)),
-                _ => Value::Int(0),
+            // The checker passes the zero of the sum's type.
+            let mut acc = match (items.first(), a1) {
+                (Some(Value::Double(_)), _) => Value::Double(0.0),
+                (Some(Value::Uint(_)), _) => Value::Uint(0),
+                (Some(Value::Duration(_)), _) => Value::Duration(super::time::Duration(0)),
+                (Some(_), _) => Value::Int(0),
+                (None, Some(zero)) => zero.clone(),
+                (None, None) => Value::Int(0),
             };
             for v in items {
                 acc = super::call(Func::Add, &[acc, v])?;

@@ -239,7 +239,7 @@ fn is_zero(v: &Value<'_>) -> bool {
         Value::Str(s) => s.as_str().is_empty(),
         Value::Bytes(b) => b.is_empty(),
         Value::Duration(d) => d.0 == 0,
-        Value::Timestamp(t) => *t == Timestamp::checked(-62_135_596_800_000_000_000).unwrap_or(Timestamp(0)),
+        Value::Timestamp(t) => t.0 == -62_135_596_800_000_000_000,
         Value::List(l) => l.len() == 0,
         Value::Map(m) => super::value::map_len(m) == 0,
         Value::Optional(o) => o.is_none(),
@@ -271,7 +271,7 @@ fn add<'a>(a: Option<&Value<'a>>, b: Option<&Value<'a>>) -> EvalResult<'a> {
             Duration::checked(x.0 + y.0).map(Value::Duration).map_err(|_| overflow())
         }
         (Some(Value::Timestamp(t)), Some(Value::Duration(d))) | (Some(Value::Duration(d)), Some(Value::Timestamp(t))) => {
-            Timestamp::checked(t.0 + d.0).map(Value::Timestamp).map_err(|_| overflow())
+            t.shifted(t.0 + d.0).map(Value::Timestamp).map_err(|_| overflow())
         }
         _ => arith(a, b, i64::checked_add, u64::checked_add, |x, y| x + y),
     }
@@ -283,7 +283,7 @@ fn sub<'a>(a: Option<&Value<'a>>, b: Option<&Value<'a>>) -> EvalResult<'a> {
             Duration::checked(x.0 - y.0).map(Value::Duration).map_err(|_| overflow())
         }
         (Some(Value::Timestamp(t)), Some(Value::Duration(d))) => {
-            Timestamp::checked(t.0 - d.0).map(Value::Timestamp).map_err(|_| overflow())
+            t.shifted(t.0 - d.0).map(Value::Timestamp).map_err(|_| overflow())
         }
         (Some(Value::Timestamp(x)), Some(Value::Timestamp(y))) => {
             Duration::checked(x.0 - y.0).map(Value::Duration).map_err(|_| overflow())

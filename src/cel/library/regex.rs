@@ -63,8 +63,54 @@ fn translate(pattern: &str) -> String {
     out
 }
 
+/// RE2 refuses a repetition of a repetition (`x++`, `x*{2}`), which the `regex` crate allows.
+fn nested_repetition(pattern: &str) -> Option<String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    let mut in_class = false;
+    let mut after_repeat = false;
+    while let Some(&c) = chars.get(i) {
+        match c {
+            '\\' => {
+                i += 2;
+                after_repeat = false;
+                continue;
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            _ if in_class => {}
+            '*' | '+' | '?' | '{' => {
+                let end = if c == '{' { chars.iter().skip(i).position(|&d| d == '}').map(|p| i + p) } else { Some(i) };
+                let Some(end) = end else {
+                    i += 1;
+                    after_repeat = false;
+                    continue;
+                };
+                if after_repeat {
+                    let op: String = chars.get(i.saturating_sub(1)..=end).unwrap_or(&[]).iter().collect();
+                    return Some(format!("error parsing regexp: invalid nested repetition operator: `{op}`"));
+                }
+                i = end + 1;
+                // A `?` right after a repetition makes it lazy, not nested.
+                if chars.get(i) == Some(&'?') {
+                    i += 1;
+                }
+                after_repeat = true;
+                continue;
+            }
+            _ => {}
+        }
+        after_repeat = false;
+        i += 1;
+    }
+    None
+}
+
 /// Compiles a pattern, with Go's error wording for the common mistakes.
 pub fn compile(pattern: &str) -> Result<Regex, String> {
+    if let Some(e) = nested_repetition(pattern) {
+        return Err(e);
+    }
     Regex::new(&translate(pattern)).map_err(|e| go_error(pattern, &e.to_string()))
 }
 
@@ -123,5 +169,8 @@ mod tests {
         assert!(!compile(r"^\d+$").unwrap().is_match("١٢٣"));
         assert!(compile(r"[\d.]+").unwrap().is_match("1.5"));
         assert_eq!(compile(")").unwrap_err(), "error parsing regexp: unexpected ): `)`");
+        assert!(compile("x++").is_err());
+        assert!(compile("x+?").is_ok());
+        assert!(compile("a{2}b*").is_ok());
     }
 }

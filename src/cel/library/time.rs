@@ -15,8 +15,30 @@ const MAX_TIMESTAMP_SECONDS: i128 = 253_402_300_799;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Duration(pub i128);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp(pub i128);
+/// An instant (nanoseconds since the Unix epoch) and the UTC offset, in seconds, it was
+/// written with: Go keeps the offset for printing; comparisons use the instant only.
+#[derive(Debug, Clone, Copy)]
+pub struct Timestamp(pub i128, pub i32);
+
+impl PartialEq for Timestamp {
+    fn eq(&self, o: &Self) -> bool {
+        self.0 == o.0
+    }
+}
+
+impl Eq for Timestamp {}
+
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Timestamp {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&o.0)
+    }
+}
 
 impl Duration {
     pub fn checked(nanos: i128) -> Result<Duration, String> {
@@ -108,7 +130,12 @@ impl Timestamp {
         if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&secs) {
             return Err("timestamp out of range".into());
         }
-        Ok(Timestamp(nanos))
+        Ok(Timestamp(nanos, 0))
+    }
+
+    /// The same offset, another instant.
+    pub fn shifted(self, nanos: i128) -> Result<Timestamp, String> {
+        Timestamp::checked(nanos).map(|t| Timestamp(t.0, self.1))
     }
 
     pub fn from_seconds(secs: i64) -> Result<Timestamp, String> {
@@ -117,7 +144,8 @@ impl Timestamp {
 
     pub fn parse_rfc3339(s: &str) -> Result<Timestamp, String> {
         let ts: jiff::Timestamp = s.parse().map_err(|e| format!("failed to parse timestamp {s:?}: {e}"))?;
-        Timestamp::checked(ts.as_nanosecond())
+        let offset = rfc3339_offset(s);
+        Timestamp::checked(ts.as_nanosecond()).map(|t| Timestamp(t.0, offset))
     }
 
     /// A `date` (`2021-01-01`) as midnight UTC.
@@ -141,6 +169,19 @@ impl Timestamp {
     }
 }
 
+/// The offset an RFC 3339 text ends with, in seconds (`Z` is 0).
+fn rfc3339_offset(s: &str) -> i32 {
+    let tail = s.get(s.len().saturating_sub(6)..).unwrap_or("");
+    let sign = match tail.as_bytes().first() {
+        Some(b'+') => 1,
+        Some(b'-') => -1,
+        _ => return 0,
+    };
+    let h: i32 = tail.get(1..3).and_then(|h| h.parse().ok()).unwrap_or(0);
+    let m: i32 = tail.get(4..6).and_then(|m| m.parse().ok()).unwrap_or(0);
+    sign * (h * 3600 + m * 60)
+}
+
 fn parse_zone(z: &str) -> Result<jiff::tz::TimeZone, String> {
     if z == "UTC" || z == "Z" {
         return Ok(jiff::tz::TimeZone::UTC);
@@ -160,12 +201,18 @@ fn parse_zone(z: &str) -> Result<jiff::tz::TimeZone, String> {
 }
 
 impl fmt::Display for Timestamp {
-    /// RFC 3339 in UTC with only the fraction needed: `2000-01-01T00:00:00Z`.
+    /// RFC 3339 in the offset it was written with, with only the fraction needed:
+    /// `2000-01-01T00:00:00Z`, `2011-08-18T19:03:37.01+01:00` (Go's `RFC3339Nano`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.jiff() {
-            Ok(ts) => write!(f, "{ts}"),
-            Err(_) => f.write_str("<invalid timestamp>"),
+        let Ok(ts) = self.jiff() else { return f.write_str("<invalid timestamp>") };
+        if self.1 == 0 {
+            return write!(f, "{ts}");
         }
+        let Ok(offset) = jiff::tz::Offset::from_seconds(self.1) else { return write!(f, "{ts}") };
+        let dt = ts.to_zoned(jiff::tz::TimeZone::fixed(offset)).datetime();
+        let sign = if self.1 < 0 { '-' } else { '+' };
+        let abs = self.1.abs();
+        write!(f, "{dt}{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60)
     }
 }
 
@@ -186,7 +233,7 @@ mod tests {
     #[test]
     fn timestamps_print_in_utc() {
         let ts = Timestamp::parse_rfc3339("2011-08-18T19:03:37.010+01:00").unwrap();
-        assert_eq!(ts.to_string(), "2011-08-18T18:03:37.01Z");
+        assert_eq!(ts.to_string(), "2011-08-18T19:03:37.01+01:00");
         assert_eq!(Timestamp::parse_date("2000-01-01").unwrap().to_string(), "2000-01-01T00:00:00Z");
         assert!(Timestamp::from_seconds(-62135596801).is_err());
     }
