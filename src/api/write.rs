@@ -92,11 +92,20 @@ pub fn field_validation(call: &Call, mode: FieldValidation, unknown: &[String]) 
 pub fn validate(
     call: &Call,
     object: &Value,
-    _old: Option<&Value>,
-    errors: Vec<FieldError>,
+    old: Option<&Value>,
+    mut errors: Vec<FieldError>,
 ) -> Result<Vec<String>, ApiError> {
+    // --- CEL (issue 5): x-kubernetes-validations, after the other checks. The schema work
+    // adds Kubernetes' "skip CEL when a blocking error exists" rule here.
+    let mut warnings = Vec::new();
+    if let Some(rules) = &call.served.version.cel_rules {
+        let outcome = rules.validate(object, old);
+        errors.extend(outcome.errors);
+        warnings = outcome.warnings;
+    }
+    // --- end CEL
     if errors.is_empty() {
-        return Ok(Vec::new());
+        return Ok(warnings);
     }
     let definition = &call.served.definition;
     Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &errors))

@@ -42,7 +42,7 @@ impl<'d> Checked<'d> {
     }
 
     fn size_or_unknown(&self) -> Size {
-        self.size.unwrap_or(Size::UNKNOWN)
+        self.size.unwrap_or_else(|| if super::cost::is_scalar(&self.ty) { Size::exact(1) } else { Size::UNKNOWN })
     }
 }
 

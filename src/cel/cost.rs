@@ -85,8 +85,19 @@ fn scale(n: u64, f: f64) -> u64 {
     if v >= u64::MAX as f64 { u64::MAX } else { v as u64 }
 }
 
+/// A value's size: known, or 1 for scalars (as cel-go's `computeTypeSize`), else unknown.
 fn size_of(c: Option<&Checked<'_>>) -> Size {
-    c.and_then(|c| c.size).unwrap_or(Size::UNKNOWN)
+    match c {
+        Some(c) => c.size.unwrap_or_else(|| if is_scalar(&c.ty) { Size::exact(1) } else { Size::UNKNOWN }),
+        None => Size::UNKNOWN,
+    }
+}
+
+pub fn is_scalar(t: &Type) -> bool {
+    matches!(
+        t,
+        Type::Bool | Type::Int | Type::Uint | Type::Double | Type::Duration | Type::Timestamp | Type::Null | Type::Opaque(_) | Type::TypeOf(_)
+    )
 }
 
 /// The size of the elements of a list argument, from its declaration.

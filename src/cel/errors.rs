@@ -47,7 +47,16 @@ pub fn parse_errors(source: &str, errs: &ParseErrors) -> String {
         .iter()
         .map(|e| {
             let line = usize::try_from(e.pos.0).unwrap_or(1).max(1);
-            let col = usize::try_from(e.pos.1).unwrap_or(0);
+            let mut col = usize::try_from(e.pos.1).unwrap_or(0);
+            // cel-go places macro errors at the call's parenthesis.
+            if e.msg.contains("has() macro") {
+                let text: Vec<char> = source.split('\n').nth(line - 1).unwrap_or("").chars().collect();
+                let mut i = col.min(text.len());
+                while i > 0 && text.get(i) != Some(&'(') {
+                    i -= 1;
+                }
+                col = i;
+            }
             display(source, line, col, &e.msg)
         })
         .collect();
