@@ -17,7 +17,9 @@ fn budget_of(options: &Value) -> i64 {
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 /// Whether the outcome of one case matches what Kubernetes' test expects; `Err` explains.
@@ -29,7 +31,11 @@ fn run_case(case: &Value) -> Result<(), String> {
             (Some(true), Ok(_)) => Ok(()),
             (Some(false), Err(e)) => {
                 let want = strings(expect.get("errors"));
-                if want.iter().all(|w| e.contains(w.as_str())) { Ok(()) } else { Err(format!("error {e:?}, want {want:?}")) }
+                if want.iter().all(|w| e.contains(w.as_str())) {
+                    Ok(())
+                } else {
+                    Err(format!("error {e:?}, want {want:?}"))
+                }
             }
             (_, got) => Err(format!("got {got:?}")),
         };
@@ -121,6 +127,10 @@ fn main() -> ExitCode {
     for (test, (p, n)) in &by_test {
         println!("{test}: {p}/{n}");
     }
-    println!("cel_validation: {passed}/{} passed ({:.1}%)", cases.len(), 100.0 * passed as f64 / cases.len().max(1) as f64);
+    println!(
+        "cel_validation: {passed}/{} passed ({:.1}%)",
+        cases.len(),
+        100.0 * passed as f64 / cases.len().max(1) as f64
+    );
     ExitCode::SUCCESS
 }

@@ -67,7 +67,15 @@ impl<'d> Checker<'d> {
             Var { name: "self".into(), ty: self_ty, decl: self_decl, visible: true },
             Var { name: "oldSelf".into(), ty: old_self.unwrap_or(Type::Dyn), decl: self_decl, visible: old_visible },
         ];
-        Checker { scope, errors: Vec::new(), suppress: 0, uses_old_self: false, slots: 2, program_errors: Vec::new(), mixed_literal_ok: false }
+        Checker {
+            scope,
+            errors: Vec::new(),
+            suppress: 0,
+            uses_old_self: false,
+            slots: 2,
+            program_errors: Vec::new(),
+            mixed_literal_ok: false,
+        }
     }
 
     fn err(&mut self, id: u64, msg: impl Into<String>) {
@@ -158,16 +166,18 @@ impl<'d> Checker<'d> {
             (t, m) => (t.clone(), false, m),
         };
         let (ty, decl, json_name) = match &inner {
-            Type::Object(_) => match operand.decl.and_then(|d| d.field(field).or_else(|| d.field(&keyword_field(field)))) {
-                Some((json, decl)) => (decl.ty.clone(), Some(decl), json.clone()),
-                None => match inner_field(&inner, field) {
-                    Some((json, decl)) => (decl.ty.clone(), None, json),
-                    None => {
-                        self.err(id, format!("undefined field '{field}'"));
-                        return Checked::error();
-                    }
-                },
-            },
+            Type::Object(_) => {
+                match operand.decl.and_then(|d| d.field(field).or_else(|| d.field(&keyword_field(field)))) {
+                    Some((json, decl)) => (decl.ty.clone(), Some(decl), json.clone()),
+                    None => match inner_field(&inner, field) {
+                        Some((json, decl)) => (decl.ty.clone(), None, json),
+                        None => {
+                            self.err(id, format!("undefined field '{field}'"));
+                            return Checked::error();
+                        }
+                    },
+                }
+            }
             Type::Map(_, v) => ((**v).clone(), operand.decl.and_then(|d| d.elem.as_deref()), field.to_string()),
             Type::Dyn | Type::Error => (Type::Dyn, None, field.to_string()),
             other => {
@@ -333,6 +343,8 @@ impl<'d> Checker<'d> {
             _ => init.size,
         };
         let ty = result.ty.clone();
+        // `filter` keeps its range's items, and so their declared sizes.
+        let decl = if ty == range.ty { range.decl } else { None };
         let ir = Ir::Fold(Box::new(Fold {
             range: range.ir,
             var,
@@ -343,7 +355,7 @@ impl<'d> Checker<'d> {
             step: step.ir,
             result: result.ir,
         }));
-        Checked { ir, ty, decl: None, cost, size }
+        Checked { ir, ty, decl, cost, size }
     }
 
     fn call(&mut self, e: &IdedExpr, name: &str, target: Option<&IdedExpr>, args: &[IdedExpr]) -> Checked<'d> {
@@ -372,7 +384,13 @@ impl<'d> Checker<'d> {
                 let arg = args.first().map(|a| self.check(a)).unwrap_or_else(Checked::error);
                 let cost = arg.cost.add(Cost::fixed(1));
                 let ty = Type::type_of(arg.ty.clone());
-                return Checked { ir: Ir::Call { func: Func::TypeOf, args: vec![arg.ir] }, ty, decl: None, cost, size: None };
+                return Checked {
+                    ir: Ir::Call { func: Func::TypeOf, args: vec![arg.ir] },
+                    ty,
+                    decl: None,
+                    cost,
+                    size: None,
+                };
             }
             _ => {}
         }
@@ -500,7 +518,11 @@ impl<'d> Checker<'d> {
             }
         }
         let cost = Cost { min: l.cost.min, max: l.cost.add(r.cost).max };
-        let ir = if name == "_&&_" { Ir::And(Box::new(l.ir), Box::new(r.ir)) } else { Ir::Or(Box::new(l.ir), Box::new(r.ir)) };
+        let ir = if name == "_&&_" {
+            Ir::And(Box::new(l.ir), Box::new(r.ir))
+        } else {
+            Ir::Or(Box::new(l.ir), Box::new(r.ir))
+        };
         Checked { ir, ty: Type::Bool, decl: None, cost, size: None }
     }
 
@@ -512,10 +534,13 @@ impl<'d> Checker<'d> {
         let types_ok = matches!(c.ty, Type::Bool | Type::Dyn | Type::Error)
             && (t.ty.is_dyn_or_error() || f.ty.is_dyn_or_error() || compatible(&t.ty, &f.ty));
         if !types_ok {
-            self.err(e.id, format!("found no matching overload for '_?_:_' applied to '({}, {}, {})'", c.ty, t.ty, f.ty));
+            self.err(
+                e.id,
+                format!("found no matching overload for '_?_:_' applied to '({}, {}, {})'", c.ty, t.ty, f.ty),
+            );
             return Checked::error();
         }
-        let ty = join(&t.ty, &f.ty);
+        let ty = join_specific(&t.ty, &f.ty);
         let cost = c.cost.add(t.cost.union(f.cost));
         let size = Some(t.size_or_unknown().union(f.size_or_unknown()));
         let decl = if t.decl == f.decl { t.decl } else { None };
@@ -538,7 +563,10 @@ impl<'d> Checker<'d> {
             (Type::Map(k, v), i) if compatible(k, i) || i.is_dyn_or_error() || k.is_dyn_or_error() => (**v).clone(),
             (Type::Dyn | Type::Error, _) => Type::Dyn,
             _ => {
-                self.err(e.id, format!("found no matching overload for '{name}' applied to '({}, {})'", operand.ty, index.ty));
+                self.err(
+                    e.id,
+                    format!("found no matching overload for '{name}' applied to '({}, {})'", operand.ty, index.ty),
+                );
                 return Checked::error();
             }
         };
@@ -567,6 +595,18 @@ fn result_decl<'d>(func: Func, all: &[Checked<'d>]) -> Option<&'d Decl> {
         Func::Dyn | Func::Distinct | Func::Reverse | Func::Sort | Func::Slice => all.first().and_then(|a| a.decl),
         Func::Min | Func::Max | Func::OptValue => all.first().and_then(|a| a.decl).and_then(|d| d.elem.as_deref()),
         _ => None,
+    }
+}
+
+/// The type of a conditional: where one branch is `dyn` (an accumulator not yet refined),
+/// the other branch's type.
+fn join_specific(a: &Type, b: &Type) -> Type {
+    match (a, b) {
+        (Type::Dyn, x) | (x, Type::Dyn) => x.clone(),
+        (Type::List(x), Type::List(y)) => Type::list(join_specific(x, y)),
+        (Type::Map(xk, xv), Type::Map(yk, yv)) => Type::map(join_specific(xk, yk), join_specific(xv, yv)),
+        (x, y) if x == y => x.clone(),
+        _ => Type::Dyn,
     }
 }
 
@@ -665,7 +705,10 @@ fn inner_field(ty: &Type, field: &str) -> Option<(String, Decl)> {
 
 /// Since Kubernetes 1.30 a CEL keyword may name its escaped field: `self.if` is `self.__if__`.
 fn keyword_field(field: &str) -> String {
-    if super::escaping::escape(field).is_some_and(|e| e != field) && !field.contains(['.', '-', '/']) && !field.contains("__") {
+    if super::escaping::escape(field).is_some_and(|e| e != field)
+        && !field.contains(['.', '-', '/'])
+        && !field.contains("__")
+    {
         format!("__{field}__")
     } else {
         field.to_string()
@@ -706,7 +749,10 @@ impl<'d> Checker<'d> {
             Some(Expr::Ident(n)) => Some(n.clone()),
             _ => None,
         };
-        if name == "bind" && matches!(&target.expr, Expr::Ident(n) if n == "cel") && !self.is_var("cel") && args.len() == 3
+        if name == "bind"
+            && matches!(&target.expr, Expr::Ident(n) if n == "cel")
+            && !self.is_var("cel")
+            && args.len() == 3
         {
             let var = ident(args.first())?;
             let init = self.check(args.get(1)?);
@@ -776,14 +822,8 @@ impl<'d> Checker<'d> {
         let range_size = range.size_or_unknown();
         let per_item = body.cost.add(filter.as_ref().map_or(Cost::ZERO, |f| f.cost)).add(Cost::fixed(2));
         let cost = range.cost.add(range_size.times_cost(per_item));
-        let ir = Ir::Loop(Box::new(Loop {
-            kind,
-            range: range.ir,
-            var,
-            var2,
-            filter: filter.map(|f| f.ir),
-            body: body.ir,
-        }));
+        let ir =
+            Ir::Loop(Box::new(Loop { kind, range: range.ir, var, var2, filter: filter.map(|f| f.ir), body: body.ir }));
         Some(Checked { ir, ty, decl: None, cost, size: Some(range_size) })
     }
 
@@ -829,6 +869,12 @@ impl<'d> Checker<'d> {
         let cost = t.cost.add(size.times_cost(key.cost.add(Cost::fixed(1))));
         let ty = t.ty.clone();
         let decl = t.decl;
-        Checked { ir: Ir::SortBy { target: Box::new(t.ir), slot, key: Box::new(key.ir) }, ty, decl, cost, size: Some(size) }
+        Checked {
+            ir: Ir::SortBy { target: Box::new(t.ir), slot, key: Box::new(key.ir) },
+            ty,
+            decl,
+            cost,
+            size: Some(size),
+        }
     }
 }

@@ -117,7 +117,9 @@ fn compile_node(
         let decl = Decl::of(node, "self");
         for (i, spec) in node.rules.iter().enumerate() {
             let rule_path = path.child("x-kubernetes-validations").index(i);
-            if let Some(compiled) = compile_rule(node, decl.as_ref(), spec, &rule_path, cardinality, uncorrelatable, ctx) {
+            if let Some(compiled) =
+                compile_rule(node, decl.as_ref(), spec, &rule_path, cardinality, uncorrelatable, ctx)
+            {
                 out.rules.push(compiled);
             }
         }
@@ -129,13 +131,27 @@ fn compile_node(
             "granular" | "atomic" => uncorrelatable.cloned(),
             _ => Some(uncorrelatable.cloned().unwrap_or_else(|| child_path.clone())),
         };
-        let sub = compile_node(prop, &child_path, prop.embedded, child_cardinality(cardinality, node), map_uncorrelatable.as_ref(), ctx);
+        let sub = compile_node(
+            prop,
+            &child_path,
+            prop.embedded,
+            child_cardinality(cardinality, node),
+            map_uncorrelatable.as_ref(),
+            ctx,
+        );
         if !sub.is_empty() {
             out.properties.insert(name.clone(), sub);
         }
     }
     if let Some(values) = node.additional.as_deref() {
-        let sub = compile_node(values, &path.child("additionalProperties"), values.embedded, child_cardinality(cardinality, node), uncorrelatable, ctx);
+        let sub = compile_node(
+            values,
+            &path.child("additionalProperties"),
+            values.embedded,
+            child_cardinality(cardinality, node),
+            uncorrelatable,
+            ctx,
+        );
         if !sub.is_empty() {
             out.additional = Some(Box::new(sub));
         }
@@ -147,7 +163,8 @@ fn compile_node(
         } else {
             Some(uncorrelatable.cloned().unwrap_or_else(|| items_path.clone()))
         };
-        let sub = compile_node(items, &items_path, items.embedded, child_cardinality(cardinality, node), unc.as_ref(), ctx);
+        let sub =
+            compile_node(items, &items_path, items.embedded, child_cardinality(cardinality, node), unc.as_ref(), ctx);
         if !sub.is_empty() {
             out.items = Some(Box::new(sub));
         }
@@ -220,14 +237,28 @@ fn compile_rule(
     if rule.is_empty() {
         shape_errors.push(FieldError::required(rule_path.child("rule"), "rule is not specified"));
     } else if !spec.message.is_empty() && message.is_empty() {
-        shape_errors.push(FieldError::invalid(rule_path.child("message"), spec.message.as_str(), "must be non-empty if specified"));
+        shape_errors.push(FieldError::invalid(
+            rule_path.child("message"),
+            spec.message.as_str(),
+            "must be non-empty if specified",
+        ));
     } else if has_line_breaks(message) {
-        shape_errors.push(FieldError::invalid(rule_path.child("message"), spec.message.as_str(), "must not contain line breaks"));
+        shape_errors.push(FieldError::invalid(
+            rule_path.child("message"),
+            spec.message.as_str(),
+            "must not contain line breaks",
+        ));
     } else if has_line_breaks(rule) && message.is_empty() {
-        shape_errors.push(FieldError::required(rule_path.child("message"), "message must be specified if rule contains line breaks"));
+        shape_errors.push(FieldError::required(
+            rule_path.child("message"),
+            "message must be specified if rule contains line breaks",
+        ));
     }
     if !spec.message_expression.is_empty() && spec.message_expression.trim().is_empty() {
-        shape_errors.push(FieldError::required(rule_path.child("messageExpression"), "messageExpression must be non-empty if specified"));
+        shape_errors.push(FieldError::required(
+            rule_path.child("messageExpression"),
+            "messageExpression must be non-empty if specified",
+        ));
     }
     if let Some(reason) = &spec.reason {
         if !REASONS.contains(&reason.as_str()) {
@@ -237,13 +268,25 @@ fn compile_rule(
     let mut field_path = None;
     if !spec.field_path.is_empty() {
         if spec.field_path.trim().is_empty() {
-            shape_errors.push(FieldError::invalid(rule_path.child("fieldPath"), spec.field_path.as_str(), "must be non-empty if specified"));
+            shape_errors.push(FieldError::invalid(
+                rule_path.child("fieldPath"),
+                spec.field_path.as_str(),
+                "must be non-empty if specified",
+            ));
         } else if has_line_breaks(&spec.field_path) {
-            shape_errors.push(FieldError::invalid(rule_path.child("fieldPath"), spec.field_path.as_str(), "must not contain line breaks"));
+            shape_errors.push(FieldError::invalid(
+                rule_path.child("fieldPath"),
+                spec.field_path.as_str(),
+                "must not contain line breaks",
+            ));
         }
         match fieldpath::resolve(&spec.field_path, node) {
             Ok(p) => field_path = Some(p),
-            Err(_) => shape_errors.push(FieldError::invalid(rule_path.child("fieldPath"), spec.field_path.as_str(), "must be a valid path")),
+            Err(_) => shape_errors.push(FieldError::invalid(
+                rule_path.child("fieldPath"),
+                spec.field_path.as_str(),
+                "must be a valid path",
+            )),
         }
     }
     let had_shape_errors = !shape_errors.is_empty();
@@ -290,7 +333,11 @@ fn compile_rule(
                 observe(ctx, rule_path.child("messageExpression"), cost);
             }
             Err(detail) => {
-                ctx.errors.push(FieldError::invalid(rule_path.child("messageExpression"), bad_value.clone(), detail.clone()));
+                ctx.errors.push(FieldError::invalid(
+                    rule_path.child("messageExpression"),
+                    bad_value.clone(),
+                    detail.clone(),
+                ));
             }
         }
         Some(m)
@@ -305,7 +352,11 @@ fn compile_rule(
                 ));
             }
         } else if let Some(v) = spec.optional_old_self {
-            ctx.errors.push(FieldError::invalid(rule_path.child("optionalOldSelf"), v, "may not be set if oldSelf is not used in rule"));
+            ctx.errors.push(FieldError::invalid(
+                rule_path.child("optionalOldSelf"),
+                v,
+                "may not be set if oldSelf is not used in rule",
+            ));
         }
     }
     if decl.is_none() {
@@ -338,7 +389,12 @@ fn expression_cost(max_cost: u64, cardinality: Option<u64>, decl: Option<&Decl>)
 
 /// Parses and checks one expression against `self`'s declaration; the result must have type
 /// `want`. Returns the program (or Kubernetes' error text) and whether it uses `oldSelf`.
-pub fn compile_expr(source: &str, decl: Option<&Decl>, optional_old_self: bool, want: Type) -> (Result<Program, String>, bool) {
+pub fn compile_expr(
+    source: &str,
+    decl: Option<&Decl>,
+    optional_old_self: bool,
+    want: Type,
+) -> (Result<Program, String>, bool) {
     let parsed = Parser::new().enable_optional_syntax(true).parse_with_source_info(source);
     let (expr, info) = match parsed {
         Ok(p) => p,
@@ -349,10 +405,17 @@ pub fn compile_expr(source: &str, decl: Option<&Decl>, optional_old_self: bool, 
     let mut checker = Checker::new(decl, self_ty, Some(old_ty));
     let checked = checker.check(&expr);
     if !checker.errors.is_empty() {
-        return (Err(format!("compilation failed: {}", errors::check_errors(source, &info, &checker.errors))), checker.uses_old_self);
+        return (
+            Err(format!("compilation failed: {}", errors::check_errors(source, &info, &checker.errors))),
+            checker.uses_old_self,
+        );
     }
     if checked.ty != want && checked.ty != Type::Error {
-        let what = if want == Type::Bool { "cel expression must evaluate to a bool" } else { "messageExpression must evaluate to a string" };
+        let what = if want == Type::Bool {
+            "cel expression must evaluate to a bool"
+        } else {
+            "messageExpression must evaluate to a string"
+        };
         return (Err(what.into()), checker.uses_old_self);
     }
     if let Some(e) = checker.program_errors.first() {

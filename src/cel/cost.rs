@@ -96,7 +96,15 @@ fn size_of(c: Option<&Checked<'_>>) -> Size {
 pub fn is_scalar(t: &Type) -> bool {
     matches!(
         t,
-        Type::Bool | Type::Int | Type::Uint | Type::Double | Type::Duration | Type::Timestamp | Type::Null | Type::Opaque(_) | Type::TypeOf(_)
+        Type::Bool
+            | Type::Int
+            | Type::Uint
+            | Type::Double
+            | Type::Duration
+            | Type::Timestamp
+            | Type::Null
+            | Type::Opaque(_)
+            | Type::TypeOf(_)
     )
 }
 
@@ -181,7 +189,9 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
             let n = size_of(a0);
             (n.times(n).times_cost(Cost::fixed(1)).add(Cost::fixed(1)), Some(n))
         }
-        Func::Reverse | Func::Slice | Func::Flatten => (size_of(a0).times_cost(Cost::fixed(1)).add(Cost::fixed(1)), Some(size_of(a0))),
+        Func::Reverse | Func::Slice | Func::Flatten => {
+            (size_of(a0).times_cost(Cost::fixed(1)).add(Cost::fixed(1)), Some(size_of(a0)))
+        }
         Func::Url | Func::IsUrl | Func::Ip | Func::IsIp | Func::IpIsCanonical | Func::Cidr | Func::IsCidr => {
             (traverse(size_of(a0)).add(Cost::fixed(1)), None)
         }
@@ -219,9 +229,13 @@ pub fn runtime_call_cost(func: Func, args: &[Value<'_>], result: Option<&Value<'
         }
         Func::In => size(1),
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => traverse(size(0)),
-        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::CharAt | Func::Replace | Func::Split => {
-            traverse(size(0)).max(1)
-        }
+        Func::LowerAscii
+        | Func::UpperAscii
+        | Func::Trim
+        | Func::Substring
+        | Func::CharAt
+        | Func::Replace
+        | Func::Split => traverse(size(0)).max(1),
         Func::IndexOf | Func::LastIndexOf => match args.first() {
             Some(Value::Str(_)) => traverse(size(0)).max(1),
             _ => size(0).max(1),

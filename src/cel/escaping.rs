@@ -5,8 +5,27 @@
 
 /// Words CEL reserves; a property named exactly so is spelled `__word__`.
 const RESERVED: &[&str] = &[
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
-    "loop", "package", "namespace", "return", "var", "void", "while",
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
 ];
 
 /// The CEL spelling of a property name, or `None` when CEL cannot reach the property.

@@ -132,7 +132,10 @@ impl<'a> Evaluator<'a> {
                     }
                     for (existing, _) in &out {
                         if equals(existing, &key)? {
-                            return Err(EvalError::new(format!("Failed with repeated key: {}", library::display(&key))));
+                            return Err(EvalError::new(format!(
+                                "Failed with repeated key: {}",
+                                library::display(&key)
+                            )));
                         }
                     }
                     out.push((key, val));
@@ -267,7 +270,9 @@ impl<'a> Evaluator<'a> {
     fn two_var_loop(&mut self, l: &'a Loop) -> EvalResult<'a> {
         let range = self.eval(&l.range)?;
         let pairs: Vec<(Value<'a>, Value<'a>)> = match &range {
-            Value::List(list) => list.items()?.into_iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v)).collect(),
+            Value::List(list) => {
+                list.items()?.into_iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v)).collect()
+            }
             Value::Map(m) => {
                 let mut out = Vec::new();
                 for k in map_keys(m) {
@@ -420,4 +425,3 @@ fn index_value<'a>(v: Value<'a>, i: &Value<'a>, optional: bool) -> EvalResult<'a
         _ => Err(EvalError::no_overload()),
     }
 }
-

@@ -172,24 +172,58 @@ pub enum Ir {
     Const(Const),
     /// A variable by its slot on the variable stack.
     Var(usize),
-    Select { operand: Box<Ir>, field: Arc<str>, mode: SelectMode },
-    Index { operand: Box<Ir>, index: Box<Ir>, optional: bool },
-    Call { func: Func, args: Vec<Ir> },
+    Select {
+        operand: Box<Ir>,
+        field: Arc<str>,
+        mode: SelectMode,
+    },
+    Index {
+        operand: Box<Ir>,
+        index: Box<Ir>,
+        optional: bool,
+    },
+    Call {
+        func: Func,
+        args: Vec<Ir>,
+    },
     /// `target.matches(re)`, `find`, `findAll` with a constant pattern, compiled once.
-    Regex { func: Func, args: Vec<Ir>, regex: Arc<regex::Regex>, pattern_len: usize },
+    Regex {
+        func: Func,
+        args: Vec<Ir>,
+        regex: Arc<regex::Regex>,
+        pattern_len: usize,
+    },
     And(Box<Ir>, Box<Ir>),
     Or(Box<Ir>, Box<Ir>),
     Cond(Box<Ir>, Box<Ir>, Box<Ir>),
-    List { elems: Vec<Ir>, optional: Vec<bool> },
-    Map { entries: Vec<(Ir, Ir, bool)> },
+    List {
+        elems: Vec<Ir>,
+        optional: Vec<bool>,
+    },
+    Map {
+        entries: Vec<(Ir, Ir, bool)>,
+    },
     Fold(Box<Fold>),
     Loop(Box<Loop>),
     /// `cel.bind(v, init, body)`
-    Bind { slot: usize, init: Box<Ir>, body: Box<Ir> },
+    Bind {
+        slot: usize,
+        init: Box<Ir>,
+        body: Box<Ir>,
+    },
     /// `opt.optMap(v, body)` / `opt.optFlatMap(v, body)`
-    OptMap { target: Box<Ir>, slot: usize, body: Box<Ir>, flat: bool },
+    OptMap {
+        target: Box<Ir>,
+        slot: usize,
+        body: Box<Ir>,
+        flat: bool,
+    },
     /// `list.sortBy(v, key)`
-    SortBy { target: Box<Ir>, slot: usize, key: Box<Ir> },
+    SortBy {
+        target: Box<Ir>,
+        slot: usize,
+        key: Box<Ir>,
+    },
 }
 
 /// A comprehension as the standard macros expand them.

@@ -70,7 +70,14 @@ impl Rules {
     }
 
     /// Validates with an explicit root path, cost budget and per-call cost limit.
-    pub fn validate_with_limits(&self, root: &Path, new: &Json, old: Option<&Json>, budget: i64, per_call: u64) -> Outcome {
+    pub fn validate_with_limits(
+        &self,
+        root: &Path,
+        new: &Json,
+        old: Option<&Json>,
+        budget: i64,
+        per_call: u64,
+    ) -> Outcome {
         validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call)
     }
 }

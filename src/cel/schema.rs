@@ -111,9 +111,9 @@ impl Node {
                 .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
                 .unwrap_or_default()
         };
-        let enum_max_len = get("enum").and_then(Json::as_array).and_then(|values| {
-            values.iter().filter_map(|v| v.as_str().map(|s| s.len() as i64)).max()
-        });
+        let enum_max_len = get("enum")
+            .and_then(Json::as_array)
+            .and_then(|values| values.iter().filter_map(|v| v.as_str().map(|s| s.len() as i64)).max());
         let rules = get("x-kubernetes-validations")
             .and_then(Json::as_array)
             .map(|rules| rules.iter().map(read_rule).collect())

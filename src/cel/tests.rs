@@ -30,7 +30,11 @@ fn spec_rule(rule: &str, props: Value) -> Value {
 fn check(rule: &str, props: Value, good: Value, bad: Value) {
     let schema = spec_rule(rule, props);
     assert_eq!(errors(&schema, json!({"spec": good}), None), Vec::<String>::new(), "{rule} should pass");
-    assert_eq!(errors(&schema, json!({"spec": bad}), None), vec![format!("spec: Invalid value: failed rule: {rule}")], "{rule}");
+    assert_eq!(
+        errors(&schema, json!({"spec": bad}), None),
+        vec![format!("spec: Invalid value: failed rule: {rule}")],
+        "{rule}"
+    );
 }
 
 /// Checks a rule evaluated on a scalar or list value at `spec.v`.
@@ -87,7 +91,8 @@ fn docs_rule_examples() {
         json!({"stateCounts": {"Available": 1}}),
         json!({"stateCounts": {"Pending": 1}}),
     );
-    let two_lists = json!({"list1": {"type": "array", "items": string()}, "list2": {"type": "array", "items": string()}});
+    let two_lists =
+        json!({"list1": {"type": "array", "items": string()}, "list2": {"type": "array", "items": string()}});
     check(
         "(size(self.list1) == 0) != (size(self.list2) == 0)",
         two_lists,
@@ -118,7 +123,12 @@ fn docs_rule_examples() {
         json!({"created": "2023-01-01T00:00:00Z", "ttl": "1h", "expired": "2023-01-01T02:00:00Z"}),
         json!({"created": "2023-01-01T00:00:00Z", "ttl": "3h", "expired": "2023-01-01T02:00:00Z"}),
     );
-    check("self.health.startsWith('ok')", json!({"health": string()}), json!({"health": "ok: fine"}), json!({"health": "bad"}));
+    check(
+        "self.health.startsWith('ok')",
+        json!({"health": string()}),
+        json!({"health": "ok: fine"}),
+        json!({"health": "bad"}),
+    );
     let widgets = json!({"widgets": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"],
         "items": {"type": "object", "required": ["key"], "properties": {"key": string(), "foo": int()}}}});
     check(
@@ -143,7 +153,12 @@ fn docs_rule_examples() {
     let bounded = json!({"type": "string", "maxLength": 64});
     let sets = json!({"set1": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 100, "items": bounded},
         "set2": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 100, "items": bounded}});
-    check("self.set1.all(e, !(e in self.set2))", sets, json!({"set1": ["a"], "set2": ["b"]}), json!({"set1": ["a"], "set2": ["a"]}));
+    check(
+        "self.set1.all(e, !(e in self.set2))",
+        sets,
+        json!({"set1": ["a"], "set2": ["b"]}),
+        json!({"set1": ["a"], "set2": ["a"]}),
+    );
     let names = json!({"names": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 100, "items": bounded},
         "details": {"type": "object", "maxProperties": 100, "additionalProperties": string()}});
     check(
@@ -158,7 +173,10 @@ fn docs_rule_examples() {
 fn docs_rules_written_with_mistakes_are_refused_at_load() {
     // The docs' table spells these with typos; Kubernetes refuses them, and so do we.
     let envars = json!({"envars": {"type": "array", "items": {"type": "object", "properties": {"name": string(), "value": string()}}}});
-    let errs = compile_errors(spec_rule("self.envars.filter(e, e.name = 'MY_ENV').all(e, e.value.matches('^[a-zA-Z]*$')", envars));
+    let errs = compile_errors(spec_rule(
+        "self.envars.filter(e, e.name = 'MY_ENV').all(e, e.value.matches('^[a-zA-Z]*$')",
+        envars,
+    ));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("compilation failed: ERROR: <input>:1:"), "{errs:?}");
     let map = json!({"map1": {"type": "object", "additionalProperties": string()}});
@@ -175,7 +193,9 @@ fn metadata_name_is_reachable_at_the_root() {
         errors(&schema, json!({"metadata": {"name": "x"}, "prefix": "ab"}), None),
         vec!["<nil>: Invalid value: failed rule: self.metadata.name.startsWith(self.prefix)"]
     );
-    let errs = compile_errors(json!({"type": "object", "x-kubernetes-validations": [{"rule": "has(self.metadata.namespace)"}]}));
+    let errs = compile_errors(
+        json!({"type": "object", "x-kubernetes-validations": [{"rule": "has(self.metadata.namespace)"}]}),
+    );
     assert!(errs[0].contains("undefined field 'namespace'"), "{errs:?}");
 }
 
@@ -218,7 +238,8 @@ fn docs_compile_errors_word_for_word() {
         prop["x-kubernetes-validations"] = json!([{"rule": rule}]);
         compile_errors(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"f": prop}}}}))
     };
-    let first_line = |errs: Vec<String>| errs.first().map(|e| e.lines().next().unwrap_or("").to_string()).unwrap_or_default();
+    let first_line =
+        |errs: Vec<String>| errs.first().map(|e| e.lines().next().unwrap_or("").to_string()).unwrap_or_default();
     assert_eq!(
         first_line(on(int(), "self == true")),
         r#"openAPIV3Schema.properties[spec].properties[f].x-kubernetes-validations[0].rule: Invalid value: {"rule":"self == true"}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'"#
@@ -231,7 +252,10 @@ fn docs_compile_errors_word_for_word() {
     let errs = on(int(), "self == true");
     assert!(errs[0].ends_with("\n | self == true\n | .....^"), "{errs:?}");
     assert!(on(string(), "self").iter().any(|e| e.ends_with("cel expression must evaluate to a bool")));
-    assert!(on(string(), "authorizer.path('/healthz').check('get').allowed()")[0].contains("undeclared reference to 'authorizer'"));
+    assert!(
+        on(string(), "authorizer.path('/healthz').check('get').allowed()")[0]
+            .contains("undeclared reference to 'authorizer'")
+    );
 }
 
 #[test]
@@ -251,13 +275,18 @@ fn transition_rules() {
     assert!(transition(obj.clone(), keep, json!({"field": "x"}), json!({"field": "y"})).is_empty());
     assert_eq!(transition(obj, keep, json!({"field": "x"}), json!({})).len(), 1);
     let set = json!({"type": "array", "x-kubernetes-list-type": "set", "maxItems": 100, "items": {"type": "string", "maxLength": 64}});
-    assert!(transition(set.clone(), "self.all(element, element in oldSelf)", json!(["a", "b"]), json!(["b"])).is_empty());
+    assert!(
+        transition(set.clone(), "self.all(element, element in oldSelf)", json!(["a", "b"]), json!(["b"])).is_empty()
+    );
     assert_eq!(transition(set, "self.all(element, element in oldSelf)", json!(["a"]), json!(["a", "c"])).len(), 1);
     let from_x = "oldSelf != 'X' || self in ['A', 'B']";
     assert!(transition(string(), from_x, json!("X"), json!("A")).is_empty());
     assert_eq!(transition(string(), from_x, json!("X"), json!("Y")).len(), 1);
     assert!(transition(int(), "self >= oldSelf", json!(1), json!(2)).is_empty());
-    assert_eq!(transition(int(), "self >= oldSelf", json!(2), json!(1)), vec!["v: Invalid value: 1: failed rule: self >= oldSelf"]);
+    assert_eq!(
+        transition(int(), "self >= oldSelf", json!(2), json!(1)),
+        vec!["v: Invalid value: 1: failed rule: self >= oldSelf"]
+    );
     // The docs' enum example, with its message.
     let levels = json!({"type": "string", "enum": ["low", "medium", "high"], "x-kubernetes-validations": [{
         "rule": "!(self == 'high' && oldSelf == 'low') && !(self == 'low' && oldSelf == 'high')",
@@ -285,10 +314,16 @@ fn transition_rules_need_a_correlatable_node() {
     // Items correlate by key, whatever their order.
     let old = json!({"l": [{"k": "a", "v": 1}, {"k": "b", "v": 5}]});
     assert!(errors(&map_list, json!({"l": [{"k": "b", "v": 6}, {"k": "a", "v": 1}]}), Some(old.clone())).is_empty());
-    assert_eq!(errors(&map_list, json!({"l": [{"k": "b", "v": 4}]}), Some(old)), vec!["l[0]: Invalid value: failed rule: self.v >= oldSelf.v"]);
+    assert_eq!(
+        errors(&map_list, json!({"l": [{"k": "b", "v": 4}]}), Some(old)),
+        vec!["l[0]: Invalid value: failed rule: self.v >= oldSelf.v"]
+    );
     let errs = compile_errors(json!({"type": "object", "properties": {"v": {"type": "string",
         "x-kubernetes-validations": [{"rule": "self == 'a'", "optionalOldSelf": true}]}}}));
-    assert!(errs[0].contains("optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"), "{errs:?}");
+    assert!(
+        errs[0].contains("optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -297,5 +332,8 @@ fn optional_old_self_runs_on_create() {
         "rule": "!oldSelf.hasValue() || self == oldSelf.value()", "optionalOldSelf": true, "message": "immutable"}]}}});
     assert!(errors(&schema, json!({"v": "a"}), None).is_empty());
     assert!(errors(&schema, json!({"v": "a"}), Some(json!({"v": "a"}))).is_empty());
-    assert_eq!(errors(&schema, json!({"v": "b"}), Some(json!({"v": "a"}))), vec![r#"v: Invalid value: "b": immutable"#]);
+    assert_eq!(
+        errors(&schema, json!({"v": "b"}), Some(json!({"v": "a"}))),
+        vec![r#"v: Invalid value: "b": immutable"#]
+    );
 }

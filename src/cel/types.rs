@@ -151,9 +151,11 @@ pub fn assignable(formal: &Type, actual: &Type, b: &mut Bindings) -> bool {
             Some(bound) => {
                 if assignable(&bound, actual, b) {
                     // A more specific type refines a `dyn` binding.
-                    if bound == Type::Dyn || matches!(bound, Type::List(_) | Type::Map(_, _)) {
-                        let joined = join(&bound, actual);
-                        set_binding(b, *p, joined);
+                    if bound == Type::Dyn {
+                        set_binding(b, *p, actual.clone());
+                    } else if matches!(bound, Type::List(_) | Type::Map(_, _)) {
+                        let refined = refine_dyn(&bound, actual);
+                        set_binding(b, *p, refined);
                     }
                     true
                 } else if assignable(actual, &bound, &mut Bindings::default()) {
@@ -175,6 +177,16 @@ pub fn assignable(formal: &Type, actual: &Type, b: &mut Bindings) -> bool {
         (Type::Object(f), Type::Object(a)) => f.name == a.name,
         (Type::Object(_), Type::Null) => true,
         (f, a) => f == a,
+    }
+}
+
+/// `bound` with its `dyn` parts replaced by what `actual` has there.
+fn refine_dyn(bound: &Type, actual: &Type) -> Type {
+    match (bound, actual) {
+        (Type::Dyn, a) => a.clone(),
+        (Type::List(x), Type::List(y)) => Type::list(refine_dyn(x, y)),
+        (Type::Map(xk, xv), Type::Map(yk, yv)) => Type::map(refine_dyn(xk, yk), refine_dyn(xv, yv)),
+        (b, _) => b.clone(),
     }
 }
 
@@ -230,7 +242,12 @@ impl Decl {
                 let items = node.items.as_deref()?;
                 let elem = Decl::of(items, &format!("{path}.@idx"))?;
                 let max = node.max_items.map_or((MAX_REQUEST_SIZE_BYTES - 2) / (elem.min_size + 1), |m| m.max(0));
-                Some(Decl { ty: Type::list(elem.ty.clone()), max_elements: max, min_size: 2, elem: Some(Box::new(elem)) })
+                Some(Decl {
+                    ty: Type::list(elem.ty.clone()),
+                    max_elements: max,
+                    min_size: 2,
+                    elem: Some(Box::new(elem)),
+                })
             }
             Shape::Object if node.additional.is_some() => {
                 let values = node.additional.as_deref()?;

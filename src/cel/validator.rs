@@ -120,7 +120,15 @@ fn item_key<'j>(item: &'j Json, keys: &[String]) -> Vec<Option<&'j Json>> {
 }
 
 impl Walk {
-    fn node<'a>(&mut self, rn: &RuleNode, node: &Node, path: &Path, new: &'a Json, old: Option<&'a Json>, r: Ratchet<'a>) {
+    fn node<'a>(
+        &mut self,
+        rn: &RuleNode,
+        node: &Node,
+        path: &Path,
+        new: &'a Json,
+        old: Option<&'a Json>,
+        r: Ratchet<'a>,
+    ) {
         if new.is_null() {
             return;
         }
@@ -177,7 +185,15 @@ impl Walk {
         FieldError::invalid(path.clone(), type_name(node), detail)
     }
 
-    fn expressions<'a>(&mut self, rules: &[CompiledRule], node: &Node, path: &Path, new: &'a Json, old: Option<&'a Json>, r: Ratchet<'a>) {
+    fn expressions<'a>(
+        &mut self,
+        rules: &[CompiledRule],
+        node: &Node,
+        path: &Path,
+        new: &'a Json,
+        old: Option<&'a Json>,
+        r: Ratchet<'a>,
+    ) {
         if rules.is_empty() {
             return;
         }
@@ -297,7 +313,8 @@ impl Walk {
     ) -> Result<Option<String>, String> {
         let this = from_json(new, node).ok().unwrap_or(Value::Null);
         let old_value = old.and_then(|o| from_json(o, node).ok());
-        let old_bound = if optional { Value::Optional(old_value.map(Rc::new)) } else { old_value.unwrap_or(Value::Null) };
+        let old_bound =
+            if optional { Value::Optional(old_value.map(Rc::new)) } else { old_value.unwrap_or(Value::Null) };
         let mut ev = Evaluator::new(this, old_bound, self.per_call_limit);
         let result = ev.eval(&program.ir);
         if ev.cost as i64 > self.budget {
@@ -316,7 +333,11 @@ impl Walk {
                 self.budget -= ev.cost as i64;
                 let Value::Str(s) = v else { return Ok(None) };
                 let text = s.as_str();
-                if text.trim().is_empty() || text.contains('\n') || text.contains('\r') || text.len() > MAX_MESSAGE_BYTES {
+                if text.trim().is_empty()
+                    || text.contains('\n')
+                    || text.contains('\r')
+                    || text.len() > MAX_MESSAGE_BYTES
+                {
                     return Ok(None);
                 }
                 Ok(Some(text.to_string()))
@@ -325,7 +346,8 @@ impl Walk {
     }
 }
 
-const BUDGET_MESSAGE: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
+const BUDGET_MESSAGE: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
 
 fn rule_error_string(rule: &CompiledRule) -> String {
     if !rule.spec.message.is_empty() { rule.spec.message.trim().to_string() } else { rule.spec.rule.trim().to_string() }

@@ -503,4 +503,3 @@ fn objects_equal<'a>(x: &Obj<'a>, y: &Obj<'a>) -> Result<bool, EvalError> {
     }
     Ok(true)
 }
-

@@ -324,7 +324,9 @@ fn check_selectable_fields<'a>(fields: impl Iterator<Item = &'a str>, path: &Pat
 
 /// The served model of a definition that passed [`check`].
 // --- CEL (issue 5): compile errors refuse the definition; the rules are built once.
-fn version_schema(v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion) -> Option<Value> {
+fn version_schema(
+    v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion,
+) -> Option<Value> {
     v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
 }
 

@@ -87,7 +87,9 @@ fn label_value(s: &str) -> Vec<String> {
 fn is_uuid(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
 }
 
 /// The problems with `s` in the named format (empty: valid).
@@ -106,14 +108,34 @@ pub fn validate(name: &str, s: &str) -> Vec<String> {
             Ok(_) => Vec::new(),
             Err(e) => vec![e],
         },
-        "uuid" => if is_uuid(s) { Vec::new() } else { vec!["does not match the UUID format".into()] },
+        "uuid" => {
+            if is_uuid(s) {
+                Vec::new()
+            } else {
+                vec!["does not match the UUID format".into()]
+            }
+        }
         "byte" => {
-            if base64::engine::general_purpose::STANDARD.decode(s).is_ok() { Vec::new() } else { vec!["invalid base64".into()] }
+            if base64::engine::general_purpose::STANDARD.decode(s).is_ok() {
+                Vec::new()
+            } else {
+                vec!["invalid base64".into()]
+            }
         }
         "date" => {
-            if s.parse::<jiff::civil::Date>().is_ok() && s.len() == 10 { Vec::new() } else { vec!["invalid date".into()] }
+            if s.parse::<jiff::civil::Date>().is_ok() && s.len() == 10 {
+                Vec::new()
+            } else {
+                vec!["invalid date".into()]
+            }
         }
-        "datetime" => if s.parse::<jiff::Timestamp>().is_ok() { Vec::new() } else { vec!["invalid datetime".into()] },
+        "datetime" => {
+            if s.parse::<jiff::Timestamp>().is_ok() {
+                Vec::new()
+            } else {
+                vec!["invalid datetime".into()]
+            }
+        }
         _ => Vec::new(),
     }
 }

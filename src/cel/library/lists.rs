@@ -178,13 +178,17 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         }
         Func::Slice => {
             let l = list(a0)?;
-            let (Some(Value::Int(start)), Some(Value::Int(end))) = (a1, a2) else { return Err(EvalError::no_overload()) };
+            let (Some(Value::Int(start)), Some(Value::Int(end))) = (a1, a2) else {
+                return Err(EvalError::no_overload());
+            };
             let (start, end) = (*start, *end);
             if start < 0 || end < 0 {
                 return Err(EvalError::new(format!("cannot slice({start}, {end}), negative indexes not supported")));
             }
             if start > end {
-                return Err(EvalError::new(format!("cannot slice({start}, {end}), start index must be less than or equal to end index")));
+                return Err(EvalError::new(format!(
+                    "cannot slice({start}, {end}), start index must be less than or equal to end index"
+                )));
             }
             if end as usize > l.len() {
                 return Err(EvalError::new(format!("cannot slice({start}, {end}), list is length {}", l.len())));

@@ -270,7 +270,8 @@ fn add<'a>(a: Option<&Value<'a>>, b: Option<&Value<'a>>) -> EvalResult<'a> {
         (Some(Value::Duration(x)), Some(Value::Duration(y))) => {
             Duration::checked(x.0 + y.0).map(Value::Duration).map_err(|_| overflow())
         }
-        (Some(Value::Timestamp(t)), Some(Value::Duration(d))) | (Some(Value::Duration(d)), Some(Value::Timestamp(t))) => {
+        (Some(Value::Timestamp(t)), Some(Value::Duration(d)))
+        | (Some(Value::Duration(d)), Some(Value::Timestamp(t))) => {
             t.shifted(t.0 + d.0).map(Value::Timestamp).map_err(|_| overflow())
         }
         _ => arith(a, b, i64::checked_add, u64::checked_add, |x, y| x + y),
@@ -304,15 +305,21 @@ fn convert<'a>(func: Func, v: &Value<'a>) -> EvalResult<'a> {
                 Err(overflow())
             }
         }
-        (Func::ToInt, Value::Str(s)) => s.as_str().parse::<i64>().map(Value::Int).map_err(|_| {
-            EvalError::new(format!("cannot convert string {:?} to int", s.as_str()))
-        }),
+        (Func::ToInt, Value::Str(s)) => s
+            .as_str()
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|_| EvalError::new(format!("cannot convert string {:?} to int", s.as_str()))),
         (Func::ToInt, Value::Timestamp(t)) => Ok(Value::Int(t.0.div_euclid(1_000_000_000) as i64)),
         (Func::ToInt, Value::Duration(d)) => Ok(Value::Int(d.0 as i64)),
         (Func::ToUint, Value::Uint(u)) => Ok(Value::Uint(*u)),
         (Func::ToUint, Value::Int(i)) => u64::try_from(*i).map(Value::Uint).map_err(|_| overflow()),
         (Func::ToUint, Value::Double(d)) => {
-            if d.is_finite() && *d >= 0.0 && *d < 1.844_674_407_370_955_2e19 { Ok(Value::Uint(*d as u64)) } else { Err(overflow()) }
+            if d.is_finite() && *d >= 0.0 && *d < 1.844_674_407_370_955_2e19 {
+                Ok(Value::Uint(*d as u64))
+            } else {
+                Err(overflow())
+            }
         }
         (Func::ToUint, Value::Str(s)) => s.as_str().parse::<u64>().map(Value::Uint).map_err(|_| range()),
         (Func::ToDouble, Value::Double(d)) => Ok(Value::Double(*d)),

@@ -36,14 +36,16 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
 }
 
 pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
-    let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("network address parse error during conversion from string: netip.ParsePrefix({s:?}): no '/'"))?;
+    let (addr, prefix) = s.split_once('/').ok_or_else(|| {
+        format!("network address parse error during conversion from string: netip.ParsePrefix({s:?}): no '/'")
+    })?;
     let addr = parse_ip(addr).map_err(|e| format!("network address parse error during conversion from string: {e}"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix: u8 = prefix
-        .parse()
-        .ok()
-        .filter(|p| *p <= max && !prefix.starts_with('+'))
-        .ok_or_else(|| format!("network address parse error during conversion from string: netip.ParsePrefix({s:?}): bad bits after slash"))?;
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max && !prefix.starts_with('+')).ok_or_else(|| {
+        format!(
+            "network address parse error during conversion from string: netip.ParsePrefix({s:?}): bad bits after slash"
+        )
+    })?;
     Ok(Cidr { addr, prefix })
 }
 

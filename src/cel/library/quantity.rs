@@ -137,7 +137,9 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
     let a1 = args.get(1);
     match func {
         Func::Quantity => match a0 {
-            Some(Value::Str(s)) => Quantity::parse(s.as_str()).map(|q| Value::Quantity(Rc::new(q))).map_err(EvalError::new),
+            Some(Value::Str(s)) => {
+                Quantity::parse(s.as_str()).map(|q| Value::Quantity(Rc::new(q))).map_err(EvalError::new)
+            }
             _ => Err(EvalError::no_overload()),
         },
         Func::IsQuantity => match a0 {

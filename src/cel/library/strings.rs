@@ -240,9 +240,9 @@ fn format(template: &str, args: &[Value<'_>]) -> Result<String, EvalError> {
             out.push('%');
             continue;
         }
-        let arg = args.get(next).ok_or_else(|| {
-            EvalError::new(format!("error during formatting: index {next} out of range"))
-        })?;
+        let arg = args
+            .get(next)
+            .ok_or_else(|| EvalError::new(format!("error during formatting: index {next} out of range")))?;
         next += 1;
         let text = match (verb, arg) {
             ('s', v) => as_text(v)?,
@@ -260,7 +260,9 @@ fn format(template: &str, args: &[Value<'_>]) -> Result<String, EvalError> {
             ('X', Value::Int(i)) => format!("{i:X}"),
             ('X', Value::Uint(u)) => format!("{u:X}"),
             ('X', Value::Str(s)) => s.as_str().bytes().map(|b| format!("{b:02X}")).collect(),
-            (v, _) => return Err(EvalError::new(format!("error during formatting: unrecognized formatting clause \"{v}\""))),
+            (v, _) => {
+                return Err(EvalError::new(format!("error during formatting: unrecognized formatting clause \"{v}\"")));
+            }
         };
         out.push_str(&text);
     }

@@ -31,7 +31,8 @@ fn unescape(s: &str, plus_is_space: bool) -> Result<String, String> {
     while let Some(&b) = bytes.get(i) {
         match b {
             b'%' => {
-                let hex = s.get(i + 1..i + 3).ok_or_else(|| format!("invalid URL escape {:?}", s.get(i..).unwrap_or("")))?;
+                let hex =
+                    s.get(i + 1..i + 3).ok_or_else(|| format!("invalid URL escape {:?}", s.get(i..).unwrap_or("")))?;
                 let v = u8::from_str_radix(hex, 16).map_err(|_| format!("invalid URL escape \"%{hex}\""))?;
                 out.push(v);
                 i += 3;
@@ -92,11 +93,7 @@ fn check_host(host: &str) -> Result<(), String> {
             None => return Ok(()),
         }
     };
-    if port.chars().all(|c| c.is_ascii_digit()) {
-        Ok(())
-    } else {
-        Err(format!("invalid port \":{port}\" after host"))
-    }
+    if port.chars().all(|c| c.is_ascii_digit()) { Ok(()) } else { Err(format!("invalid port \":{port}\" after host")) }
 }
 
 impl Url {
