@@ -633,7 +633,7 @@ fn same_type(a: &Type, b: &Type) -> bool {
                 && (same_type(xv, yv) || xv.is_dyn_or_error() || yv.is_dyn_or_error())
         }
         (Type::Optional(x), Type::Optional(y)) => same_type(x, y) || x.is_dyn_or_error() || y.is_dyn_or_error(),
-        (Type::TypeOf(_), Type::TypeOf(_)) => true,
+        (Type::Meta(_), Type::Meta(_)) => true,
         _ => a == b,
     }
 }
@@ -663,7 +663,7 @@ fn named_type(name: &str) -> Option<Type> {
         "null_type" => Type::Null,
         "list" => Type::list(Type::Dyn),
         "map" => Type::map(Type::Dyn, Type::Dyn),
-        "type" => Type::TypeOf(None),
+        "type" => Type::Meta(None),
         "optional_type" => Type::optional(Type::Dyn),
         "google.protobuf.Duration" => Type::Duration,
         "google.protobuf.Timestamp" => Type::Timestamp,

@@ -371,7 +371,7 @@ fn observe(ctx: &mut Ctx, path: Path, cost: u64) {
         return;
     }
     ctx.expensive.push((path, cost));
-    ctx.expensive.sort_by(|a, b| b.1.cmp(&a.1));
+    ctx.expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
     ctx.expensive.truncate(4);
 }
 
@@ -384,7 +384,7 @@ fn expression_cost(max_cost: u64, cardinality: Option<u64>, decl: Option<&Decl>)
     if max_cost == 0 {
         return 0;
     }
-    max_cost.checked_mul(times).unwrap_or(u64::MAX)
+    max_cost.saturating_mul(times)
 }
 
 /// Parses and checks one expression against `self`'s declaration; the result must have type

@@ -104,7 +104,8 @@ pub fn is_scalar(t: &Type) -> bool {
             | Type::Timestamp
             | Type::Null
             | Type::Opaque(_)
-            | Type::TypeOf(_)
+            | Type::Meta(_)
+            | Type::Optional(_)
     )
 }
 
@@ -150,7 +151,7 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
         Func::Matches | Func::Find | Func::FindAll => {
             let s = traverse(size_of(a0).add(Size::exact(1)));
             let r = size_of(a1).times_factor(REGEX_LENGTH_FACTOR);
-            let result_size = if func == Func::FindAll { Some(size_of(a0)) } else { Some(size_of(a0)) };
+            let result_size = Some(size_of(a0));
             (Cost { min: s.min.saturating_mul(r.min), max: s.max.saturating_mul(r.max) }, result_size)
         }
         Func::In => (size_of(a1).times_cost(Cost::fixed(1)), None),
@@ -196,7 +197,9 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
             (traverse(size_of(a0)).add(Cost::fixed(1)), None)
         }
         Func::Quantity | Func::IsQuantity | Func::Semver | Func::IsSemver | Func::Validate => {
-            (traverse(size_of(a0).union(size_of(a1))).add(Cost::fixed(1)), None)
+            // The string argument: the receiver's for `validate`, the first otherwise.
+            let text = if func == Func::Validate { size_of(a1) } else { size_of(a0) };
+            (traverse(text).add(Cost::fixed(1)), None)
         }
         Func::GetQuery | Func::GetEscapedPath | Func::GetHost | Func::GetHostname | Func::GetPort | Func::GetScheme => {
             (Cost::fixed(1), None)

@@ -337,3 +337,186 @@ fn optional_old_self_runs_on_create() {
         vec![r#"v: Invalid value: "b": immutable"#]
     );
 }
+
+#[test]
+fn standard_and_strings_libraries() {
+    for expr in [
+        "'hello'.contains('ell') && 'hello'.startsWith('he') && 'hello'.endsWith('lo')",
+        "'abc'.matches('^[a-c]+$') && !'abd'.matches('^[a-c]+$')",
+        "size('héllo') == 5 && int('42') == 42 && double('1.5') == 1.5 && string(12) == '12'",
+        "duration('1h30m').getMinutes() == 90 && timestamp('2023-05-01T10:00:00Z').getHours() == 10",
+        "timestamp('2023-05-01T10:00:00Z') + duration('1h') == timestamp('2023-05-01T11:00:00Z')",
+        "'Rook takes'.charAt(1) == 'o' && 'a,b,c'.split(',') == ['a', 'b', 'c'] && ['a', 'b'].join('-') == 'a-b'",
+        "' x '.trim() == 'x' && 'ABC'.lowerAscii() == 'abc' && 'abcabc'.lastIndexOf('b') == 4 && 'abc'.substring(1) == 'bc'",
+        "'%s is %d'.format(['x', 3]) == 'x is 3' && strings.quote('a\"b') == '\"a\\\\\"b\"'",
+        "sets.contains([1, 2, 3], [2]) && sets.equivalent([1, 2], [2, 1]) && sets.intersects([1], [1, 5])",
+        "optional.of(1).orValue(2) == 1 && optional.none().orValue(2) == 2 && {'a': 1}[?'b'].hasValue() == false",
+        "cel.bind(x, 2, x * x) == 4 && [1, 2].all(i, v, v > i) && {'a': 1}.exists(k, v, v == 1)",
+        "[1, 2, 3].transformList(i, v, v * 2) == [2, 4, 6] && {'a': 1}.transformMap(k, v, v + 1) == {'a': 2}",
+    ] {
+        assert!(holds(expr), "{expr}");
+    }
+    assert!(!holds("'abc'.startsWith('b')"));
+}
+
+#[test]
+fn kubernetes_libraries() {
+    for expr in [
+        // lists
+        "[1, 2, 3].isSorted() && [3, 1, 2].sum() == 6 && [3, 1, 2].min() == 1 && [3, 1, 2].max() == 3",
+        "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && ![2, 1].isSorted()",
+        "lists.range(3) == [0, 1, 2] && [3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2]",
+        "[[1], [2, 3]].flatten() == [1, 2, 3] && [1, 2, 3].slice(1, 3) == [2, 3] && [1, 2].reverse() == [2, 1]",
+        "['bb', 'a'].sortBy(s, size(s)) == ['a', 'bb']",
+        // regex
+        "'abc 123 def 456'.find('[0-9]+') == '123' && 'abc 123 def 456'.findAll('[0-9]+') == ['123', '456']",
+        "'a1b2c3'.findAll('[0-9]', 2) == ['1', '2']",
+        // urls
+        "url('https://example.com:8080/a%20b?x=1&x=2').getHost() == 'example.com:8080'",
+        "url('https://example.com:8080/p').getPort() == '8080' && url('https://[::1]/').getHostname() == '::1'",
+        "url('https://example.com/p?k=v&k=w').getQuery() == {'k': ['v', 'w']} && isURL('/path') && !isURL('nope')",
+        "url('https://example.com/with space').getEscapedPath() == '/with%20space' && url('https://x.io').getScheme() == 'https'",
+        // quantity
+        "quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('500m').isLessThan(quantity('1'))",
+        "quantity('2k').asInteger() == 2000 && quantity('1.5').asApproximateFloat() == 1.5 && !quantity('1.5').isInteger()",
+        "quantity('1k').add(quantity('500')) == quantity('1.5k') && quantity('1k').sub(1) == quantity('999')",
+        "quantity('-1').sign() == -1 && isQuantity('10Mi') && !isQuantity('10 Mi') && quantity('1').compareTo(quantity('1000m')) == 0",
+        // ip and cidr
+        "ip('10.0.0.1').family() == 4 && ip('::1').isLoopback() && isIP('192.168.0.1') && !isIP('192.168.0.256')",
+        "ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:DB8::1') && ip('169.254.1.1').isLinkLocalUnicast()",
+        "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3')) && !cidr('10.0.0.0/8').containsIP('11.0.0.1')",
+        "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8')",
+        "cidr('10.0.0.0/8').prefixLength() == 8 && string(cidr('10.0.0.0/8').ip()) == '10.0.0.0' && isCIDR('::/0')",
+        // format
+        "format.dns1123Label().validate('my-name') == optional.none() && format.dns1123Label().validate('My_Name').hasValue()",
+        "format.named('uuid').value().validate('123e4567-e89b-12d3-a456-426614174000') == optional.none()",
+        "!format.named('nope').hasValue() && format.labelValue().validate('') == optional.none()",
+        // semver
+        "semver('1.2.3').isLessThan(semver('1.10.0')) && semver('1.0.0-alpha').isLessThan(semver('1.0.0'))",
+        "semver('2.3.4').major() == 2 && semver('2.3.4').minor() == 3 && semver('2.3.4').patch() == 4",
+        "isSemver('1.2.3') && !isSemver('1.2') && isSemver('v1.2', true) && semver('1.2.3').compareTo(semver('1.2.3')) == 0",
+    ] {
+        assert!(holds(expr), "{expr}");
+    }
+}
+
+#[test]
+fn list_types_compare_and_concatenate_by_their_semantics() {
+    let set = json!({"type": "array", "x-kubernetes-list-type": "set", "maxItems": 10, "items": int()});
+    assert!(truth("self == [2, 1]", set.clone(), json!([1, 2])));
+    assert!(truth("self + [2, 3] == [1, 2, 3]", set.clone(), json!([1, 2])));
+    assert!(truth("(self + [3, 2])[2] == 3", set, json!([1, 2])));
+    let atomic = json!({"type": "array", "maxItems": 10, "items": int()});
+    assert!(!truth("self == [2, 1]", atomic.clone(), json!([1, 2])));
+    assert!(truth("self + [2] == [1, 2, 2]", atomic, json!([1, 2])));
+    let map = json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "maxItems": 10,
+        "items": {"type": "object", "required": ["k"], "properties": {"k": string(), "v": int()}}});
+    let items = json!([{"k": "a", "v": 1}, {"k": "b", "v": 2}]);
+    assert!(truth("self == self.reverse()", map.clone(), items.clone()));
+    // `+` keeps the positions of the left keys, takes the right values, appends new keys.
+    let merged = "(self + [self[1]]).size() == 2";
+    assert!(truth(merged, map.clone(), items.clone()));
+    assert!(truth("[self[0]].size() == 1", map, items));
+}
+
+#[test]
+fn escaped_property_names() {
+    let props = json!({"type": "object", "properties": {
+        "namespace": int(), "x-prop": int(), "redact__d": int(), "string": string()}});
+    for expr in [
+        "self.__namespace__ > 0",
+        "self.x__dash__prop > 0",
+        "self.redact__underscores__d > 0",
+        "self.string.startsWith('kube')",
+    ] {
+        assert!(
+            truth(expr, props.clone(), json!({"namespace": 1, "x-prop": 1, "redact__d": 1, "string": "kube-x"})),
+            "{expr}"
+        );
+    }
+}
+
+#[test]
+fn messages_reasons_and_field_paths() {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+    "properties": {"replicas": int(), "maxReplicas": int()},
+    "x-kubernetes-validations": [
+        {"rule": "self.replicas <= self.maxReplicas", "message": "replicas should be smaller than or equal to maxReplicas."},
+        {"rule": "self.replicas <= self.maxReplicas", "messageExpression": "'replicas ' + string(self.replicas) + ' is too many'"},
+        {"rule": "self.replicas <= self.maxReplicas", "reason": "FieldValueForbidden", "fieldPath": ".replicas"},
+    ]}}});
+    assert_eq!(
+        errors(&schema, json!({"spec": {"replicas": 20, "maxReplicas": 10}}), None),
+        vec![
+            "spec: Invalid value: replicas should be smaller than or equal to maxReplicas.",
+            "spec: Invalid value: replicas 20 is too many",
+            "spec.replicas: Forbidden: failed rule: self.replicas <= self.maxReplicas",
+        ]
+    );
+    let bad = compile_errors(
+        json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": int()},
+        "x-kubernetes-validations": [{"rule": "true", "reason": "Nope", "fieldPath": ".c", "messageExpression": "1"}]}}}),
+    );
+    assert!(bad.iter().any(|e| e.contains("reason: Unsupported value: \"Nope\"")), "{bad:?}");
+    assert!(bad.iter().any(|e| e.contains("fieldPath: Invalid value: \".c\": must be a valid path")), "{bad:?}");
+    assert!(bad.iter().any(|e| e.contains("messageExpression must evaluate to a string")), "{bad:?}");
+}
+
+#[test]
+fn unchanged_nodes_ratchet_to_warnings() {
+    let schema = json!({"type": "object", "properties": {
+        "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self == 'ok'"}]},
+        "b": {"type": "string", "x-kubernetes-validations": [{"rule": "self == 'ok'"}]}}});
+    let (rules, _) = Rules::compile(&schema, &Path::nil());
+    let out = rules.validate(&json!({"a": "bad", "b": "bad"}), Some(&json!({"a": "bad", "b": "ok"})));
+    assert_eq!(
+        out.errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        vec![r#"b: Invalid value: "bad": failed rule: self == 'ok'"#]
+    );
+    assert_eq!(out.warnings, vec![r#"a: Invalid value: "bad": failed rule: self == 'ok'"#]);
+}
+
+#[test]
+fn docs_cost_examples() {
+    let unbounded = json!({"type": "object", "properties": {"foo": {"type": "array", "items": string(),
+        "x-kubernetes-validations": [{"rule": "self.all(x, x.contains('a string'))"}]}}});
+    let errs = compile_errors(unbounded);
+    assert!(
+        errs.contains(&"openAPIV3Schema.properties[foo].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)".to_string()),
+        "{errs:?}"
+    );
+    let bounded = json!({"type": "object", "properties": {"foo": {"type": "array", "maxItems": 25,
+        "items": {"type": "string", "maxLength": 10}, "x-kubernetes-validations": [{"rule": "self.all(x, x.contains('a string'))"}]}}});
+    assert_eq!(compile_errors(bounded), Vec::<String>::new());
+    let on_items = json!({"type": "object", "properties": {"foo": {"type": "array", "maxItems": 25,
+        "items": {"type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": "self.contains('a string')"}]}}}});
+    assert_eq!(compile_errors(on_items), Vec::<String>::new());
+    let flat = json!({"type": "object", "properties": {"foo": {"type": "array", "items": int(),
+        "x-kubernetes-validations": [{"rule": "self.all(x, x == 5)"}]}}});
+    assert_eq!(compile_errors(flat), Vec::<String>::new());
+    let nested = json!({"type": "object", "properties": {"foo": {"type": "array", "items": {"type": "array", "items": int(),
+        "x-kubernetes-validations": [{"rule": "self.all(x, x == 5)"}]}}}});
+    let errs = compile_errors(nested);
+    assert!(
+        errs.iter().any(|e| e.contains(
+            "properties[foo].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget"
+        )),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn runtime_cost_limit_stops_evaluation() {
+    let schema = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 10, "items": string(),
+        "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x.matches(y)))"}]}}});
+    let (rules, _) = Rules::compile(&schema, &Path::nil());
+    let out = rules.validate_with_limits(&Path::nil(), &json!({"l": ["a", "b", "c"]}), None, 10_000_000, 5);
+    assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+    assert!(
+        out.errors[0]
+            .detail
+            .contains("no further validation rules will be run due to call cost exceeds limit for rule")
+    );
+    let out = rules.validate_with_limits(&Path::nil(), &json!({"l": ["a", "b", "c"]}), None, 3, 1_000_000);
+    assert!(out.errors[0].detail.contains("validation failed due to running out of cost budget"));
+}

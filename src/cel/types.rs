@@ -64,7 +64,7 @@ pub enum Type {
     Object(Arc<ObjectType>),
     Optional(Arc<Type>),
     /// The type of a type: `type(int)`; `Type(None)` is `type` itself.
-    TypeOf(Option<Arc<Type>>),
+    Meta(Option<Arc<Type>>),
     Opaque(Opaque),
     /// A type parameter of a function signature.
     Param(char),
@@ -86,7 +86,7 @@ impl Type {
     }
 
     pub fn type_of(t: Type) -> Type {
-        Type::TypeOf(Some(Arc::new(t)))
+        Type::Meta(Some(Arc::new(t)))
     }
 
     pub fn is_dyn_or_error(&self) -> bool {
@@ -111,8 +111,8 @@ impl fmt::Display for Type {
             Type::Map(k, v) => write!(f, "map({k}, {v})"),
             Type::Object(o) => f.write_str(&o.name),
             Type::Optional(t) => write!(f, "optional_type({t})"),
-            Type::TypeOf(Some(t)) => write!(f, "type({t})"),
-            Type::TypeOf(None) => f.write_str("type"),
+            Type::Meta(Some(t)) => write!(f, "type({t})"),
+            Type::Meta(None) => f.write_str("type"),
             Type::Opaque(o) => f.write_str(o.name()),
             Type::Param(c) => write!(f, "{c}"),
             Type::Error => f.write_str("*error*"),
@@ -136,7 +136,7 @@ impl Bindings {
             Type::List(e) => Type::list(self.substitute(e)),
             Type::Map(k, v) => Type::map(self.substitute(k), self.substitute(v)),
             Type::Optional(e) => Type::optional(self.substitute(e)),
-            Type::TypeOf(Some(e)) => Type::type_of(self.substitute(e)),
+            Type::Meta(Some(e)) => Type::type_of(self.substitute(e)),
             other => other.clone(),
         }
     }
@@ -158,10 +158,8 @@ pub fn assignable(formal: &Type, actual: &Type, b: &mut Bindings) -> bool {
                         set_binding(b, *p, refined);
                     }
                     true
-                } else if assignable(actual, &bound, &mut Bindings::default()) {
-                    true
                 } else {
-                    false
+                    assignable(actual, &bound, &mut Bindings::default())
                 }
             }
             None => {
@@ -173,7 +171,7 @@ pub fn assignable(formal: &Type, actual: &Type, b: &mut Bindings) -> bool {
         (Type::List(f), Type::List(a)) => assignable(f, a, b),
         (Type::Map(fk, fv), Type::Map(ak, av)) => assignable(fk, ak, b) && assignable(fv, av, b),
         (Type::Optional(f), Type::Optional(a)) => assignable(f, a, b),
-        (Type::TypeOf(_), Type::TypeOf(_)) => true,
+        (Type::Meta(_), Type::Meta(_)) => true,
         (Type::Object(f), Type::Object(a)) => f.name == a.name,
         (Type::Object(_), Type::Null) => true,
         (f, a) => f == a,

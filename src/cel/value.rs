@@ -371,7 +371,7 @@ pub fn equals<'a>(a: &Value<'a>, b: &Value<'a>) -> Result<bool, EvalError> {
             (Some(x), Some(y)) => equals(x, y)?,
             _ => false,
         },
-        (Value::Quantity(x), Value::Quantity(y)) => x.cmp(y) == Ordering::Equal,
+        (Value::Quantity(x), Value::Quantity(y)) => x.compare(y) == Ordering::Equal,
         (Value::Url(x), Value::Url(y)) => x.raw == y.raw,
         (Value::Ip(x), Value::Ip(y)) => x == y,
         (Value::Cidr(x), Value::Cidr(y)) => x == y,

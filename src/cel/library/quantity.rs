@@ -96,7 +96,7 @@ impl Quantity {
         Some((scale(self)?, scale(o)?, e))
     }
 
-    pub fn cmp(&self, o: &Quantity) -> Ordering {
+    pub fn compare(&self, o: &Quantity) -> Ordering {
         match self.aligned(o) {
             Some((a, b, _)) => a.cmp(&b),
             None => self.as_f64().partial_cmp(&o.as_f64()).unwrap_or(Ordering::Equal),
@@ -158,9 +158,9 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
             b.mantissa = -b.mantissa;
             Ok(Value::Quantity(Rc::new(quantity_arg(a0)?.add(&b)?)))
         }
-        Func::IsLessThan => Ok(Value::Bool(quantity_arg(a0)?.cmp(&quantity_arg(a1)?) == Ordering::Less)),
-        Func::IsGreaterThan => Ok(Value::Bool(quantity_arg(a0)?.cmp(&quantity_arg(a1)?) == Ordering::Greater)),
-        Func::CompareTo => Ok(Value::Int(match quantity_arg(a0)?.cmp(&quantity_arg(a1)?) {
+        Func::IsLessThan => Ok(Value::Bool(quantity_arg(a0)?.compare(&quantity_arg(a1)?) == Ordering::Less)),
+        Func::IsGreaterThan => Ok(Value::Bool(quantity_arg(a0)?.compare(&quantity_arg(a1)?) == Ordering::Greater)),
+        Func::CompareTo => Ok(Value::Int(match quantity_arg(a0)?.compare(&quantity_arg(a1)?) {
             Ordering::Less => -1,
             Ordering::Equal => 0,
             Ordering::Greater => 1,
@@ -176,11 +176,11 @@ mod tests {
     #[test]
     fn equal_quantities_in_different_units() {
         let q = |s: &str| Quantity::parse(s).unwrap();
-        assert_eq!(q("2M").cmp(&q("0.002G")), Ordering::Equal);
-        assert_eq!(q("1Ki").cmp(&q("1024")), Ordering::Equal);
-        assert_eq!(q("100m").cmp(&q("0.1")), Ordering::Equal);
+        assert_eq!(q("2M").compare(&q("0.002G")), Ordering::Equal);
+        assert_eq!(q("1Ki").compare(&q("1024")), Ordering::Equal);
+        assert_eq!(q("100m").compare(&q("0.1")), Ordering::Equal);
         assert!(Quantity::parse("1.2.3").is_err());
         assert!(Quantity::parse("5x").is_err());
-        assert_eq!(q("50k").add(&q("20")).unwrap().cmp(&q("50.02k")), Ordering::Equal);
+        assert_eq!(q("50k").add(&q("20")).unwrap().compare(&q("50.02k")), Ordering::Equal);
     }
 }
