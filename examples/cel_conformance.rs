@@ -2,6 +2,8 @@
 //! repository, `../shared/conformance/cel_validation.json`) through `crd_apiserver::cel` and
 //! prints the pass rate. Run by `hack/cel-conformance.sh`; not part of the test suite.
 
+#![allow(clippy::indexing_slicing)] // JSON test data indexed with serde_json's total `Index`.
+
 use std::process::ExitCode;
 
 use crd_apiserver::cel::{self, Rules};
