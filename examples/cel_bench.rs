@@ -36,7 +36,10 @@ fn main() {
         "metadata": {"name": "my-new-cron-object", "namespace": "default"},
         "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image", "minReplicas": 1, "replicas": 5, "maxReplicas": 10}});
     println!("crontab with the docs' replica rules: {:.0} objects/s", rate(&rules, &object, None, 2.0));
-    println!("same, as an update (oldSelf bound, ratcheting checks): {:.0} objects/s", rate(&rules, &object, Some(&object), 2.0));
+    println!(
+        "same, as an update (oldSelf bound, ratcheting checks): {:.0} objects/s",
+        rate(&rules, &object, Some(&object), 2.0)
+    );
 
     let list = json!({"type": "object", "properties": {"items": {"type": "array", "maxItems": 1000,
         "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}, "weight": {"type": "integer"}}},

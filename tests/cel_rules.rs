@@ -104,7 +104,9 @@ fn a_rule_that_does_not_compile_refuses_its_definition() {
     server.stop();
     let log = server.log();
     assert!(
-        log.contains("compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'"),
+        log.contains(
+            "compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'"
+        ),
         "{log}"
     );
 }
