@@ -24,9 +24,40 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Cost cases (cel_cost_and_compile.json): exact runtime and estimated costs, informative.
+fn run_cost_case(case: &Value) -> Option<Result<(), String>> {
+    let expect = &case["expect"];
+    let is_root = case["options"]["is_root"].as_bool().unwrap_or(false);
+    let (rules, _) = Rules::compile_node(&case["schema"], &Path::new("openAPIV3Schema"), is_root);
+    match case["kind"].as_str()? {
+        "runtime_cost" => {
+            let want = expect["runtime_cost"].as_i64()?;
+            let out = rules.validate_at(&Path::new("root"), &case["object"], None, cel::RUNTIME_COST_BUDGET);
+            let got = cel::RUNTIME_COST_BUDGET - out.remaining_budget;
+            Some(if out.errors.is_empty() && got == want {
+                Ok(())
+            } else {
+                Err(format!("cost {got}, want {want}; {:?}", out.errors))
+            })
+        }
+        "estimated_cost" => {
+            let want = expect["estimated_max_cost"].as_u64()?;
+            let got = rules.root_rule_costs().first().copied().flatten();
+            Some(if got == Some(want) { Ok(()) } else { Err(format!("estimate {got:?}, want {want}")) })
+        }
+        _ => None,
+    }
+}
+
 /// Whether the outcome of one case matches what Kubernetes' test expects; `Err` explains.
 fn run_case(case: &Value) -> Result<(), String> {
     let expect = &case["expect"];
+    if case.get("kind").is_some_and(|k| k == "runtime_cost" || k == "estimated_cost") {
+        return run_cost_case(case).unwrap_or_else(|| Err("not run".into()));
+    }
+    if case.get("kind").is_some_and(|k| k == "compile") {
+        return Err("per-rule compile matchers are not run by this runner".into());
+    }
     if case["test"] == "TestValidateFieldPath" {
         let got = cel::resolve_field_path(&case["schema"], case["field_path"].as_str().unwrap_or(""));
         return match (expect["ok"].as_bool(), got) {

@@ -53,6 +53,12 @@ impl Rules {
         (Rules { schema, tree }, errs)
     }
 
+    /// The estimated maximum cost of each rule on the schema's root (`None`: did not compile),
+    /// before multiplying by cardinality.
+    pub fn root_rule_costs(&self) -> Vec<Option<u64>> {
+        self.tree.rules.iter().map(|r| r.program.as_ref().ok().map(|p| p.max_cost)).collect()
+    }
+
     /// Whether there is any rule to run.
     pub fn is_empty(&self) -> bool {
         self.tree.is_empty()
