@@ -5,6 +5,8 @@
 
 pub mod api;
 pub mod auth;
+// CEL validation rules (x-kubernetes-validations).
+pub mod cel;
 pub mod cli;
 pub mod conversion;
 pub mod core;

@@ -149,15 +149,18 @@ pub fn validate(
             errors.extend(schema::validate_structure(schema, object, old, &Path::nil()));
         }
     }
-    if schema.is_some_and(|s| s.has_rules) {
-        // ==== CEL: x-kubernetes-validations ====
-        // Kubernetes skips the rules when earlier errors mean the object is not what they
-        // expect, and says so; otherwise the `cel` module evaluates them here (with `old` for
-        // transition rules and ratcheting).
+    let mut warnings = Vec::new();
+    if let Some(rules) = &version.cel_rules {
+        // CEL: x-kubernetes-validations. Kubernetes skips the rules when earlier errors mean
+        // the object is not what they expect, and says so; otherwise they run over the whole
+        // object (with `old` for transition rules and ratcheting, whose suppressed errors
+        // come back as warnings).
         if schema::blocks_rules(&errors) {
             errors.push(schema::rules_not_checked());
         } else {
-            errors.extend(cel_rules(served, object, old));
+            let outcome = rules.validate(object, old);
+            errors.extend(outcome.errors);
+            warnings = outcome.warnings;
         }
     }
     if !errors.is_empty() {
@@ -165,14 +168,8 @@ pub fn validate(
         return Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &errors));
     }
     let old_finalizers = old.map(objects::finalizers).unwrap_or_default();
-    Ok(meta_rules::finalizer_warnings(&objects::finalizers(object), &old_finalizers))
-}
-
-/// The results of the CEL rules of the served version's schema.
-fn cel_rules(_served: &Served, _object: &Value, _old: Option<&Value>) -> Vec<FieldError> {
-    // The `cel` module (written separately) plugs in here; until it does, rules are not
-    // evaluated.
-    Vec::new()
+    warnings.extend(meta_rules::finalizer_warnings(&objects::finalizers(object), &old_finalizers));
+    Ok(warnings)
 }
 
 /// The object in the storage version, encoded.

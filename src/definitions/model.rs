@@ -42,6 +42,9 @@ pub struct Version {
     pub scale: Option<Scale>,
     /// `selectableFields` JSON paths without the leading dot (`spec.color`).
     pub selectable_fields: Vec<String>,
+    // --- CEL (issue 5): the version's x-kubernetes-validations, compiled once at load.
+    pub cel_rules: Option<Arc<crate::cel::Rules>>,
+    // --- end CEL
 }
 
 /// A loaded, valid definition.

@@ -59,6 +59,7 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
     }
     check_names(crd, &mut errs);
     check_versions(crd, raw, &mut errs);
+    check_cel(crd, &mut errs); // CEL (issue 5)
     if spec.preserve_unknown_fields == Some(true) {
         errs.push(FieldError::invalid(
             sp.child("preserveUnknownFields"),
@@ -327,6 +328,30 @@ fn check_selectable_fields<'a>(fields: impl Iterator<Item = &'a str>, path: &Pat
 }
 
 /// The served model of a definition that passed [`check`].
+// --- CEL (issue 5): compile errors refuse the definition; the rules are built once.
+fn version_schema(
+    v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion,
+) -> Option<Value> {
+    v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
+}
+
+fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
+    for (i, v) in crd.spec.versions.iter().enumerate() {
+        if let Some(schema) = version_schema(v) {
+            let path = Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema");
+            errs.extend(crate::cel::Rules::compile(&schema, &path).1);
+        }
+    }
+}
+
+fn compiled_rules(
+    v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion,
+) -> Option<Arc<crate::cel::Rules>> {
+    let (rules, _) = crate::cel::Rules::compile(&version_schema(v)?, &Path::nil());
+    (!rules.is_empty()).then(|| Arc::new(rules))
+}
+// --- end CEL
+
 pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
     let spec = &crd.spec;
     let kind = spec.names.kind.clone();
@@ -365,6 +390,9 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                     .flatten()
                     .map(|f| f.json_path.trim_start_matches('.').to_string())
                     .collect(),
+                // --- CEL (issue 5)
+                cel_rules: compiled_rules(v),
+                // --- end CEL
             })
         })
         .collect();
@@ -410,6 +438,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
             status_subresource: false,
             scale: None,
             selectable_fields: Vec::new(),
+            cel_rules: None, // CEL (issue 5)
         })
     });
     Definition {

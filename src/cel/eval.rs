@@ -1,0 +1,427 @@
+//! The evaluator: runs a checked program over values, charging cel-go's runtime cost and
+//! stopping with Kubernetes' error once the per-call limit is passed. Logical operators
+//! absorb errors the way CEL specifies (`false && error` is `false`).
+//!
+//! Owns: evaluation order, variables, cost tracking. Must not touch: function semantics
+//! (`library`), schema walking (`validator`).
+
+use std::rc::Rc;
+
+use super::cost::runtime_call_cost;
+use super::ir::{Const, Fold, Func, Ir, Loop, LoopKind, SelectMode};
+use super::library;
+use super::value::{EvalError, EvalResult, MapData, Str, Value, equals, map_get, map_keys, object_field};
+
+pub struct Evaluator<'a> {
+    stack: Vec<Value<'a>>,
+    pub cost: u64,
+    limit: u64,
+}
+
+const COST_LIMIT_MESSAGE: &str = "operation cancelled: actual cost limit exceeded";
+
+impl<'a> Evaluator<'a> {
+    /// An evaluator with `self` and `oldSelf` bound (slots 0 and 1) and a per-call cost limit.
+    pub fn new(this: Value<'a>, old: Value<'a>, limit: u64) -> Self {
+        Evaluator { stack: vec![this, old], cost: 0, limit }
+    }
+
+    fn charge(&mut self, n: u64) -> Result<(), EvalError> {
+        self.cost = self.cost.saturating_add(n);
+        if self.cost > self.limit {
+            return Err(EvalError { message: COST_LIMIT_MESSAGE.into(), cost_exceeded: true });
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, slot: usize, v: Value<'a>) {
+        self.stack.truncate(slot);
+        self.stack.push(v);
+    }
+
+    pub fn eval(&mut self, ir: &'a Ir) -> EvalResult<'a> {
+        match ir {
+            Ir::Const(c) => Ok(constant(c)),
+            Ir::Var(slot) => {
+                self.charge(1)?;
+                match self.stack.get(*slot) {
+                    Some(Value::Error(e)) => Err((**e).clone()),
+                    Some(v) => Ok(v.clone()),
+                    None => Err(EvalError::new("no such attribute")),
+                }
+            }
+            Ir::Select { operand, field, mode } => {
+                let v = self.eval(operand)?;
+                if *mode != SelectMode::Test {
+                    self.charge(1)?;
+                }
+                select(v, field, *mode)
+            }
+            Ir::Index { operand, index, optional } => {
+                let v = self.eval(operand)?;
+                let i = self.eval(index)?;
+                self.charge(1)?;
+                index_value(v, &i, *optional)
+            }
+            Ir::Call { func: Func::NotStrictlyFalse, args } => {
+                let v = match args.first() {
+                    Some(a) => self.eval(a),
+                    None => Ok(Value::Null),
+                };
+                self.charge(1)?;
+                match v {
+                    Ok(Value::Bool(false)) => Ok(Value::Bool(false)),
+                    Err(e) if e.cost_exceeded => Err(e),
+                    _ => Ok(Value::Bool(true)),
+                }
+            }
+            Ir::Call { func, args } => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval(a)?);
+                }
+                self.call(*func, values)
+            }
+            Ir::Regex { func, args, regex, pattern_len } => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval(a)?);
+                }
+                let text_len = values.first().map_or(1, Value::cost_size);
+                let c = super::cost::STRING_TRAVERSAL_FACTOR * (1 + text_len) as f64;
+                let r = super::cost::REGEX_LENGTH_FACTOR * *pattern_len as f64;
+                self.charge((c.ceil() as u64).saturating_mul(r.ceil() as u64))?;
+                library::regex::call_compiled(*func, regex, &values)
+            }
+            Ir::And(a, b) => self.logic(a, b, false),
+            Ir::Or(a, b) => self.logic(a, b, true),
+            Ir::Cond(c, t, f) => match self.eval(c)? {
+                Value::Bool(true) => self.eval(t),
+                Value::Bool(false) => self.eval(f),
+                _ => Err(EvalError::no_overload()),
+            },
+            Ir::List { elems, optional } => {
+                self.charge(10)?;
+                let mut out = Vec::with_capacity(elems.len());
+                for (e, opt) in elems.iter().zip(optional) {
+                    let v = self.eval(e)?;
+                    if *opt {
+                        match v {
+                            Value::Optional(Some(inner)) => out.push((*inner).clone()),
+                            Value::Optional(None) => {}
+                            _ => return Err(EvalError::no_overload()),
+                        }
+                    } else {
+                        out.push(v);
+                    }
+                }
+                Ok(Value::list(out))
+            }
+            Ir::Map { entries } => {
+                self.charge(30)?;
+                let mut out: Vec<(Value<'a>, Value<'a>)> = Vec::with_capacity(entries.len());
+                for (k, v, opt) in entries {
+                    let key = self.eval(k)?;
+                    let mut val = self.eval(v)?;
+                    if *opt {
+                        match val {
+                            Value::Optional(Some(inner)) => val = (*inner).clone(),
+                            Value::Optional(None) => continue,
+                            _ => return Err(EvalError::no_overload()),
+                        }
+                    }
+                    for (existing, _) in &out {
+                        if equals(existing, &key)? {
+                            return Err(EvalError::new(format!(
+                                "Failed with repeated key: {}",
+                                library::display(&key)
+                            )));
+                        }
+                    }
+                    out.push((key, val));
+                }
+                Ok(Value::Map(MapData::Owned(Rc::new(out))))
+            }
+            Ir::Fold(f) => self.fold(f),
+            Ir::Loop(l) => self.two_var_loop(l),
+            Ir::Bind { slot, init, body } => {
+                let v = self.eval(init)?;
+                self.bind(*slot, v);
+                let r = self.eval(body);
+                self.stack.truncate(*slot);
+                r
+            }
+            Ir::OptMap { target, slot, body, flat } => match self.eval(target)? {
+                Value::Optional(None) => Ok(Value::Optional(None)),
+                Value::Optional(Some(v)) => {
+                    self.bind(*slot, (*v).clone());
+                    let r = self.eval(body);
+                    self.stack.truncate(*slot);
+                    let r = r?;
+                    if *flat { Ok(r) } else { Ok(Value::Optional(Some(Rc::new(r)))) }
+                }
+                _ => Err(EvalError::no_overload()),
+            },
+            Ir::SortBy { target, slot, key } => {
+                let Value::List(list) = self.eval(target)? else { return Err(EvalError::no_overload()) };
+                let items = list.items()?;
+                let mut keyed = Vec::with_capacity(items.len());
+                for item in items {
+                    self.bind(*slot, item.clone());
+                    let k = self.eval(key);
+                    self.stack.truncate(*slot);
+                    keyed.push((k?, item));
+                }
+                library::lists::sort_keyed(keyed)
+            }
+        }
+    }
+
+    fn call(&mut self, func: Func, args: Vec<Value<'a>>) -> EvalResult<'a> {
+        let result = library::call(func, &args);
+        let cost = runtime_call_cost(func, &args, result.as_ref().ok());
+        self.charge(cost)?;
+        result
+    }
+
+    fn logic(&mut self, a: &'a Ir, b: &'a Ir, is_or: bool) -> EvalResult<'a> {
+        let decisive = Value::Bool(is_or);
+        let l = self.eval(a);
+        if let Err(e) = &l {
+            if e.cost_exceeded {
+                return l;
+            }
+        }
+        if matches!((&l, &decisive), (Ok(Value::Bool(x)), Value::Bool(d)) if x == d) {
+            return Ok(decisive);
+        }
+        let r = self.eval(b);
+        if let Err(e) = &r {
+            if e.cost_exceeded {
+                return r;
+            }
+        }
+        if matches!((&r, &decisive), (Ok(Value::Bool(x)), Value::Bool(d)) if x == d) {
+            return Ok(decisive);
+        }
+        match (l?, r?) {
+            (Value::Bool(_), Value::Bool(_)) => Ok(Value::Bool(!is_or)),
+            _ => Err(EvalError::no_overload()),
+        }
+    }
+
+    fn fold(&mut self, f: &'a Fold) -> EvalResult<'a> {
+        let range = self.eval(&f.range)?;
+        let items: Vec<(Value<'a>, Option<Value<'a>>)> = match &range {
+            Value::List(l) => {
+                let items = l.items()?;
+                match f.var2 {
+                    Some(_) => items.into_iter().enumerate().map(|(i, v)| (Value::Int(i as i64), Some(v))).collect(),
+                    None => items.into_iter().map(|v| (v, None)).collect(),
+                }
+            }
+            Value::Map(m) => {
+                let keys = map_keys(m);
+                let mut out = Vec::with_capacity(keys.len());
+                for k in keys {
+                    let v = match f.var2 {
+                        Some(_) => Some(map_get(m, &k).transpose()?.unwrap_or(Value::Null)),
+                        None => None,
+                    };
+                    out.push((k, v));
+                }
+                out
+            }
+            _ => return Err(EvalError::no_overload()),
+        };
+        let init = self.eval(&f.init)?;
+        self.bind(f.accu, init);
+        for (k, v) in items {
+            self.bind(f.var, k);
+            if let (Some(slot), Some(v)) = (f.var2, v) {
+                self.bind(slot, v);
+            }
+            match self.eval(&f.cond) {
+                Ok(Value::Bool(false)) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    self.stack.truncate(f.accu);
+                    return Err(e);
+                }
+            }
+            let step = match self.eval(&f.step) {
+                Ok(v) => v,
+                Err(e) if e.cost_exceeded => {
+                    self.stack.truncate(f.accu);
+                    return Err(e);
+                }
+                Err(e) => Value::Error(Rc::new(e)),
+            };
+            if let Some(slot) = self.stack.get_mut(f.accu) {
+                *slot = step;
+            }
+        }
+        self.stack.truncate(f.accu + 1);
+        let r = self.eval(&f.result);
+        self.stack.truncate(f.accu);
+        r
+    }
+
+    fn two_var_loop(&mut self, l: &'a Loop) -> EvalResult<'a> {
+        let range = self.eval(&l.range)?;
+        let pairs: Vec<(Value<'a>, Value<'a>)> = match &range {
+            Value::List(list) => {
+                list.items()?.into_iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v)).collect()
+            }
+            Value::Map(m) => {
+                let mut out = Vec::new();
+                for k in map_keys(m) {
+                    let v = map_get(m, &k).transpose()?.unwrap_or(Value::Null);
+                    out.push((k, v));
+                }
+                out
+            }
+            _ => return Err(EvalError::no_overload()),
+        };
+        let result = self.run_loop(l, pairs, matches!(range, Value::List(_)));
+        self.stack.truncate(l.var);
+        result
+    }
+
+    fn run_loop(&mut self, l: &'a Loop, pairs: Vec<(Value<'a>, Value<'a>)>, is_list: bool) -> EvalResult<'a> {
+        let mut error: Option<EvalError> = None;
+        let mut count = 0usize;
+        let mut list_out = Vec::new();
+        let mut map_out: Vec<(Value<'a>, Value<'a>)> = Vec::new();
+        for (k, v) in pairs {
+            self.charge(1)?;
+            self.bind(l.var, k.clone());
+            self.bind(l.var2, v);
+            if let Some(filter) = &l.filter {
+                match self.eval(filter)? {
+                    Value::Bool(true) => {}
+                    Value::Bool(false) => continue,
+                    _ => return Err(EvalError::no_overload()),
+                }
+            }
+            let r = self.eval(&l.body);
+            match l.kind {
+                LoopKind::All | LoopKind::Exists => {
+                    let decisive = l.kind == LoopKind::Exists;
+                    match r {
+                        Ok(Value::Bool(b)) if b == decisive => return Ok(Value::Bool(decisive)),
+                        Ok(Value::Bool(_)) => {}
+                        Ok(_) => error = Some(EvalError::no_overload()),
+                        Err(e) if e.cost_exceeded => return Err(e),
+                        Err(e) => error = Some(e),
+                    }
+                }
+                LoopKind::ExistsOne => match r? {
+                    Value::Bool(true) => count += 1,
+                    Value::Bool(false) => {}
+                    _ => return Err(EvalError::no_overload()),
+                },
+                LoopKind::TransformList => list_out.push(r?),
+                LoopKind::TransformMap => {
+                    let key = if is_list { k } else { k.clone() };
+                    map_out.push((key, r?));
+                }
+                LoopKind::TransformMapEntry => {
+                    let Value::Map(entry) = r? else { return Err(EvalError::no_overload()) };
+                    for key in map_keys(&entry) {
+                        for (existing, _) in &map_out {
+                            if equals(existing, &key)? {
+                                return Err(EvalError::new(format!(
+                                    "insert failed: key {} already exists",
+                                    library::display(&key)
+                                )));
+                            }
+                        }
+                        let val = map_get(&entry, &key).transpose()?.unwrap_or(Value::Null);
+                        map_out.push((key, val));
+                    }
+                }
+            }
+        }
+        match l.kind {
+            LoopKind::All | LoopKind::Exists => match error {
+                Some(e) => Err(e),
+                None => Ok(Value::Bool(l.kind == LoopKind::All)),
+            },
+            LoopKind::ExistsOne => Ok(Value::Bool(count == 1)),
+            LoopKind::TransformList => Ok(Value::list(list_out)),
+            LoopKind::TransformMap | LoopKind::TransformMapEntry => Ok(Value::Map(MapData::Owned(Rc::new(map_out)))),
+        }
+    }
+}
+
+fn constant<'a>(c: &'a Const) -> Value<'a> {
+    match c {
+        Const::Null => Value::Null,
+        Const::Bool(b) => Value::Bool(*b),
+        Const::Int(i) => Value::Int(*i),
+        Const::Uint(u) => Value::Uint(*u),
+        Const::Double(d) => Value::Double(*d),
+        Const::Str(s) => Value::Str(Str::Borrowed(s)),
+        Const::Bytes(b) => Value::Bytes(Rc::from(b.as_ref())),
+        Const::Duration(d) => Value::Duration(*d),
+        Const::Type(t) => Value::Type(t.clone()),
+    }
+}
+
+fn no_such_key(field: &str) -> EvalError {
+    EvalError::new(format!("no such key: {field}"))
+}
+
+fn select<'a>(v: Value<'a>, field: &'a str, mode: SelectMode) -> EvalResult<'a> {
+    let found: Option<EvalResult<'a>> = match &v {
+        Value::Object(o) => object_field(o, field),
+        Value::Map(m) => map_get(m, &Value::Str(Str::Borrowed(field))),
+        Value::Optional(opt) if mode == SelectMode::Optional => {
+            return match opt {
+                None => Ok(Value::Optional(None)),
+                Some(inner) => select((**inner).clone(), field, mode),
+            };
+        }
+        _ => return Err(EvalError::no_overload()),
+    };
+    match mode {
+        SelectMode::Field => found.unwrap_or_else(|| Err(no_such_key(field))),
+        SelectMode::Test => match found {
+            None => Ok(Value::Bool(false)),
+            Some(r) => r.map(|_| Value::Bool(true)),
+        },
+        SelectMode::Optional => match found {
+            None => Ok(Value::Optional(None)),
+            Some(r) => r.map(|x| Value::Optional(Some(Rc::new(x)))),
+        },
+    }
+}
+
+fn index_value<'a>(v: Value<'a>, i: &Value<'a>, optional: bool) -> EvalResult<'a> {
+    let wrap = |r: Option<EvalResult<'a>>, missing: EvalError| -> EvalResult<'a> {
+        match (r, optional) {
+            (Some(r), false) => r,
+            (Some(r), true) => r.map(|x| Value::Optional(Some(Rc::new(x)))),
+            (None, true) => Ok(Value::Optional(None)),
+            (None, false) => Err(missing),
+        }
+    };
+    match &v {
+        Value::List(l) => {
+            let idx = match i {
+                Value::Int(n) => *n,
+                Value::Uint(n) => i64::try_from(*n).unwrap_or(i64::MAX),
+                Value::Double(d) if d.fract() == 0.0 => *d as i64,
+                _ => return Err(EvalError::no_overload()),
+            };
+            let got = usize::try_from(idx).ok().and_then(|u| l.get(u));
+            wrap(got, EvalError::new(format!("index out of bounds: {idx}")))
+        }
+        Value::Map(m) => wrap(map_get(m, i), EvalError::new(format!("no such key: {}", library::display(i)))),
+        Value::Optional(None) if optional => Ok(Value::Optional(None)),
+        Value::Optional(Some(inner)) if optional => index_value((**inner).clone(), i, optional),
+        Value::Object(_) => Err(EvalError::no_overload()),
+        _ => Err(EvalError::no_overload()),
+    }
+}

@@ -1,0 +1,251 @@
+//! The checked form of an expression: what the evaluator runs. Names are resolved to
+//! variable slots and functions, fields to JSON property names, regular expressions with
+//! constant patterns are compiled once.
+//!
+//! Owns: the program representation. Must not touch: checking or evaluation logic.
+
+use std::sync::Arc;
+
+use super::library::time::Duration;
+use super::value::TypeVal;
+
+/// Every function and operator the environment declares. Operators whose meaning depends on
+/// their operands (`+`, `isLessThan`, ...) dispatch on the values at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Func {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Neg,
+    Not,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    NotStrictlyFalse,
+    ToInt,
+    ToUint,
+    ToDouble,
+    ToString,
+    ToBytes,
+    ToBool,
+    ToDuration,
+    ToTimestamp,
+    Dyn,
+    TypeOf,
+    Size,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Matches,
+    GetFullYear,
+    GetMonth,
+    GetDate,
+    GetDayOfMonth,
+    GetDayOfWeek,
+    GetDayOfYear,
+    GetHours,
+    GetMinutes,
+    GetSeconds,
+    GetMilliseconds,
+    CharAt,
+    IndexOf,
+    LastIndexOf,
+    LowerAscii,
+    UpperAscii,
+    Replace,
+    Split,
+    Substring,
+    Trim,
+    Join,
+    Quote,
+    Format,
+    SetsContains,
+    SetsEquivalent,
+    SetsIntersects,
+    IsSorted,
+    Sum,
+    Min,
+    Max,
+    Slice,
+    Flatten,
+    Distinct,
+    Reverse,
+    Sort,
+    ListsRange,
+    Find,
+    FindAll,
+    Url,
+    IsUrl,
+    GetScheme,
+    GetHost,
+    GetHostname,
+    GetPort,
+    GetEscapedPath,
+    GetQuery,
+    Quantity,
+    IsQuantity,
+    IsInteger,
+    AsInteger,
+    AsApproximateFloat,
+    Sign,
+    QuantityAdd,
+    QuantitySub,
+    IsLessThan,
+    IsGreaterThan,
+    CompareTo,
+    Ip,
+    IsIp,
+    IpIsCanonical,
+    Family,
+    IsUnspecified,
+    IsLoopback,
+    IsLinkLocalMulticast,
+    IsLinkLocalUnicast,
+    IsGlobalUnicast,
+    Cidr,
+    IsCidr,
+    ContainsIp,
+    ContainsCidr,
+    CidrIp,
+    Masked,
+    PrefixLength,
+    FormatNamed,
+    FormatBuiltin(&'static str),
+    Validate,
+    Semver,
+    IsSemver,
+    Major,
+    Minor,
+    Patch,
+    OptionalOf,
+    OptionalNone,
+    OptionalOfNonZero,
+    HasValue,
+    OptValue,
+    OrValue,
+    Or,
+}
+
+/// A constant of the program.
+#[derive(Debug, Clone)]
+pub enum Const {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Str(Arc<str>),
+    Bytes(Arc<[u8]>),
+    Duration(Duration),
+    Type(TypeVal),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelectMode {
+    /// `a.b`
+    Field,
+    /// `has(a.b)`
+    Test,
+    /// `a.?b`
+    Optional,
+}
+
+/// The two-variable and binding forms the crate's parser leaves as calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopKind {
+    All,
+    Exists,
+    ExistsOne,
+    TransformList,
+    TransformMap,
+    TransformMapEntry,
+}
+
+#[derive(Debug)]
+pub enum Ir {
+    Const(Const),
+    /// A variable by its slot on the variable stack.
+    Var(usize),
+    Select {
+        operand: Box<Ir>,
+        field: Arc<str>,
+        mode: SelectMode,
+    },
+    Index {
+        operand: Box<Ir>,
+        index: Box<Ir>,
+        optional: bool,
+    },
+    Call {
+        func: Func,
+        args: Vec<Ir>,
+    },
+    /// `target.matches(re)`, `find`, `findAll` with a constant pattern, compiled once.
+    Regex {
+        func: Func,
+        args: Vec<Ir>,
+        regex: Arc<regex::Regex>,
+        pattern_len: usize,
+    },
+    And(Box<Ir>, Box<Ir>),
+    Or(Box<Ir>, Box<Ir>),
+    Cond(Box<Ir>, Box<Ir>, Box<Ir>),
+    List {
+        elems: Vec<Ir>,
+        optional: Vec<bool>,
+    },
+    Map {
+        entries: Vec<(Ir, Ir, bool)>,
+    },
+    Fold(Box<Fold>),
+    Loop(Box<Loop>),
+    /// `cel.bind(v, init, body)`
+    Bind {
+        slot: usize,
+        init: Box<Ir>,
+        body: Box<Ir>,
+    },
+    /// `opt.optMap(v, body)` / `opt.optFlatMap(v, body)`
+    OptMap {
+        target: Box<Ir>,
+        slot: usize,
+        body: Box<Ir>,
+        flat: bool,
+    },
+    /// `list.sortBy(v, key)`
+    SortBy {
+        target: Box<Ir>,
+        slot: usize,
+        key: Box<Ir>,
+    },
+}
+
+/// A comprehension as the standard macros expand them.
+#[derive(Debug)]
+pub struct Fold {
+    pub range: Ir,
+    pub var: usize,
+    pub var2: Option<usize>,
+    pub accu: usize,
+    pub init: Ir,
+    pub cond: Ir,
+    pub step: Ir,
+    pub result: Ir,
+}
+
+/// A two-variable comprehension: `all(k, v, p)`, `transformList(i, v, [filter,] f)`, ...
+#[derive(Debug)]
+pub struct Loop {
+    pub kind: LoopKind,
+    pub range: Ir,
+    pub var: usize,
+    pub var2: usize,
+    pub filter: Option<Ir>,
+    pub body: Ir,
+}

@@ -1,0 +1,160 @@
+//! Kubernetes' format library: `format.named(name)`, `format.dns1123Label()` and the other
+//! named formats, and `<format>.validate(s)` returning the problems found, if any.
+//!
+//! Owns: the named formats. Must not touch: cost, evaluation.
+
+use std::rc::Rc;
+
+use super::super::ir::Func;
+use super::super::value::{EvalError, EvalResult, Value};
+use crate::core::names;
+
+/// The names `format.<name>()` and `format.named("<name>")` accept.
+pub const NAMES: &[&str] = &[
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime",
+];
+
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+fn strip_prefix_dash(s: &str) -> &str {
+    s.strip_suffix('-').unwrap_or(s)
+}
+
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) => {
+            f.is_ascii_alphanumeric()
+                && l.is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+fn qualified_name(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) if !n.contains('/') => (Some(p), n),
+        Some(_) => {
+            errs.push("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
+            return errs;
+        }
+        None => (None, s),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            errs.push("prefix part must be non-empty".into());
+        } else {
+            errs.extend(names::dns1123_subdomain(p).into_iter().map(|m| format!("prefix part {m}")));
+        }
+    }
+    if name.is_empty() {
+        errs.push("name part must be non-empty".into());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".into());
+    }
+    if !name.is_empty() && !is_name_part(name) {
+        errs.push(QUALIFIED_NAME_MSG.into());
+    }
+    errs
+}
+
+fn label_value(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".into());
+    }
+    if !s.is_empty() && !is_name_part(s) {
+        errs.push(LABEL_VALUE_MSG.into());
+    }
+    errs
+}
+
+fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
+}
+
+/// The problems with `s` in the named format (empty: valid).
+pub fn validate(name: &str, s: &str) -> Vec<String> {
+    use base64::Engine;
+    match name {
+        "dns1123Label" => names::dns1123_label(s),
+        "dns1123LabelPrefix" => names::dns1123_label(strip_prefix_dash(s)),
+        "dns1123Subdomain" => names::dns1123_subdomain(s),
+        "dns1123SubdomainPrefix" => names::dns1123_subdomain(strip_prefix_dash(s)),
+        "dns1035Label" => names::dns1035_label(s),
+        "dns1035LabelPrefix" => names::dns1035_label(strip_prefix_dash(s)),
+        "qualifiedName" => qualified_name(s),
+        "labelValue" => label_value(s),
+        "uri" => match super::urls::parse_request_uri(s) {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![e],
+        },
+        "uuid" => {
+            if is_uuid(s) {
+                Vec::new()
+            } else {
+                vec!["does not match the UUID format".into()]
+            }
+        }
+        "byte" => {
+            if base64::engine::general_purpose::STANDARD.decode(s).is_ok() {
+                Vec::new()
+            } else {
+                vec!["invalid base64".into()]
+            }
+        }
+        "date" => {
+            if s.parse::<jiff::civil::Date>().is_ok() && s.len() == 10 {
+                Vec::new()
+            } else {
+                vec!["invalid date".into()]
+            }
+        }
+        "datetime" => {
+            if s.parse::<jiff::Timestamp>().is_ok() {
+                Vec::new()
+            } else {
+                vec!["invalid datetime".into()]
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
+    match (func, args.first(), args.get(1)) {
+        (Func::FormatBuiltin(name), _, _) => Ok(Value::Format(name)),
+        (Func::FormatNamed, Some(Value::Str(s)), _) => {
+            let found = NAMES.iter().find(|n| **n == s.as_str());
+            Ok(Value::Optional(found.map(|n| Rc::new(Value::Format(n)))))
+        }
+        (Func::Validate, Some(Value::Format(name)), Some(Value::Str(s))) => {
+            let problems = validate(name, s.as_str());
+            if problems.is_empty() {
+                Ok(Value::Optional(None))
+            } else {
+                Ok(Value::Optional(Some(Rc::new(Value::list(problems.into_iter().map(Value::string).collect())))))
+            }
+        }
+        _ => Err(EvalError::no_overload()),
+    }
+}

@@ -1,0 +1,98 @@
+//! CEL validation rules (`x-kubernetes-validations`) with Kubernetes' semantics.
+//!
+//! A definition version's schema is compiled once ([`Rules::compile`]): every rule is parsed
+//! (by the `cel` crate), type-checked against the types the structural schema declares,
+//! costed against Kubernetes' limits, and lowered to a program. At request time
+//! [`Rules::validate`] runs the programs over the object (and the old object on update) with
+//! a cost budget, and returns field errors and ratcheting warnings.
+//!
+//! Owns: CEL checking, cost, evaluation and the Kubernetes libraries. Must not touch: HTTP,
+//! storage, the API layer; it reads the schema JSON itself rather than the schema module.
+
+mod check;
+mod compile;
+mod cost;
+mod errors;
+mod escaping;
+mod eval;
+mod fieldpath;
+mod ir;
+pub mod library;
+mod overloads;
+mod schema;
+mod types;
+mod validator;
+mod value;
+
+use serde_json::Value as Json;
+
+use crate::core::field::{FieldError, Path};
+pub use compile::{STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT};
+pub use validator::{Outcome, PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
+
+/// The compiled validation rules of one schema.
+#[derive(Debug)]
+pub struct Rules {
+    schema: schema::Node,
+    tree: compile::RuleNode,
+}
+
+impl Rules {
+    /// Compiles the rules of a resource's `openAPIV3Schema`. `path` is where the schema sits
+    /// in the definition, for error paths. Returns the rules (which keep any rule that failed
+    /// to compile, reported at run time as Kubernetes does) and the load-time errors; a
+    /// definition with errors must be refused.
+    pub fn compile(schema_json: &Json, path: &Path) -> (Rules, Vec<FieldError>) {
+        Rules::compile_node(schema_json, path, true)
+    }
+
+    /// As [`Rules::compile`], for a schema that is not a resource root when `is_root` is false.
+    pub fn compile_node(schema_json: &Json, path: &Path, is_root: bool) -> (Rules, Vec<FieldError>) {
+        let schema = schema::Node::from_json(schema_json, is_root);
+        let (tree, errs) = compile::compile_tree(&schema, path);
+        (Rules { schema, tree }, errs)
+    }
+
+    /// The estimated maximum cost of each rule on the schema's root (`None`: did not compile),
+    /// before multiplying by cardinality.
+    pub fn root_rule_costs(&self) -> Vec<Option<u64>> {
+        self.tree.rules.iter().map(|r| r.program.as_ref().ok().map(|p| p.max_cost)).collect()
+    }
+
+    /// Whether there is any rule to run.
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// Validates an object (create: `old` is `None`) with Kubernetes' per-request budget.
+    /// Error paths start at the object root (`spec.replicas`; the root itself is `<nil>`).
+    pub fn validate(&self, new: &Json, old: Option<&Json>) -> Outcome {
+        self.validate_at(&Path::nil(), new, old, RUNTIME_COST_BUDGET)
+    }
+
+    /// Validates with an explicit root path and cost budget.
+    pub fn validate_at(&self, root: &Path, new: &Json, old: Option<&Json>, budget: i64) -> Outcome {
+        validator::validate(&self.tree, &self.schema, root, new, old, budget, PER_CALL_LIMIT)
+    }
+
+    /// Validates with an explicit root path, cost budget and per-call cost limit.
+    pub fn validate_with_limits(
+        &self,
+        root: &Path,
+        new: &Json,
+        old: Option<&Json>,
+        budget: i64,
+        per_call: u64,
+    ) -> Outcome {
+        validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call)
+    }
+}
+
+/// The field path a rule's `fieldPath` names below a schema node, or why it is invalid.
+pub fn resolve_field_path(schema_json: &Json, field_path: &str) -> Result<String, String> {
+    let node = schema::Node::from_json(schema_json, false);
+    fieldpath::resolve(field_path, &node)
+}
+
+#[cfg(test)]
+mod tests;
