@@ -77,6 +77,13 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
                 &["None", "Webhook"],
             )),
         }
+        if conversion.strategy == "Webhook" {
+            // Serving a Webhook definition with None semantics would silently corrupt objects.
+            errs.push(FieldError::forbidden(
+                sp.child("conversion").child("strategy"),
+                "conversion webhooks are not supported by this server; use strategy None",
+            ));
+        }
         if conversion.strategy == "None" && conversion.webhook.is_some() {
             errs.push(FieldError::forbidden(
                 sp.child("conversion").child("webhookClientConfig"),
