@@ -12,6 +12,7 @@ use super::errors;
 use super::list::parse_revision;
 use super::negotiate::negotiate;
 use super::objects::{self, Placement};
+use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
 use crate::core::field::{FieldError, Path};
@@ -54,7 +55,7 @@ pub async fn read_current(api: &Api, call: &Call) -> Result<(Versioned, Value), 
 }
 
 /// How the request's object becomes the new object: whole (main resource) or only its
-/// status (status subresource).
+/// status (status subresource; managedFields are then recorded from the live object's).
 pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
     if call.subresource != Subresource::Status {
         return object;
@@ -68,11 +69,6 @@ pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
             None => {
                 target.remove("status");
             }
-        }
-        if let Some(managed) = source.get("metadata").and_then(|m| m.get("managedFields"))
-            && let Some(meta) = target.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            meta.insert("managedFields".into(), managed.clone());
         }
     }
     merged
@@ -142,6 +138,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
+    ownership::check_options(call, "UpdateOptions", false)?;
     let unknown = write::coerce(&mut object)?;
     let mut warnings = write::field_validation(call, mode, &unknown)?;
     let rv = objects::resource_version(&object).to_string();
@@ -157,7 +154,8 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     if current.revision != expected {
         return Err(conflict());
     }
-    let object = merge_for_subresource(call, object, &old);
+    let mut object = merge_for_subresource(call, object, &old);
+    ownership::track_update(call, &old, &mut object);
     let (committed, more) =
         commit(api, call, &current, &old, object, dry_run).await.map_err(|e| e.unwrap_or_else(conflict))?;
     warnings.extend(more);

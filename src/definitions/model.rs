@@ -39,6 +39,8 @@ pub struct Version {
     pub scale: Option<Scale>,
     /// `selectableFields` JSON paths without the leading dot (`spec.color`).
     pub selectable_fields: Vec<String>,
+    /// The type tree server-side apply merges and tracks ownership with.
+    pub field_schema: Arc<crate::fieldmanager::Schema>,
 }
 
 /// A loaded, valid definition.

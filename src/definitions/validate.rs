@@ -354,6 +354,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                     .flatten()
                     .map(|f| f.json_path.trim_start_matches('.').to_string())
                     .collect(),
+                field_schema: crate::fieldmanager::Schema::of_version(v),
             })
         })
         .collect();
@@ -398,6 +399,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
             status_subresource: false,
             scale: None,
             selectable_fields: Vec::new(),
+            field_schema: Default::default(),
         })
     });
     Definition {

@@ -15,7 +15,9 @@
 //! Invariant: built at load, never per request; lookups are by index into an arena.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion;
 use serde_json::Value;
 
 /// An index into a [`Schema`]'s arena.
@@ -105,6 +107,13 @@ impl Schema {
         Schema { atoms: builder.atoms, root }
     }
 
+    /// The schema of a definition version, compiled once when the definition loads.
+    pub fn of_version(version: &CustomResourceDefinitionVersion) -> Arc<Schema> {
+        let openapi = version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref());
+        let json = openapi.and_then(|s| serde_json::to_value(s).ok());
+        Arc::new(Schema::custom_resource(json.as_ref()))
+    }
+
     /// The schema of `autoscaling/v1` `Scale`, the body of the scale subresource.
     pub fn scale() -> Schema {
         let mut builder = Builder { atoms: base_atoms(), object_meta: None };
@@ -119,6 +128,12 @@ impl Schema {
             false,
         );
         Schema { atoms: builder.atoms, root }
+    }
+}
+
+impl Default for Schema {
+    fn default() -> Schema {
+        Schema::deduced()
     }
 }
 

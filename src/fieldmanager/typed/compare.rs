@@ -20,10 +20,6 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub fn is_same(&self) -> bool {
-        self.removed.is_empty() && self.modified.is_empty() && self.added.is_empty()
-    }
-
     /// Drops the fields under `exclude` (and below them) from all three sets.
     pub fn excluding(self, exclude: &Set) -> Comparison {
         if exclude.is_empty() {
