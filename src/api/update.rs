@@ -55,7 +55,7 @@ pub async fn read_current(api: &Api, call: &Call) -> Result<(Versioned, Value), 
 }
 
 /// How the request's object becomes the new object: whole (main resource) or only its
-/// status (status subresource; managedFields are then recorded from the live object's).
+/// status (status subresource).
 pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
     if call.subresource != Subresource::Status {
         return object;
@@ -69,6 +69,12 @@ pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
             None => {
                 target.remove("status");
             }
+        }
+        // The field manager's record of this write stays (statusStrategy keeps it too).
+        if let Some(managed) = source.get("metadata").and_then(|m| m.get("managedFields"))
+            && let Some(meta) = target.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("managedFields".into(), managed.clone());
         }
     }
     merged
