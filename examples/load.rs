@@ -25,7 +25,15 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { port: 8443, ca: String::new(), cert: String::new(), key: String::new(), connections: 8, seconds: 5, list_objects: 2000 };
+    let mut a = Args {
+        port: 8443,
+        ca: String::new(),
+        cert: String::new(),
+        key: String::new(),
+        connections: 8,
+        seconds: 5,
+        list_objects: 2000,
+    };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i + 1 < argv.len() {
@@ -50,7 +58,10 @@ type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 async fn connect(port: u16, config: Arc<rustls::ClientConfig>) -> Sender {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(config).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
     let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
     sender
@@ -148,12 +159,18 @@ async fn main() {
     let ns = format!("bench-{run}-{}", a.connections);
     let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
     let c2 = coll.clone();
-    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)).await;
+    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| {
+        ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)
+    })
+    .await;
     let created = lat.len();
     report("create", a.connections, lat, el);
     let per_conn = created / a.connections;
     let c3 = coll.clone();
-    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)).await;
+    let (lat, el) = phase(&mut senders, a.seconds, move |c, i| {
+        ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)
+    })
+    .await;
     report("get", a.connections, lat, el);
 
     // Lists of a fixed size, in their own namespace.

@@ -6,8 +6,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::http::{Client, Response};
 use support::TestServer;
+use support::http::{Client, Response};
 
 const APPLY: &str = "application/apply-patch+yaml";
 const COLLECTION: &str = "/apis/example.com/v1/namespaces/default/gadgets";
@@ -74,7 +74,10 @@ fn apply_options_and_conflicts_as_kubernetes_reports_them() {
 
     // fieldManager is required for apply.
     let body = status_of(&apply(&client, "g", "", &object("g", json!({"size": 1}))), 422);
-    assert_eq!(body["message"], "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
+    assert_eq!(
+        body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
     assert_eq!(
         body["details"],
         json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
@@ -82,7 +85,10 @@ fn apply_options_and_conflicts_as_kubernetes_reports_them() {
     );
     let long = format!("?fieldManager={}", "m".repeat(129));
     let body = status_of(&apply(&client, "g", &long, &object("g", json!({}))), 422);
-    assert_eq!(body["message"], "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes");
+    assert_eq!(
+        body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes"
+    );
 
     // Apply creates the object: 201.
     let created = apply(&client, "g", "?fieldManager=alice", &object("g", json!({"size": 1, "color": "red"})));
@@ -92,7 +98,10 @@ fn apply_options_and_conflicts_as_kubernetes_reports_them() {
     // force only goes with apply.
     let merge = client.send("PATCH", &url("g", "?force=true"), "application/merge-patch+json", "{}").unwrap();
     let body = status_of(&merge, 422);
-    assert_eq!(body["message"], "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch");
+    assert_eq!(
+        body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+    );
 
     // There is no JSON flavour of apply.
     let json_apply = client.send("PATCH", &url("g", "?fieldManager=x"), "application/apply-patch+json", "{}").unwrap();
@@ -102,7 +111,10 @@ fn apply_options_and_conflicts_as_kubernetes_reports_them() {
     let conflict = apply(&client, "g", "?fieldManager=bob", &object("g", json!({"size": 2, "color": "blue"})));
     let body = status_of(&conflict, 409);
     assert_eq!(body["reason"], "Conflict");
-    assert_eq!(body["message"], "Apply failed with 2 conflicts: conflicts with \"alice\":\n- .spec.color\n- .spec.size");
+    assert_eq!(
+        body["message"],
+        "Apply failed with 2 conflicts: conflicts with \"alice\":\n- .spec.color\n- .spec.size"
+    );
     assert_eq!(
         body["details"],
         json!({"causes": [
@@ -144,7 +156,8 @@ fn managed_fields_sent_by_clients() {
 
     // Invalid managedFields in an update are ignored: the live ones are kept.
     let mut invalid = live.clone();
-    invalid["metadata"]["managedFields"] = json!([{"manager": "x", "operation": "Sideways", "apiVersion": "example.com/v1"}]);
+    invalid["metadata"]["managedFields"] =
+        json!([{"manager": "x", "operation": "Sideways", "apiVersion": "example.com/v1"}]);
     let kept = client.send_json("PUT", &url("g", ""), &invalid);
     assert_eq!(kept.status, 200, "{}", kept.text());
     assert_eq!(kept.json()["metadata"]["managedFields"], live["metadata"]["managedFields"]);
@@ -154,7 +167,9 @@ fn managed_fields_sent_by_clients() {
     reset["metadata"]["managedFields"] = json!([]);
     let cleared = client.send_json("PUT", &url("g", ""), &reset).json();
     assert!(cleared["metadata"].get("managedFields").is_none(), "{cleared}");
-    let patched = client.send("PATCH", &url("g", "?fieldManager=p"), "application/merge-patch+json", r#"{"spec":{"size":2}}"#).unwrap();
+    let patched = client
+        .send("PATCH", &url("g", "?fieldManager=p"), "application/merge-patch+json", r#"{"spec":{"size":2}}"#)
+        .unwrap();
     assert!(patched.json()["metadata"].get("managedFields").is_none());
     let applied = apply(&client, "g", "?fieldManager=a", &object("g", json!({"color": "red"}))).json();
     assert_eq!(managers(&applied), ["a", "before-first-apply"]);
@@ -170,22 +185,29 @@ fn status_subresource_and_dry_run() {
     assert_eq!(dry.status, 201, "{}", dry.text());
     assert_eq!(client.get(&url("g", "")).unwrap().status, 404);
     // Applying the status of a missing object does not create it.
-    let missing = client.send("PATCH", &url("g", "/status?fieldManager=a"), APPLY, serde_json::to_vec(&object("g", json!({}))).unwrap()).unwrap();
+    let missing = client
+        .send("PATCH", &url("g", "/status?fieldManager=a"), APPLY, serde_json::to_vec(&object("g", json!({}))).unwrap())
+        .unwrap();
     assert_eq!(status_of(&missing, 404)["reason"], "NotFound");
 
     assert_eq!(apply(&client, "g", "?fieldManager=a", &object("g", json!({"size": 1}))).status, 201);
     let mut status = object("g", json!({"size": 99}));
     status["status"] = json!({"phase": "Ready"});
-    let written = client.send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap()).unwrap();
+    let written = client
+        .send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap())
+        .unwrap();
     assert_eq!(written.status, 200, "{}", written.text());
     let object = written.json();
     assert_eq!(object["spec"]["size"], 1, "status writes leave spec alone");
     assert_eq!(object["status"]["phase"], "Ready");
-    let entry = object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "ctl").unwrap().clone();
+    let entry =
+        object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "ctl").unwrap().clone();
     assert_eq!(entry["subresource"], "status");
     assert_eq!(entry["operation"], "Apply");
     assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
     // Applying again with the same configuration changes nothing.
-    let again = client.send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap()).unwrap();
+    let again = client
+        .send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap())
+        .unwrap();
     assert_eq!(again.json()["metadata"]["resourceVersion"], object["metadata"]["resourceVersion"]);
 }

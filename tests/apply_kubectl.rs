@@ -96,7 +96,10 @@ fn apply_server_side_creates_updates_and_conflicts() {
     let server = TestServer::start(&[CRONTAB_CRD]);
     let file = server.write("ct.yaml", &crontab("nightly", "  cronSpec: '0 0 * * *'\n  image: img:1\n  replicas: 1\n"));
     let file = file.to_str().unwrap();
-    assert_eq!(server.kubectl_ok(&["apply", "--server-side", "-f", file]).trim(), "crontab.stable.example.com/nightly serverside-applied");
+    assert_eq!(
+        server.kubectl_ok(&["apply", "--server-side", "-f", file]).trim(),
+        "crontab.stable.example.com/nightly serverside-applied"
+    );
 
     let object = get(&server, "ct", "nightly");
     assert_eq!(managers(&object), [m("kubectl", "Apply", "")]);
@@ -116,7 +119,10 @@ fn apply_server_side_creates_updates_and_conflicts() {
     // Applying without image removes it: the applier no longer manages it and nobody else does.
     server.write("ct.yaml", &crontab("nightly", "  cronSpec: '0 0 * * *'\n  replicas: 1\n"));
     server.kubectl_ok(&["apply", "--server-side", "-f", file]);
-    assert_eq!(server.kubectl_ok(&["get", "ct", "nightly", "-o", "jsonpath={.spec}"]), r#"{"cronSpec":"0 0 * * *","replicas":1}"#);
+    assert_eq!(
+        server.kubectl_ok(&["get", "ct", "nightly", "-o", "jsonpath={.spec}"]),
+        r#"{"cronSpec":"0 0 * * *","replicas":1}"#
+    );
 
     // Another manager changing kubectl's field conflicts, then forces.
     let other = server.write("other.yaml", &crontab("nightly", "  replicas: 5\n"));
@@ -172,8 +178,12 @@ fn client_side_apply_then_server_side() {
     let object = get(&server, "ct", "daily");
     assert_eq!(object["spec"]["replicas"], 2);
     let names: Vec<String> = managers(&object).into_iter().map(|(n, _, _)| n).collect();
-    assert!(names.contains(&"kubectl".to_string()) && !names.contains(&"kubectl-client-side-apply".to_string()), "{names:?}");
-    let annotation = object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str().unwrap();
+    assert!(
+        names.contains(&"kubectl".to_string()) && !names.contains(&"kubectl-client-side-apply".to_string()),
+        "{names:?}"
+    );
+    let annotation =
+        object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str().unwrap();
     assert!(annotation.contains(r#""replicas":2"#), "{annotation}");
 }
 
@@ -207,7 +217,15 @@ fn every_write_records_its_manager() {
     assert!(created.status.success(), "{}", stderr(&created));
     server.kubectl_ok(&["label", "widget", "w", "tier=web"]);
     server.kubectl_ok(&["patch", "widget", "w", "--type=merge", "-p", r#"{"spec":{"args":["b"]}}"#]);
-    server.kubectl_ok(&["patch", "widget", "w", "--subresource=status", "--type=merge", "-p", r#"{"status":{"ready":true}}"#]);
+    server.kubectl_ok(&[
+        "patch",
+        "widget",
+        "w",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"ready":true}}"#,
+    ]);
     let current = server.kubectl_ok(&["get", "widget", "w", "-o", "yaml"]);
     let replaced = server.kubectl_stdin(&["replace", "-f", "-"], &current.replace("- b", "- c"));
     assert!(replaced.status.success(), "{}", stderr(&replaced));
@@ -226,11 +244,16 @@ fn every_write_records_its_manager() {
             m("kubectl-replace", "Update", ""),
         ]
     );
-    assert_eq!(entry(&object, "kubectl-label", "Update")["fieldsV1"], serde_json::json!({"f:metadata": {"f:labels": {".": {}, "f:tier": {}}}}));
+    assert_eq!(
+        entry(&object, "kubectl-label", "Update")["fieldsV1"],
+        serde_json::json!({"f:metadata": {"f:labels": {".": {}, "f:tier": {}}}})
+    );
     assert_eq!(entry(&object, "kubectl-replace", "Update")["fieldsV1"], serde_json::json!({"f:spec": {"f:args": {}}}));
-    let status = object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["subresource"] == "status").unwrap();
+    let status =
+        object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["subresource"] == "status").unwrap();
     assert_eq!(status["fieldsV1"], serde_json::json!({"f:status": {".": {}, "f:ready": {}}}));
-    let scale = object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["subresource"] == "scale").unwrap();
+    let scale =
+        object["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["subresource"] == "scale").unwrap();
     assert_eq!(scale["fieldsV1"], serde_json::json!({"f:spec": {"f:replicas": {}}}));
 
     // Applying the original now conflicts with the scaler and the replacer, grouped by manager.
@@ -249,14 +272,18 @@ fn list_types_decide_how_appliers_share_lists() {
     let server = TestServer::start(&[WIDGET_CRD]);
     let apply = |manager: &str, spec: &str| {
         let text = format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n{spec}");
-        let out = server.kubectl_stdin(&["apply", "--server-side", &format!("--field-manager={manager}"), "-f", "-"], &text);
+        let out =
+            server.kubectl_stdin(&["apply", "--server-side", &format!("--field-manager={manager}"), "-f", "-"], &text);
         assert!(out.status.success(), "{manager}: {}", stderr(&out));
     };
     apply("a", "  tags: [x]\n  ports: [{name: http, port: 80}]\n");
     apply("b", "  tags: [z]\n  ports: [{name: https, port: 443}]\n");
     let object = get(&server, "widget", "w");
     assert_eq!(object["spec"]["tags"], serde_json::json!(["x", "z"]));
-    assert_eq!(object["spec"]["ports"], serde_json::json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}]));
+    assert_eq!(
+        object["spec"]["ports"],
+        serde_json::json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}])
+    );
     assert_eq!(
         entry(&object, "b", "Apply")["fieldsV1"],
         serde_json::json!({"f:spec": {"f:ports": {"k:{\"name\":\"https\"}": {".": {}, "f:name": {}, "f:port": {}}}, "f:tags": {"v:\"z\"": {}}}})

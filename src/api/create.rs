@@ -36,7 +36,12 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
 
 /// Prepares, validates and stores a new object (create, and apply to a missing object):
 /// the object as stored, in the request version, with the validation warnings.
-pub async fn insert(api: &Api, call: &Call, mut object: Value, dry_run: bool) -> Result<(Value, Vec<String>), ApiError> {
+pub async fn insert(
+    api: &Api,
+    call: &Call,
+    mut object: Value,
+    dry_run: bool,
+) -> Result<(Value, Vec<String>), ApiError> {
     let placement =
         Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;

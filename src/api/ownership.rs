@@ -143,7 +143,11 @@ pub fn check_options(call: &Call, kind: &str, apply: bool) -> Result<(), ApiErro
     }
     for (i, c) in manager.char_indices() {
         if !is_print(c) {
-            errors.push(FieldError::invalid(path.clone(), manager, format!("invalid character U+{:04X} (at position {i})", c as u32)));
+            errors.push(FieldError::invalid(
+                path.clone(),
+                manager,
+                format!("invalid character U+{:04X} (at position {i})", c as u32),
+            ));
         }
     }
     if errors.is_empty() {
@@ -225,7 +229,14 @@ pub fn scale_managed_fields(call: &Call, resource: &Value, scale: &mut Value) ->
 
 /// A write of the scale subresource: records `new_scale` (an update, or the result of an
 /// apply already recorded) and moves the scale managers back into `resource`.
-pub fn track_scale(call: &Call, old: &Value, old_scale: &Value, new_scale: &mut Value, applied: bool, resource: &mut Value) -> Result<(), ApiError> {
+pub fn track_scale(
+    call: &Call,
+    old: &Value,
+    old_scale: &Value,
+    new_scale: &mut Value,
+    applied: bool,
+    resource: &mut Value,
+) -> Result<(), ApiError> {
     if !applied {
         let manager = manager_name(call);
         with_scale_manager(|fm| fm.update(old_scale, new_scale, &manager, fieldmanager::now()));

@@ -69,12 +69,19 @@ mod tests {
     use super::*;
 
     fn conflict(manager: Manager, fields: &[&str]) -> Conflict {
-        Conflict { identifier: manager.identifier(), manager, path: fields.iter().map(|f| PathElement::field(f)).collect() }
+        Conflict {
+            identifier: manager.identifier(),
+            manager,
+            path: fields.iter().map(|f| PathElement::field(f)).collect(),
+        }
     }
 
     #[test]
     fn one_conflict() {
-        let c = conflict(Manager::new("kubectl-client-side-apply", Operation::Update, "stable.example.com/v1", ""), &["spec", "replicas"]);
+        let c = conflict(
+            Manager::new("kubectl-client-side-apply", Operation::Update, "stable.example.com/v1", ""),
+            &["spec", "replicas"],
+        );
         assert_eq!(
             Conflicts(vec![c.clone()]).to_string(),
             "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using stable.example.com/v1: .spec.replicas"

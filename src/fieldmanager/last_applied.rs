@@ -80,14 +80,20 @@ mod tests {
     #[test]
     fn builds_the_annotation_like_kubectl_reads_it() {
         let config = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x", "annotations": {ANNOTATION: "old"}}, "spec": {"a": "<b>"}});
-        assert_eq!(build(&config), "{\"apiVersion\":\"g/v1\",\"kind\":\"K\",\"metadata\":{\"name\":\"x\"},\"spec\":{\"a\":\"\\u003cb\\u003e\"}}\n");
+        assert_eq!(
+            build(&config),
+            "{\"apiVersion\":\"g/v1\",\"kind\":\"K\",\"metadata\":{\"name\":\"x\"},\"spec\":{\"a\":\"\\u003cb\\u003e\"}}\n"
+        );
     }
 
     #[test]
     fn allows_fields_still_holding_their_applied_values() {
-        let schema = Schema::custom_resource(Some(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "a": {"type": "string"}, "b": {"type": "string"}}}}})));
-        let last = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": "1", "b": "2"}}).to_string();
+        let schema = Schema::custom_resource(Some(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "a": {"type": "string"}, "b": {"type": "string"}}}}}),
+        ));
+        let last = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": "1", "b": "2"}})
+            .to_string();
         let live = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x", "annotations": {ANNOTATION: last}}, "spec": {"a": "1", "b": "changed"}});
         let allowed = allowed_conflicts(&schema, "g/v1", &live).unwrap();
         let paths: Vec<String> = allowed.paths().iter().map(|p| super::super::path::path_string(p)).collect();

@@ -118,7 +118,8 @@ impl Managed {
         entries.sort_by(|p, q| {
             let op = |e: &Entry| if e.fields.applied { Operation::Apply } else { e.manager.operation };
             let secs = |e: &Entry| e.time.map(|t| t.as_second()).unwrap_or(0);
-            op(p).cmp(&op(q))
+            op(p)
+                .cmp(&op(q))
                 .then(secs(p).cmp(&secs(q)))
                 .then_with(|| p.manager.manager.cmp(&q.manager.manager))
                 .then_with(|| p.fields.api_version.cmp(&q.fields.api_version))
@@ -163,8 +164,13 @@ fn decode_entry(i: usize, entry: &Value) -> Result<Entry, InvalidManagedFields> 
         Some(fields) => fieldsv1::decode(fields)
             .map_err(|e| InvalidManagedFields(format!("error decoding versioned set from entry {i}: {e}")))?,
     };
-    let manager = Manager::new(string_field(entry, "manager")?, operation, api_version, string_field(entry, "subresource")?);
-    Ok(Entry { manager, fields: VersionedSet { set, api_version: api_version.to_string(), applied: operation == Operation::Apply }, time })
+    let manager =
+        Manager::new(string_field(entry, "manager")?, operation, api_version, string_field(entry, "subresource")?);
+    Ok(Entry {
+        manager,
+        fields: VersionedSet { set, api_version: api_version.to_string(), applied: operation == Operation::Apply },
+        time,
+    })
 }
 
 fn encode_entry(entry: &Entry) -> Value {
@@ -233,10 +239,19 @@ mod tests {
     #[test]
     fn invalid_entries_are_reported() {
         for (entry, message) in [
-            (json!({"manager": "a", "operation": "Patch", "apiVersion": "v1", "fieldsType": "FieldsV1"}), "operation must be `Apply` or `Update`"),
+            (
+                json!({"manager": "a", "operation": "Patch", "apiVersion": "v1", "fieldsType": "FieldsV1"}),
+                "operation must be `Apply` or `Update`",
+            ),
             (json!({"manager": "a", "operation": "Apply", "fieldsType": "FieldsV1"}), "apiVersion must not be empty"),
-            (json!({"manager": "a", "operation": "Apply", "apiVersion": "v1"}), "missing fieldsType in managed fields entry 0"),
-            (json!({"manager": "a", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}), "invalid fieldsType \"FieldsV2\" in managed fields entry 0"),
+            (
+                json!({"manager": "a", "operation": "Apply", "apiVersion": "v1"}),
+                "missing fieldsType in managed fields entry 0",
+            ),
+            (
+                json!({"manager": "a", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}),
+                "invalid fieldsType \"FieldsV2\" in managed fields entry 0",
+            ),
         ] {
             assert_eq!(Managed::decode(&[entry]).unwrap_err().0, message);
         }

@@ -14,6 +14,7 @@
 //! 7. apiVersion, kind and the server-owned metadata are never owned.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use jiff::Timestamp;
 use serde_json::Value;
@@ -66,18 +67,32 @@ fn decode(entries: Option<&Value>) -> Result<Managed, String> {
 }
 
 /// The paths apiVersion, kind and server-owned metadata, which no manager owns.
-fn stripped() -> Set {
+static STRIPPED: LazyLock<Set> = LazyLock::new(|| {
     let meta = |field: &str| vec![PathElement::field("metadata"), PathElement::field(field)];
-    let mut paths: Vec<Path> = vec![vec![PathElement::field("apiVersion")], vec![PathElement::field("kind")], vec![PathElement::field("metadata")]];
-    for field in ["name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation", "managedFields", "resourceVersion"] {
+    let mut paths: Vec<Path> = vec![
+        vec![PathElement::field("apiVersion")],
+        vec![PathElement::field("kind")],
+        vec![PathElement::field("metadata")],
+    ];
+    for field in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
         paths.push(meta(field));
     }
     Set::of(&paths)
-}
+});
 
 fn strip(managed: &mut Managed, key: &str) {
     if let Some(entry) = managed.entries.get_mut(key) {
-        entry.fields.set = entry.fields.set.difference(&stripped());
+        entry.fields.set = entry.fields.set.difference(&STRIPPED);
         if entry.fields.set.is_empty() {
             managed.entries.remove(key);
         }
@@ -90,7 +105,8 @@ fn uid(object: &Value) -> &str {
 
 /// `namespace/name; group/version, Kind=kind`, as errors name an object.
 fn describe(object: &Value) -> String {
-    let meta = |f: &str| object.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or_default().to_string();
+    let meta =
+        |f: &str| object.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or_default().to_string();
     format!("{}/{}; {}", meta("namespace"), meta("name"), gvk_of(object))
 }
 
@@ -111,7 +127,7 @@ fn gvk(api_version: &str, kind: &str) -> String {
 
 impl FieldManager<'_> {
     fn updater(&self) -> Updater<'_> {
-        Updater { versions: self.versions, ignored: self.ignored }
+        Updater { versions: self.versions, version: self.api_version, ignored: self.ignored }
     }
 
     fn schema(&self) -> Result<&super::schema::Schema, Error> {
@@ -156,7 +172,14 @@ impl FieldManager<'_> {
         }
     }
 
-    fn track_update(&self, live: &Value, new: &Value, mut managed: Managed, manager: &str, now: Timestamp) -> Result<Managed, Error> {
+    fn track_update(
+        &self,
+        live: &Value,
+        new: &Value,
+        mut managed: Managed,
+        manager: &str,
+        now: Timestamp,
+    ) -> Result<Managed, Error> {
         // Objects that lost their managedFields are not tracked again until the next apply.
         if managed.is_empty() && !uid(live).is_empty() {
             return Ok(managed);
@@ -166,16 +189,25 @@ impl FieldManager<'_> {
     }
 
     /// The update path below the skip: build the identifier, compute, strip, time, cap.
-    fn update_managers(&self, live: &Value, new: &Value, managed: &mut Managed, manager: &str, now: Timestamp) -> Result<(), Error> {
+    fn update_managers(
+        &self,
+        live: &Value,
+        new: &Value,
+        managed: &mut Managed,
+        manager: &str,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         let name = if manager.is_empty() { "unknown" } else { manager };
         let id = Manager::new(name, Operation::Update, self.api_version, self.subresource);
         let key = id.identifier();
         let schema = self.schema()?;
-        typed::validate(schema, schema.root(), new, true)
-            .map_err(|e| Error::Internal(format!("failed to convert new object ({}) to smd typed: {e}", describe(new))))?;
-        typed::validate(schema, schema.root(), live, true)
-            .map_err(|e| Error::Internal(format!("failed to convert live object ({}) to smd typed: {e}", describe(live))))?;
-        self.updater().update(live, new, self.api_version, managed, CURRENT_OPERATION, &id)?;
+        typed::validate(schema, schema.root(), new, true).map_err(|e| {
+            Error::Internal(format!("failed to convert new object ({}) to smd typed: {e}", describe(new)))
+        })?;
+        typed::validate(schema, schema.root(), live, true).map_err(|e| {
+            Error::Internal(format!("failed to convert live object ({}) to smd typed: {e}", describe(live)))
+        })?;
+        self.updater().update(live, new, managed, CURRENT_OPERATION, &id)?;
         strip(managed, CURRENT_OPERATION);
         if let Some(current) = managed.entries.remove(CURRENT_OPERATION) {
             let set = match managed.entries.get(&key) {
@@ -191,8 +223,16 @@ impl FieldManager<'_> {
 
     /// Applies `config` to `live` (an object holding only apiVersion and kind when the object
     /// does not exist yet) for `manager`: the new object with its managedFields.
-    pub fn apply(&self, live: &Value, config: &Value, manager: &str, force: bool, now: Timestamp) -> Result<Value, Error> {
-        let managed = decode(managed_fields(live)).map_err(|e| Error::Internal(format!("failed to decode managed fields: {e}")))?;
+    pub fn apply(
+        &self,
+        live: &Value,
+        config: &Value,
+        manager: &str,
+        force: bool,
+        now: Timestamp,
+    ) -> Result<Value, Error> {
+        let managed = decode(managed_fields(live))
+            .map_err(|e| Error::Internal(format!("failed to decode managed fields: {e}")))?;
         if gvk_of(config) != gvk(self.api_version, self.kind) {
             return Err(Error::BadRequest(format!("invalid object type: {}", gvk_of(config))));
         }
@@ -215,14 +255,19 @@ impl FieldManager<'_> {
         force: bool,
         now: Timestamp,
     ) -> Result<(Value, Managed), Error> {
-        let first = self.apply_tracked(live, config, managed.clone(), manager, force, now);
+        let first = self.apply_tracked(live, config, managed, manager, force, now);
         let Err(Error::Conflicts(conflicts)) = &first else {
             return first;
         };
         if manager != "kubectl" {
             return first;
         }
-        let Some(allowed) = self.schema().ok().and_then(|s| last_applied::allowed_conflicts(s, self.api_version, live)) else {
+        // Rare: read the live managers again rather than copy them for every apply.
+        let Ok(managed) = decode(managed_fields(live)) else {
+            return first;
+        };
+        let Some(allowed) = self.schema().ok().and_then(|s| last_applied::allowed_conflicts(s, self.api_version, live))
+        else {
             return first;
         };
         let remaining: Vec<_> = conflicts.0.iter().filter(|c| !allowed.has(&c.path)).cloned().collect();
@@ -252,11 +297,12 @@ impl FieldManager<'_> {
             return Err(Error::BadRequest("metadata.managedFields must be nil".to_string()));
         }
         let schema = self.schema()?;
-        typed::validate(schema, schema.root(), config, false)
-            .map_err(|e| Error::BadRequest(format!("failed to create typed patch object ({}): {e}", describe(config))))?;
+        typed::validate(schema, schema.root(), config, false).map_err(|e| {
+            Error::BadRequest(format!("failed to create typed patch object ({}): {e}", describe(config)))
+        })?;
         typed::validate(schema, schema.root(), live, true)
             .map_err(|e| Error::Internal(format!("failed to create typed live object ({}): {e}", describe(live))))?;
-        let result = self.updater().apply(live, config, self.api_version, &mut managed, &key, &id, force)?;
+        let result = self.updater().apply(live, config, &mut managed, &key, &id, force)?;
         strip(&mut managed, &key);
         let object = match result {
             Some(object) => {

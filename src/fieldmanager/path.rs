@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn elements_order_by_kind_then_content() {
-        let mut elements = vec![
+        let mut elements = [
             PathElement::Index(1),
             PathElement::Value(json!("b")),
             PathElement::Key(vec![("name".into(), json!("a"))]),

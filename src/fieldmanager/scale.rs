@@ -6,8 +6,6 @@
 
 use std::collections::BTreeMap;
 
-
-
 use super::managed::{Entry, Managed, VersionedSet};
 use super::path::{Path, PathElement};
 use super::set::Set;
@@ -124,12 +122,21 @@ mod tests {
         let (_, only) = scale.entries.iter().next().unwrap();
         assert_eq!(only.fields.api_version, "autoscaling/v1");
 
-        let written = Managed { entries: [entry("scaler", Operation::Update, "autoscaling/v1", "scale", &[p(&["spec", "replicas"])])].into_iter().collect() };
+        let written = Managed {
+            entries: [entry("scaler", Operation::Update, "autoscaling/v1", "scale", &[p(&["spec", "replicas"])])]
+                .into_iter()
+                .collect(),
+        };
         let back = mapping().to_parent(&parent, &written);
         let mut names: Vec<(String, Vec<String>)> = back
             .entries
             .values()
-            .map(|e| (e.manager.manager.clone(), e.fields.set.paths().iter().map(|p| super::super::path::path_string(p)).collect()))
+            .map(|e| {
+                (
+                    e.manager.manager.clone(),
+                    e.fields.set.paths().iter().map(|p| super::super::path::path_string(p)).collect(),
+                )
+            })
             .collect();
         names.sort();
         assert_eq!(

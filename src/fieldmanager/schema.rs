@@ -178,8 +178,10 @@ impl Builder {
         let boolean = self.push(Atom { scalar: Some(Scalar::Boolean), ..Atom::default() });
         let time = self.push(Atom { scalar: Some(Scalar::Untyped), ..Atom::default() });
         let string_map = self.push_map(&[], Some(string), false);
-        let finalizers =
-            self.push(Atom { list: Some(ListType { element: string, associative: true, keys: Vec::new() }), ..Atom::default() });
+        let finalizers = self.push(Atom {
+            list: Some(ListType { element: string, associative: true, keys: Vec::new() }),
+            ..Atom::default()
+        });
         let owner = self.push_map(
             &[
                 ("apiVersion", string),

@@ -53,7 +53,13 @@ impl Endpoint {
     }
 
     fn manager(&self) -> FieldManager<'_> {
-        FieldManager { versions: &self.versions, api_version: "g/v1", kind: "K", subresource: self.subresource, ignored: &self.ignored }
+        FieldManager {
+            versions: &self.versions,
+            api_version: "g/v1",
+            kind: "K",
+            subresource: self.subresource,
+            ignored: &self.ignored,
+        }
     }
 
     fn update(&self, live: &Value, new: Value, manager: &str, at: i64) -> Value {
@@ -172,7 +178,10 @@ fn apply_conflicts_with_other_owners_unless_forced() {
     assert_eq!(forced["spec"]["replicas"], 2);
     assert_eq!(
         owners(&forced),
-        [owner("app", "Apply", &[".spec.image", ".spec.replicas"]), owner("kubectl-client-side-apply", "Update", &[".spec"])]
+        [
+            owner("app", "Apply", &[".spec.image", ".spec.replicas"]),
+            owner("kubectl-client-side-apply", "Update", &[".spec"])
+        ]
     );
 }
 
@@ -194,14 +203,22 @@ fn several_conflicts_are_listed_by_manager() {
 fn apply_refuses_wrong_types_and_managed_fields() {
     let e = Endpoint::main();
     let other_kind = json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "x"}});
-    assert_eq!(e.apply(&empty(), other_kind, "m", false, 1).unwrap_err().to_string(), "invalid object type: g/v2, Kind=K");
+    assert_eq!(
+        e.apply(&empty(), other_kind, "m", false, 1).unwrap_err().to_string(),
+        "invalid object type: g/v2, Kind=K"
+    );
     let mut with_managed = object(json!({}));
     with_managed["metadata"]["managedFields"] = json!([]);
-    assert_eq!(e.apply(&empty(), with_managed, "m", false, 1).unwrap_err(), Error::BadRequest("metadata.managedFields must be nil".into()));
+    assert_eq!(
+        e.apply(&empty(), with_managed, "m", false, 1).unwrap_err(),
+        Error::BadRequest("metadata.managedFields must be nil".into())
+    );
     let unknown = object(json!({"nope": 1}));
     assert_eq!(
         e.apply(&empty(), unknown, "m", false, 1).unwrap_err(),
-        Error::BadRequest("failed to create typed patch object (ns/x; g/v1, Kind=K): .spec.nope: field not declared in schema".into())
+        Error::BadRequest(
+            "failed to create typed patch object (ns/x; g/v1, Kind=K): .spec.nope: field not declared in schema".into()
+        )
     );
 }
 
@@ -281,14 +298,21 @@ fn kubectl_takes_over_its_client_side_applied_fields() {
     let err = e.apply(&live, config.clone(), "kubectl", false, 3).unwrap_err();
     assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"editor\" using g/v1: .spec.image");
     // Without that change, kubectl server-side apply takes over and refreshes the annotation.
-    let live = e.update(&empty(), {
-        let mut o = last.clone();
-        o["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": last.to_string()});
-        o
-    }, "kubectl-client-side-apply", 1);
+    let live = e.update(
+        &empty(),
+        {
+            let mut o = last.clone();
+            o["metadata"]["annotations"] =
+                json!({"kubectl.kubernetes.io/last-applied-configuration": last.to_string()});
+            o
+        },
+        "kubectl-client-side-apply",
+        1,
+    );
     let applied = e.apply(&live, config, "kubectl", false, 3).unwrap();
     assert_eq!(applied["spec"], json!({"replicas": 2, "image": "b"}));
-    let annotation = applied["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str().unwrap();
+    let annotation =
+        applied["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str().unwrap();
     assert!(annotation.contains("\"replicas\":2") && annotation.ends_with('\n'));
     // Another applier gets the conflict.
     assert!(e.apply(&live, object(json!({"replicas": 2})), "other", false, 3).is_err());
@@ -300,4 +324,40 @@ fn a_noop_apply_changes_nothing() {
     let created = e.apply(&empty(), object(json!({"replicas": 1})), "app", false, 1).unwrap();
     let again = e.apply(&created, object(json!({"replicas": 1})), "app", false, 9).unwrap();
     assert_eq!(again, created);
+}
+
+/// Two versions of one schema; conversion changes apiVersion only.
+struct TwoVersions(Schema);
+
+impl Versions for TwoVersions {
+    fn schema(&self, api_version: &str) -> Option<&Schema> {
+        matches!(api_version, "g/v1" | "g/v2").then_some(&self.0)
+    }
+
+    fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
+        let mut out = object.clone();
+        out["apiVersion"] = json!(api_version);
+        Ok(out)
+    }
+}
+
+#[test]
+fn managers_of_other_versions_are_compared_at_their_version() {
+    let versions = TwoVersions(versions().0);
+    let ignored = Set::new();
+    let at = |api_version: &'static str| FieldManager { versions: &versions, api_version, kind: "K", subresource: "", ignored: &ignored };
+    let mut created = object(json!({"replicas": 1}));
+    at("g/v1").update(&empty(), &mut created, "old-client", time(1));
+    let mut config = object(json!({"replicas": 2}));
+    config["apiVersion"] = json!("g/v2");
+    let mut live = created.clone();
+    live["apiVersion"] = json!("g/v2");
+    let err = at("g/v2").apply(&live, &config, "new-client", false, time(2)).unwrap_err();
+    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"old-client\" using g/v1: .spec.replicas");
+    // A manager whose version is gone is dropped.
+    let mut stale = created.clone();
+    stale["metadata"]["managedFields"][0]["apiVersion"] = json!("g/v0");
+    stale["apiVersion"] = json!("g/v2");
+    let applied = at("g/v2").apply(&stale, &config, "new-client", false, time(2)).unwrap();
+    assert_eq!(owners(&applied), [owner("new-client", "Apply", &[".spec.replicas"])]);
 }

@@ -44,6 +44,8 @@ pub enum Error {
 
 pub struct Updater<'a> {
     pub versions: &'a dyn Versions,
+    /// The version writes arrive in.
+    pub version: &'a str,
     /// Fields this endpoint resets (status on the main resource, spec and metadata on the
     /// status subresource): nobody gains or loses them through it.
     pub ignored: &'a Set,
@@ -160,11 +162,11 @@ impl Updater<'_> {
         &self,
         live: &Value,
         new: &Value,
-        version: &str,
         managed: &mut Managed,
         writer: &str,
         manager: &Manager,
     ) -> Result<(), Error> {
+        let version = self.version;
         self.reconcile(managed);
         let comparison = self.take_changed(live, new, version, managed, writer, true)?;
         let previous = managed.entries.remove(writer);
@@ -189,12 +191,12 @@ impl Updater<'_> {
         &self,
         live: &Value,
         config: &Value,
-        version: &str,
         managed: &mut Managed,
         writer: &str,
         manager: &Manager,
         force: bool,
     ) -> Result<Option<Value>, Error> {
+        let version = self.version;
         self.reconcile(managed);
         let schema = self.schema(version)?;
         let merged = typed::merge(schema, schema.root(), live, config)
@@ -205,14 +207,26 @@ impl Updater<'_> {
         let set = typed::to_field_set(schema, schema.root(), config).recursive_difference(self.ignored);
         let fields = VersionedSet { set, api_version: version.to_string(), applied: true };
         managed.entries.insert(writer.to_string(), Entry { manager: manager.clone(), fields, time });
-        let merged = self.prune(merged, managed, writer, version, last.as_ref())?;
+        // Nothing to prune when the writer still applies everything it applied last time.
+        let still_applied = last.as_ref().is_none_or(|l| {
+            l.api_version == version
+                && managed.entries.get(writer).is_some_and(|e| l.set.difference(&e.fields.set).is_empty())
+        });
+        let merged = if still_applied { merged } else { self.prune(merged, managed, writer, version, last.as_ref())? };
         self.take_changed(live, &merged, version, managed, writer, force)?;
         Ok(if values_equal(live, &merged) { None } else { Some(merged) })
     }
 
     /// Removes what `writer` applied last time and no longer applies, unless someone else
     /// (or the new configuration) owns it, or it was never only the writer's.
-    fn prune(&self, merged: Value, managed: &Managed, writer: &str, version: &str, last: Option<&VersionedSet>) -> Result<Value, Error> {
+    fn prune(
+        &self,
+        merged: Value,
+        managed: &Managed,
+        writer: &str,
+        version: &str,
+        last: Option<&VersionedSet>,
+    ) -> Result<Value, Error> {
         let Some(last) = last.filter(|l| !l.set.is_empty()) else {
             return Ok(merged);
         };
@@ -232,7 +246,13 @@ impl Updater<'_> {
 
     /// Puts back what prune removed but some manager owns, version by version (the pruned
     /// version first).
-    fn add_back_owned(&self, merged: &Value, mut pruned: Value, pruned_version: &str, managed: &Managed) -> Result<Value, Error> {
+    fn add_back_owned(
+        &self,
+        merged: &Value,
+        mut pruned: Value,
+        pruned_version: &str,
+        managed: &Managed,
+    ) -> Result<Value, Error> {
         let mut owned: BTreeMap<&str, Set> = BTreeMap::new();
         for entry in managed.entries.values() {
             owned.entry(entry.fields.api_version.as_str()).or_default().union_with(&entry.fields.set);
@@ -269,7 +289,13 @@ impl Updater<'_> {
 
     /// Keeps prune from removing what the writer did not own alone last time: only fields
     /// in the writer's last set are removed.
-    fn add_back_dangling(&self, merged: &Value, schema: &Schema, pruned: Value, last: &VersionedSet) -> Result<Value, Error> {
+    fn add_back_dangling(
+        &self,
+        merged: &Value,
+        schema: &Schema,
+        pruned: Value,
+        last: &VersionedSet,
+    ) -> Result<Value, Error> {
         let Some((pruned_v, _)) = self.at(&pruned, &last.api_version)? else {
             return Ok(merged.clone());
         };

@@ -93,7 +93,11 @@ impl Walker<'_> {
                     self.leaf(lhs, rhs);
                     return true;
                 }
-                errors.extend(self.list_items(list, l.map(Vec::as_slice).unwrap_or_default(), r.map(Vec::as_slice).unwrap_or_default()));
+                errors.extend(self.list_items(
+                    list,
+                    l.map(Vec::as_slice).unwrap_or_default(),
+                    r.map(Vec::as_slice).unwrap_or_default(),
+                ));
                 false
             }
             Facet::Map(map) => {
@@ -123,15 +127,28 @@ impl Walker<'_> {
         }
     }
 
-    fn child(&mut self, element: PathElement, t: Option<TypeId>, lhs: Option<&Value>, rhs: Option<&Value>) -> TypeErrors {
-        let prefix = element.to_string();
+    fn child(
+        &mut self,
+        element: PathElement,
+        t: Option<TypeId>,
+        lhs: Option<&Value>,
+        rhs: Option<&Value>,
+    ) -> TypeErrors {
         self.path.push(element);
         let errors = self.node(t, lhs, rhs);
-        self.path.pop();
-        errors.prefixed(&prefix)
+        let element = self.path.pop();
+        match element {
+            Some(element) => errors.prefixed(element),
+            None => errors,
+        }
     }
 
-    fn map_items(&mut self, map: &MapType, lhs: Option<&Map<String, Value>>, rhs: Option<&Map<String, Value>>) -> TypeErrors {
+    fn map_items(
+        &mut self,
+        map: &MapType,
+        lhs: Option<&Map<String, Value>>,
+        rhs: Option<&Map<String, Value>>,
+    ) -> TypeErrors {
         let mut errors = TypeErrors::default();
         let mut keys: Vec<&String> = lhs.into_iter().flat_map(|m| m.keys()).collect();
         keys.extend(rhs.into_iter().flat_map(|m| m.keys()).filter(|k| lhs.is_none_or(|l| !l.contains_key(*k))));

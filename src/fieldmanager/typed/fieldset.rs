@@ -162,10 +162,16 @@ fn reconcile_node(
             return;
         }
         if let Some(set) = set {
-            visit_children(set, path, changes, |element| match element {
-                PathElement::Field(name) => map.type_of(name),
-                _ => map.element,
-            }, schema);
+            visit_children(
+                set,
+                path,
+                changes,
+                |element| match element {
+                    PathElement::Field(name) => map.type_of(name),
+                    _ => map.element,
+                },
+                schema,
+            );
         }
     } else if atom.scalar.is_some() {
     } else if let Some(list) = &atom.list {
@@ -206,6 +212,5 @@ fn visit_children(
 
 /// Whether a type is the deduced type or an untyped scalar (`isUntypedDeducedRef`).
 fn is_untyped(schema: &Schema, t: TypeId) -> bool {
-    t == super::super::schema::DEDUCED
-        || schema.atom(t).scalar == Some(super::super::schema::Scalar::Untyped)
+    t == super::super::schema::DEDUCED || schema.atom(t).scalar == Some(super::super::schema::Scalar::Untyped)
 }

@@ -75,7 +75,9 @@ fn facet(schema: &Schema, facet: Facet<'_>, lhs: Option<&Value>, rhs: Option<&Va
             }
             map_items(schema, map, l, r)
         }
-        Facet::Invalid => (None, TypeErrors(vec![TypeError { path: String::new(), message: INVALID_ATOM.to_string() }])),
+        Facet::Invalid => {
+            (None, TypeErrors(vec![TypeError { path: String::new(), message: INVALID_ATOM.to_string() }]))
+        }
     }
 }
 
@@ -90,7 +92,7 @@ fn map_items(
     let keys: BTreeSet<&String> = lhs.into_iter().chain(rhs).flat_map(|m| m.keys()).collect();
     for key in keys {
         let (child, more) = node(schema, map.type_of(key), lhs.and_then(|m| m.get(key)), rhs.and_then(|m| m.get(key)));
-        errors.extend(more.prefixed(&PathElement::Field(key.clone()).to_string()));
+        errors.extend(more.prefixed(super::FieldPrefix(key)));
         if let Some(child) = child {
             out.insert(key.clone(), child);
         }
@@ -117,7 +119,12 @@ impl<'v> Observed<'v> {
 
 type Indexed<'v> = (Vec<PathElement>, BTreeMap<PathElement, Observed<'v>>);
 
-fn index<'v>(schema: &Schema, list: &ListType, items: &'v [Value], allow_duplicates: bool) -> Result<Indexed<'v>, TypeErrors> {
+fn index<'v>(
+    schema: &Schema,
+    list: &ListType,
+    items: &'v [Value],
+    allow_duplicates: bool,
+) -> Result<Indexed<'v>, TypeErrors> {
     let mut errors = TypeErrors::default();
     let mut elements = Vec::with_capacity(items.len());
     let mut observed = BTreeMap::new();
@@ -131,7 +138,9 @@ fn index<'v>(schema: &Schema, list: &ListType, items: &'v [Value], allow_duplica
         };
         match observed.get(&element) {
             Some(_) if !allow_duplicates => {
-                errors.0.push(TypeError { path: String::new(), message: format!("duplicate entries for key {element}") });
+                errors
+                    .0
+                    .push(TypeError { path: String::new(), message: format!("duplicate entries for key {element}") });
                 continue;
             }
             Some(_) => {
@@ -169,7 +178,7 @@ fn list_items(schema: &Schema, list: &ListType, lhs: &[Value], rhs: &[Value]) ->
     let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
     let mut merge_item = |element: &PathElement, l: Option<&Value>, r: Option<&Value>, out: &mut Vec<Value>| {
         let (child, more) = node(schema, Some(list.element), l, r);
-        errors.extend(more.prefixed(&element.to_string()));
+        errors.extend(more.prefixed(element));
         if let Some(child) = child {
             out.push(child);
         }

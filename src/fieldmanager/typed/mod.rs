@@ -19,7 +19,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::path::{PathElement, path_string};
+use super::path::PathElement;
 use super::schema::{Atom, ListType, MapType, Scalar, Schema, TypeId};
 
 /// A value that does not fit its type, with the path where it does not.
@@ -35,7 +35,8 @@ pub struct TypeErrors(pub Vec<TypeError>);
 
 impl fmt::Display for TypeErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let one = |e: &TypeError| if e.path.is_empty() { e.message.clone() } else { format!("{}: {}", e.path, e.message) };
+        let one =
+            |e: &TypeError| if e.path.is_empty() { e.message.clone() } else { format!("{}: {}", e.path, e.message) };
         match self.0.as_slice() {
             [single] => f.write_str(&one(single)),
             many => {
@@ -64,12 +65,26 @@ impl TypeErrors {
         self.0.extend(other.0);
     }
 
-    /// Prefixes every path with `prefix` (errors come back up the walk).
-    fn prefixed(mut self, prefix: &str) -> TypeErrors {
+    /// Prefixes every path with `prefix` (errors come back up the walk); the prefix is only
+    /// rendered when there is an error.
+    fn prefixed(mut self, prefix: impl fmt::Display) -> TypeErrors {
+        if self.0.is_empty() {
+            return self;
+        }
+        let prefix = prefix.to_string();
         for e in &mut self.0 {
-            e.path.insert_str(0, prefix);
+            e.path.insert_str(0, &prefix);
         }
         self
+    }
+}
+
+/// The path prefix of a field (`.name`), rendered lazily.
+struct FieldPrefix<'a>(&'a str);
+
+impl fmt::Display for FieldPrefix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, ".{}", self.0)
     }
 }
 
@@ -209,10 +224,12 @@ fn validate_node(schema: &Schema, t: Option<TypeId>, value: &Value, allow_duplic
                     PathElement::Index(i as i64)
                 };
                 if list.associative && !seen.insert(element.clone()) && !allow_duplicates {
-                    errors.0.push(TypeError { path: String::new(), message: format!("duplicate entries for key {element}") });
+                    errors.0.push(TypeError {
+                        path: String::new(),
+                        message: format!("duplicate entries for key {element}"),
+                    });
                 }
-                let prefix = element.to_string();
-                errors.extend(validate_node(schema, Some(list.element), item, allow_duplicates).prefixed(&prefix));
+                errors.extend(validate_node(schema, Some(list.element), item, allow_duplicates).prefixed(&element));
             }
             errors
         }
@@ -224,7 +241,7 @@ fn validate_node(schema: &Schema, t: Option<TypeId>, value: &Value, allow_duplic
             };
             let mut errors = TypeErrors::default();
             for (key, item) in fields {
-                let prefix = path_string(&[PathElement::Field(key.clone())]);
+                let prefix = FieldPrefix(key);
                 let Some(item_type) = map.type_of(key) else {
                     errors.extend(TypeErrors::one("field not declared in schema").prefixed(&prefix));
                     break;

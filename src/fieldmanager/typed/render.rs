@@ -77,6 +77,9 @@ mod tests {
         assert_eq!(go_type(&json!("x")), "string");
         assert_eq!(value_v(&json!({"a": [1, 2]})), "&{map[a:[1 2]]}");
         assert_eq!(value_sharp(&json!(5)), "&value.valueUnstructured{Value:5}");
-        assert_eq!(value_sharp(&json!({"a": "b"})), "&value.valueUnstructured{Value:map[string]interface {}{\"a\":\"b\"}}");
+        assert_eq!(
+            value_sharp(&json!({"a": "b"})),
+            "&value.valueUnstructured{Value:map[string]interface {}{\"a\":\"b\"}}"
+        );
     }
 }

@@ -110,7 +110,10 @@ fn map_lists_merge_items_by_key() {
         json!({"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}}),
         json!({"spec": {"ports": [{"port": 443, "name": "tls"}, {"port": 8080}]}}),
     );
-    assert_eq!(out["spec"]["ports"], json!([{"port": 80, "name": "http"}, {"port": 443, "name": "tls"}, {"port": 8080}]));
+    assert_eq!(
+        out["spec"]["ports"],
+        json!([{"port": 80, "name": "http"}, {"port": 443, "name": "tls"}, {"port": 8080}])
+    );
 }
 
 #[test]
@@ -144,7 +147,12 @@ fn compare_reports_added_modified_removed() {
     assert_eq!(paths(&c.removed), [".spec.tags[=\"a\"]"]);
     assert!(compare(&s, s.root(), &before, &before).unwrap().removed.is_empty());
     // 1 and 1.0 are the same number.
-    assert!(compare(&s, s.root(), &json!({"spec": {"replicas": 1}}), &json!({"spec": {"replicas": 1.0}})).unwrap().modified.is_empty());
+    assert!(
+        compare(&s, s.root(), &json!({"spec": {"replicas": 1}}), &json!({"spec": {"replicas": 1.0}}))
+            .unwrap()
+            .modified
+            .is_empty()
+    );
 }
 
 #[test]
@@ -183,7 +191,10 @@ fn validation_errors_read_like_kubernetes() {
     assert_eq!(check(json!({"spec": {"nope": 1}}), false), ".spec.nope: field not declared in schema");
     assert_eq!(check(json!({"spec": {"tags": ["a", "a"]}}), false), ".spec.tags: duplicate entries for key [=\"a\"]");
     assert!(validate(&s, s.root(), &json!({"spec": {"tags": ["a", "a"]}}), true).is_ok());
-    assert_eq!(check(json!({"spec": {"replicas": "x"}}), false), ".spec.replicas: expected numeric (int or float), got string");
+    assert_eq!(
+        check(json!({"spec": {"replicas": "x"}}), false),
+        ".spec.replicas: expected numeric (int or float), got string"
+    );
     // A key field with a default may be left out; one without may not.
     assert!(validate(&s, s.root(), &json!({"spec": {"ports": [{"name": "x"}]}}), false).is_ok());
     assert_eq!(
