@@ -125,6 +125,15 @@ fn apply_options_and_conflicts_as_kubernetes_reports_them() {
     assert_eq!(forced.status, 200, "{}", forced.text());
     assert_eq!(forced.json()["spec"], json!({"size": 2, "color": "red"}));
 
+    // A resourceVersion in the configuration is a precondition.
+    let mut stale = object("g", json!({"size": 3}));
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let body = status_of(&apply(&client, "g", "?fieldManager=bob", &stale), 409);
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on gadgets.example.com \"g\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
     // The configuration must be of the endpoint's kind and fit its schema.
     let mut other_version = object("g", json!({}));
     other_version["apiVersion"] = json!("example.com/v2");

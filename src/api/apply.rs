@@ -82,6 +82,11 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
             }
         };
         let mut object = ownership::apply(call, &old, &config, force)?;
+        // A resourceVersion in the configuration is a precondition.
+        let pinned = objects::resource_version(&object) != objects::resource_version(&old);
+        if pinned {
+            return Err(conflict());
+        }
         check_placement(call, &object)?;
         // Applied configurations were type-checked against the schema; nothing unknown is
         // left for `fieldValidation` to report.
