@@ -345,7 +345,13 @@ impl Versions for TwoVersions {
 fn managers_of_other_versions_are_compared_at_their_version() {
     let versions = TwoVersions(versions().0);
     let ignored = Set::new();
-    let at = |api_version: &'static str| FieldManager { versions: &versions, api_version, kind: "K", subresource: "", ignored: &ignored };
+    let at = |api_version: &'static str| FieldManager {
+        versions: &versions,
+        api_version,
+        kind: "K",
+        subresource: "",
+        ignored: &ignored,
+    };
     let mut created = object(json!({"replicas": 1}));
     at("g/v1").update(&empty(), &mut created, "old-client", time(1));
     let mut config = object(json!({"replicas": 2}));
@@ -353,7 +359,10 @@ fn managers_of_other_versions_are_compared_at_their_version() {
     let mut live = created.clone();
     live["apiVersion"] = json!("g/v2");
     let err = at("g/v2").apply(&live, &config, "new-client", false, time(2)).unwrap_err();
-    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"old-client\" using g/v1: .spec.replicas");
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"old-client\" using g/v1: .spec.replicas"
+    );
     // A manager whose version is gone is dropped.
     let mut stale = created.clone();
     stale["metadata"]["managedFields"][0]["apiVersion"] = json!("g/v0");
