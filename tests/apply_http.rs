@@ -214,7 +214,9 @@ fn status_subresource_and_dry_run() {
     assert_eq!(entry["subresource"], "status");
     assert_eq!(entry["operation"], "Apply");
     assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
-    // Applying again with the same configuration changes nothing.
+    // Applying again with the same configuration changes nothing, not even a time stamp a
+    // second later.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let again = client
         .send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap())
         .unwrap();

@@ -268,3 +268,86 @@ fn to_api_error(error: fieldmanager::Error) -> ApiError {
         fieldmanager::Error::Internal(message) => ApiError::internal(message),
     }
 }
+
+/// Keeps the stored times when a write changes nothing but managedFields times
+/// (`IgnoreManagedFieldsTimestampsTransformer`), so an unchanged object is not written again.
+pub fn keep_times_of_unchanged(old: &Value, new: &mut Value) {
+    let entries = |o: &Value| o.pointer("/metadata/managedFields").and_then(Value::as_array).cloned();
+    let (Some(before), Some(mut after)) = (entries(old), entries(new)) else { return };
+    if before.len() != after.len() || after.is_empty() {
+        return;
+    }
+    let time = |e: &Value| e.get("time").cloned();
+    if before.iter().zip(&after).all(|(b, a)| time(b) == time(a)) {
+        return;
+    }
+    let without_time = |e: &Value| {
+        let mut e = e.clone();
+        if let Some(map) = e.as_object_mut() {
+            map.remove("time");
+        }
+        e
+    };
+    if before.iter().zip(&after).any(|(b, a)| without_time(b) != without_time(a)) || !equal_but_managed_fields(old, new)
+    {
+        return;
+    }
+    for (a, b) in after.iter_mut().zip(&before) {
+        if let Some(map) = a.as_object_mut() {
+            match b.get("time") {
+                Some(t) => map.insert("time".into(), t.clone()),
+                None => map.remove("time"),
+            };
+        }
+    }
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(after));
+    }
+}
+
+fn equal_but_managed_fields(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return a == b };
+    a.len() == b.len()
+        && a.iter().all(|(key, value)| match (key.as_str(), b.get(key)) {
+            ("metadata", Some(other)) => match (value.as_object(), other.as_object()) {
+                (Some(x), Some(y)) => {
+                    let strip =
+                        |m: &serde_json::Map<String, Value>| m.iter().filter(|(k, _)| *k != "managedFields").count();
+                    strip(x) == strip(y)
+                        && x.iter().filter(|(k, _)| *k != "managedFields").all(|(k, v)| y.get(k) == Some(v))
+                }
+                _ => value == other,
+            },
+            (_, Some(other)) => value == other,
+            (_, None) => false,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_only_changes_are_reverted() {
+        let entry = |time: &str, field: &str| json!({"manager": "m", "operation": "Apply", "time": time, "fieldsV1": {field: {}}});
+        let old = json!({"metadata": {"name": "x", "managedFields": [entry("2024-01-01T00:00:00Z", "f:a")]}, "spec": {"a": 1}});
+        let mut same = old.clone();
+        same["metadata"]["managedFields"][0]["time"] = json!("2024-01-02T00:00:00Z");
+        keep_times_of_unchanged(&old, &mut same);
+        assert_eq!(same, old);
+        let mut changed = same.clone();
+        changed["metadata"]["managedFields"][0]["time"] = json!("2024-01-02T00:00:00Z");
+        changed["spec"]["a"] = json!(2);
+        keep_times_of_unchanged(&old, &mut changed);
+        assert_eq!(changed["metadata"]["managedFields"][0]["time"], "2024-01-02T00:00:00Z");
+        let mut other_fields = old.clone();
+        other_fields["metadata"]["managedFields"][0] = entry("2024-01-02T00:00:00Z", "f:b");
+        keep_times_of_unchanged(&old, &mut other_fields);
+        assert_eq!(other_fields["metadata"]["managedFields"][0]["time"], "2024-01-02T00:00:00Z");
+    }
+
+    #[test]
+    fn printable_characters_as_go_sees_them() {
+        assert!(is_print('a') && is_print(' ') && !is_print('\u{7}') && !is_print('\u{200b}'));
+    }
+}

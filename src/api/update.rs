@@ -103,6 +103,7 @@ pub async fn commit(
         status_subresource: call.served.version.status_subresource && call.subresource == Subresource::None,
     };
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
+    super::ownership::keep_times_of_unchanged(old, &mut object);
     let warnings = write::validate(call, &object, Some(old), errors).map_err(Some)?;
     let (stored, encoded) = write::to_storage(call, &object).map_err(Some)?;
     if encoded == current.value {
