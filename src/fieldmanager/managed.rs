@@ -52,9 +52,14 @@ impl Manager {
 
     /// The identifier Kubernetes keys managers by: the entry's JSON without fields and time.
     pub fn identifier(&self) -> String {
-        let mut out = String::from("{\"manager\":");
-        gojson::write_string(&mut out, &self.manager);
-        out.push_str(",\"operation\":\"");
+        // Field order and omitted empty fields as Go marshals ManagedFieldsEntry.
+        let mut out = String::from("{");
+        if !self.manager.is_empty() {
+            out.push_str("\"manager\":");
+            gojson::write_string(&mut out, &self.manager);
+            out.push(',');
+        }
+        out.push_str("\"operation\":\"");
         out.push_str(self.operation.as_str());
         out.push('"');
         if !self.api_version.is_empty() {
@@ -219,6 +224,10 @@ mod tests {
         assert_eq!(
             Manager::new("m<1>", Operation::Update, "a/v1", "status").identifier(),
             r#"{"manager":"m\u003c1\u003e","operation":"Update","apiVersion":"a/v1","subresource":"status"}"#
+        );
+        assert_eq!(
+            Manager::new("", Operation::Update, "a/v1", "").identifier(),
+            r#"{"operation":"Update","apiVersion":"a/v1"}"#
         );
     }
 
