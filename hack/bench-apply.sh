@@ -2,8 +2,7 @@
 # Measures server-side apply throughput and latency of a release build over 1 and 8 HTTPS
 # connections (client certificate, HTTP/1.1 keep-alive), against a fresh sled store: applies
 # that create CronTabs, applies that change a field, applies that change nothing, merge
-# patches for comparison; then the
-# field manager alone, in process.
+# patches for comparison; then the field manager alone, in process.
 # Usage: hack/bench-apply.sh [SECONDS_PER_PHASE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
