@@ -171,9 +171,11 @@ fn managed_fields_sent_by_clients() {
     assert_eq!(kept.status, 200, "{}", kept.text());
     assert_eq!(kept.json()["metadata"]["managedFields"], live["metadata"]["managedFields"]);
 
-    // An empty list resets them; updates then track nothing until the next apply.
+    // One empty entry resets them (the documented way: an empty list is dropped as an empty
+    // ObjectMeta field before it reaches the field manager); updates then track nothing until
+    // the next apply.
     let mut reset = kept.json();
-    reset["metadata"]["managedFields"] = json!([]);
+    reset["metadata"]["managedFields"] = json!([{}]);
     let cleared = client.send_json("PUT", &url("g", ""), &reset).json();
     assert!(cleared["metadata"].get("managedFields").is_none(), "{cleared}");
     let patched = client
