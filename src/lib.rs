@@ -11,6 +11,7 @@ pub mod cli;
 pub mod conversion;
 pub mod core;
 pub mod definitions;
+pub mod fieldmanager;
 pub mod schema;
 pub mod server;
 pub mod store;

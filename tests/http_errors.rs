@@ -172,7 +172,7 @@ fn error_statuses() {
         &client.send("PATCH", &format!("{COLLECTION}/c1"), "application/strategic-merge-patch+json", "{}").unwrap(),
         415,
         "UnsupportedMediaType",
-        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
     );
     // Unsupported body media type.
     assert_eq!(client.send("POST", COLLECTION, "text/plain", "x").unwrap().status, 415);

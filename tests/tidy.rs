@@ -51,6 +51,7 @@ fn lower_layers_stay_free_of_http_and_upper_layers() {
         ("cel", &["hyper", "http::", "crate::server", "crate::api", "crate::store"]),
         ("definitions", &["hyper", "crate::server", "crate::api", "crate::store"]),
         ("conversion", &["crate::server", "crate::api", "crate::store"]),
+        ("fieldmanager", &["hyper", "http::", "crate::server", "crate::api", "crate::store", "crate::definitions"]),
         ("core", &["crate::"]),
     ];
     let mut violations = Vec::new();

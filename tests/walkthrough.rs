@@ -110,7 +110,7 @@ fn crontab_walkthrough() {
         server.kubectl(&["patch", "ct", "my-new-cron-object", "--type=strategic", "-p", r#"{"spec":{"replicas":4}}"#]);
     assert!(!strategic.status.success());
     assert!(
-        stderr(&strategic).contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"),
+        stderr(&strategic).contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
         "{}",
         stderr(&strategic)
     );

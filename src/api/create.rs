@@ -1,6 +1,7 @@
-//! POST of a new object.
+//! POST of a new object, and the insertion step that apply shares when it creates.
 
 use http::{Response, StatusCode};
+use serde_json::Value;
 
 use super::Api;
 use super::body::{ReqBody, RespBody, add_warnings, read_limited};
@@ -9,6 +10,7 @@ use super::codec;
 use super::errors;
 use super::negotiate::negotiate;
 use super::objects::{self, Placement};
+use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
 use crate::core::status::ApiError;
@@ -22,12 +24,29 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     write::check_type_meta(&call.served, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
+    ownership::check_options(call, "CreateOptions", false)?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
+    ownership::track_create(call, &mut object);
+    let (response_object, more) = insert(api, call, object, dry_run).await?;
+    warnings.extend(more);
+    let mut response = present::object_response(call, output, StatusCode::CREATED, response_object)?;
+    add_warnings(&mut response, &warnings);
+    Ok(response)
+}
+
+/// Prepares, validates and stores a new object (create, and apply to a missing object):
+/// the object as stored, in the request version, with the validation warnings.
+pub async fn insert(
+    api: &Api,
+    call: &Call,
+    mut object: Value,
+    dry_run: bool,
+) -> Result<(Value, Vec<String>), ApiError> {
     let placement =
         Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;
-    warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
+    let warnings = write::validate(&call.served, false, &object, None, errors)?;
     let name = objects::name(&object).to_string();
     let (stored, encoded) = write::to_storage(&call.served, &object)?;
     let response_object = if dry_run {
@@ -42,7 +61,5 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
             api.store().create(&call.key_of(&name), encoded).await.map_err(|e| errors::storage(e, call, &name))?;
         write::stored_to_response(call, stored, revision)?
     };
-    let mut response = present::object_response(call, output, StatusCode::CREATED, response_object)?;
-    add_warnings(&mut response, &warnings);
-    Ok(response)
+    Ok((response_object, warnings))
 }

@@ -5,6 +5,7 @@
 //! and turning module errors into Kubernetes `Status` errors. Reads identity and request info
 //! from request extensions; never parses credentials and never decides authorization.
 
+pub mod apply;
 pub mod body;
 pub mod call;
 pub mod codec;
@@ -18,6 +19,7 @@ pub mod list;
 pub mod negotiate;
 pub mod objects;
 pub mod openapi;
+pub mod ownership;
 pub mod patch;
 pub mod present;
 pub mod replicas;

@@ -1,7 +1,8 @@
 //! PATCH: JSON patch (RFC 6902) and JSON merge patch (RFC 7386) applied to the current object
 //! in the request version, then committed like an update, retried on conflicts unless the
-//! patch itself pins a resourceVersion. Strategic merge patch is refused with 415, as
-//! Kubernetes refuses it for custom resources.
+//! patch itself pins a resourceVersion; server-side apply (`application/apply-patch+yaml`)
+//! is handed to [`super::apply`]. Strategic merge patch is refused with 415, as Kubernetes
+//! refuses it for custom resources.
 
 use http::{Response, StatusCode};
 use serde_json::Value;
@@ -18,7 +19,8 @@ use super::write::{self, FieldValidation};
 use crate::core::status::ApiError;
 
 /// Patch media types custom resources accept.
-pub const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+pub const PATCH_TYPES: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 /// Attempts before a conflicting patch gives up.
 const MAX_ATTEMPTS: usize = 5;
 
@@ -26,12 +28,15 @@ const MAX_ATTEMPTS: usize = 5;
 pub enum PatchType {
     Json,
     Merge,
+    /// Server-side apply.
+    Apply,
 }
 
 pub fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
     match content_type_essence(content_type).as_str() {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/apply-patch+yaml" => Ok(PatchType::Apply),
         _ => Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: {}",
             PATCH_TYPES.join(", ")
@@ -58,11 +63,17 @@ pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value) -> Result<Valu
             json_patch::merge(&mut doc, &patch);
             Ok(doc)
         }
+        PatchType::Apply => Err(ApiError::internal("apply patches are merged by the field manager")),
     }
 }
 
 pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     let kind = patch_type(call.content_type())?;
+    if kind == PatchType::Apply {
+        let bytes = read_limited(body).await?;
+        return super::apply::apply(api, call, bytes).await;
+    }
+    super::ownership::check_options(call, "PatchOptions", false)?;
     if call.subresource == Subresource::Scale {
         let bytes = read_limited(body).await?;
         return super::scale::patch(api, call, kind, &bytes).await;
@@ -90,7 +101,8 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
                 return Err(conflict());
             }
         }
-        let object = merge_for_subresource(call, object, &old);
+        let mut object = merge_for_subresource(call, object, &old);
+        super::ownership::track_update(call, &old, &mut object);
         match update::commit(api, call, &current, &old, object, dry_run).await {
             Ok((committed, more)) => {
                 warnings.extend(more);
@@ -120,7 +132,7 @@ mod tests {
         assert_eq!(err.code, 415);
         assert_eq!(
             err.message,
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
         );
     }
 

@@ -11,6 +11,7 @@ use super::codec;
 use super::errors;
 use super::negotiate::negotiate;
 use super::objects;
+use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::update::{self, Committed, read_current};
 use crate::core::status::ApiError;
@@ -105,23 +106,33 @@ pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError>
     Ok(body::value_response(StatusCode::OK, output.encoding, &scale_of(call, &object)?))
 }
 
-/// Writes the replicas of a `Scale` into the object.
-async fn apply_scale(
-    api: &Api,
-    call: &Call,
-    new_scale: impl Fn(&Value) -> Result<Value, ApiError>,
-) -> Result<Response<RespBody>, ApiError> {
+/// How a scale write computes the new `Scale` from the current one.
+enum ScaleWrite<'a> {
+    Replace(Value),
+    Patch(PatchType, &'a [u8]),
+    Apply { config: &'a Value, force: bool },
+}
+
+/// Writes the replicas of a `Scale` into the object, and the scale writer's ownership of
+/// them into its managedFields.
+async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
     let dry_run = call.dry_run()?;
     let paths = scale_paths(call)?.clone();
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
     for _ in 0..5 {
         let (current, old) = read_current(api, call).await?;
-        let scale = new_scale(&scale_of(call, &old).unwrap_or_else(|_| json!({"spec": {}})))?;
+        let mut old_scale = scale_of(call, &old).unwrap_or_else(|_| json!({"spec": {}}));
+        ownership::scale_managed_fields(call, &old, &mut old_scale)?;
+        let (mut scale, applied) = match &write {
+            ScaleWrite::Replace(scale) => (scale.clone(), false),
+            ScaleWrite::Patch(kind, patch) => (apply_patch(*kind, patch, &old_scale)?, false),
+            ScaleWrite::Apply { config, force } => (ownership::apply_scale(call, &old_scale, config, *force)?, true),
+        };
         if scale.get("kind").and_then(Value::as_str).is_some_and(|k| k != "Scale") {
             return Err(ApiError::bad_request("the body must be an autoscaling/v1 Scale"));
         }
-        let pinned = objects::resource_version(&scale);
+        let pinned = objects::resource_version(&scale).to_string();
         if !pinned.is_empty() && pinned != objects::resource_version(&old) {
             return Err(conflict());
         }
@@ -139,6 +150,7 @@ async fn apply_scale(
         };
         let mut object = old.clone();
         set_path(&mut object, &paths.spec_replicas_path, json!(replicas));
+        ownership::track_scale(call, &old, &old_scale, &mut scale, applied, &mut object)?;
         let main = Call { subresource: super::call::Subresource::None, ..call.clone() };
         match update::commit(api, &main, &current, &old, object, dry_run).await {
             Ok((Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o), _)) => {
@@ -155,11 +167,17 @@ async fn apply_scale(
 pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     let bytes = read_limited(body).await?;
     let scale = codec::decode_object(&bytes, call.content_type())?.value;
-    apply_scale(api, call, |_| Ok(scale.clone())).await
+    ownership::check_options(call, "UpdateOptions", false)?;
+    apply_scale(api, call, ScaleWrite::Replace(scale)).await
 }
 
 pub async fn patch(api: &Api, call: &Call, kind: PatchType, patch: &[u8]) -> Result<Response<RespBody>, ApiError> {
-    apply_scale(api, call, |current| apply_patch(kind, patch, current)).await
+    apply_scale(api, call, ScaleWrite::Patch(kind, patch)).await
+}
+
+/// Server-side apply of a `Scale`.
+pub async fn apply(api: &Api, call: &Call, config: &Value, force: bool) -> Result<Response<RespBody>, ApiError> {
+    apply_scale(api, call, ScaleWrite::Apply { config, force }).await
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::errors;
 use super::list::parse_revision;
 use super::negotiate::negotiate;
 use super::objects::{self, Placement};
+use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
 use crate::core::field::{FieldError, Path};
@@ -69,6 +70,7 @@ pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
                 target.remove("status");
             }
         }
+        // The field manager's record of this write stays (statusStrategy keeps it too).
         if let Some(managed) = source.get("metadata").and_then(|m| m.get("managedFields"))
             && let Some(meta) = target.get_mut("metadata").and_then(Value::as_object_mut)
         {
@@ -101,6 +103,7 @@ pub async fn commit(
         status_subresource: call.served.version.status_subresource && call.subresource == Subresource::None,
     };
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
+    super::ownership::keep_times_of_unchanged(old, &mut object);
     let status_only = call.subresource == Subresource::Status;
     let warnings = write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?;
     let (stored, encoded) = write::to_storage(&call.served, &object).map_err(Some)?;
@@ -144,6 +147,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
+    ownership::check_options(call, "UpdateOptions", false)?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     let rv = objects::resource_version(&object).to_string();
@@ -159,7 +163,8 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     if current.revision != expected {
         return Err(conflict());
     }
-    let object = merge_for_subresource(call, object, &old);
+    let mut object = merge_for_subresource(call, object, &old);
+    ownership::track_update(call, &old, &mut object);
     let (committed, more) =
         commit(api, call, &current, &old, object, dry_run).await.map_err(|e| e.unwrap_or_else(conflict))?;
     warnings.extend(more);

@@ -45,6 +45,8 @@ pub struct Version {
     // --- CEL (issue 5): the version's x-kubernetes-validations, compiled once at load.
     pub cel_rules: Option<Arc<crate::cel::Rules>>,
     // --- end CEL
+    /// The type tree server-side apply merges and tracks ownership with.
+    pub field_schema: Arc<crate::fieldmanager::Schema>,
 }
 
 /// A loaded, valid definition.

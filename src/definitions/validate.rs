@@ -400,6 +400,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                 // --- CEL (issue 5)
                 cel_rules: compiled_rules(v),
                 // --- end CEL
+                field_schema: crate::fieldmanager::Schema::of_version(v),
             })
         })
         .collect();
@@ -446,6 +447,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
             scale: None,
             selectable_fields: Vec::new(),
             cel_rules: None, // CEL (issue 5)
+            field_schema: Default::default(),
         })
     });
     Definition {
