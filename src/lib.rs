@@ -9,5 +9,6 @@ pub mod cli;
 pub mod conversion;
 pub mod core;
 pub mod definitions;
+pub mod kube;
 pub mod server;
 pub mod store;

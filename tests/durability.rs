@@ -23,7 +23,12 @@ fn versions(client: &Client) -> Vec<(String, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()))
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -37,7 +42,8 @@ fn restart_keeps_objects_and_resource_versions() {
     let deleted = client.request("DELETE", &format!("{COLLECTION}/c05"), None, None).unwrap();
     assert_eq!(deleted.status, 200);
     let before = versions(&client);
-    let list_rv: u64 = client.get(COLLECTION).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let list_rv: u64 =
+        client.get(COLLECTION).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
     server.stop();
     server.spawn(&[]);
     let client = Client::admin(&server);
@@ -64,7 +70,12 @@ fn acknowledged_writes_survive_kill_9() {
                     while !stop.load(Ordering::Relaxed) {
                         let name = format!("r{round}-w{w}-{i}");
                         i += 1;
-                        match client.send("POST", COLLECTION, "application/json", serde_json::to_vec(&crontab(&name)).unwrap()) {
+                        match client.send(
+                            "POST",
+                            COLLECTION,
+                            "application/json",
+                            serde_json::to_vec(&crontab(&name)).unwrap(),
+                        ) {
                             Ok(r) if r.status == 201 => acked.lock().unwrap().push(name),
                             Ok(_) | Err(_) => {}
                         }

@@ -72,16 +72,31 @@ fn error_statuses() {
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueInvalid");
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
     let nameless = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {}});
-    check(&client.send_json("POST", COLLECTION, &nameless), 422, "Invalid", "CronTab.stable.example.com \"\" is invalid: metadata.name: Required value: name or generateName is required");
+    check(
+        &client.send_json("POST", COLLECTION, &nameless),
+        422,
+        "Invalid",
+        "CronTab.stable.example.com \"\" is invalid: metadata.name: Required value: name or generateName is required",
+    );
 
     // Already exists.
-    let status = check(&client.send_json("POST", COLLECTION, &crontab("c1")), 409, "AlreadyExists", "crontabs.stable.example.com \"c1\" already exists");
+    let status = check(
+        &client.send_json("POST", COLLECTION, &crontab("c1")),
+        409,
+        "AlreadyExists",
+        "crontabs.stable.example.com \"c1\" already exists",
+    );
     assert_eq!(status["details"], json!({"name": "c1", "group": "stable.example.com", "kind": "crontabs"}));
 
     // Namespace mismatch.
     let mut elsewhere = crontab("c3");
     elsewhere["metadata"]["namespace"] = json!("other");
-    check(&client.send_json("POST", COLLECTION, &elsewhere), 400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+    check(
+        &client.send_json("POST", COLLECTION, &elsewhere),
+        400,
+        "BadRequest",
+        "the namespace of the provided object does not match the namespace sent on the request",
+    );
 
     // Stale resourceVersion on update: 409 Conflict.
     let mut update = crontab("c1");
@@ -104,7 +119,12 @@ fn error_statuses() {
     // Update of a missing object.
     let mut ghost = crontab("ghost");
     ghost["metadata"]["resourceVersion"] = json!("1");
-    check(&client.send_json("PUT", &format!("{COLLECTION}/ghost"), &ghost), 404, "NotFound", "crontabs.stable.example.com \"ghost\" not found");
+    check(
+        &client.send_json("PUT", &format!("{COLLECTION}/ghost"), &ghost),
+        404,
+        "NotFound",
+        "crontabs.stable.example.com \"ghost\" not found",
+    );
     // Name in body differs from the URL.
     check(
         &client.send_json("PUT", &format!("{COLLECTION}/c1"), &ghost),
@@ -116,7 +136,12 @@ fn error_statuses() {
     // Oversized body.
     let mut huge = crontab("big");
     huge["spec"]["blob"] = json!("x".repeat(3 * 1024 * 1024));
-    check(&client.send_json("POST", COLLECTION, &huge), 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728");
+    check(
+        &client.send_json("POST", COLLECTION, &huge),
+        413,
+        "RequestEntityTooLarge",
+        "Request entity too large: limit is 3145728",
+    );
 
     // Unknown resource, unknown version, unknown group.
     for path in [
@@ -128,9 +153,19 @@ fn error_statuses() {
         check(&client.get(path).unwrap(), 404, "NotFound", "the server could not find the requested resource");
     }
     // A namespaced path to a cluster-scoped resource is not found either.
-    check(&client.get("/apis/platform.example.com/v1/namespaces/default/tenants").unwrap(), 404, "NotFound", "the server could not find the requested resource");
+    check(
+        &client.get("/apis/platform.example.com/v1/namespaces/default/tenants").unwrap(),
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    );
     // Unknown subresource.
-    check(&client.get(&format!("{COLLECTION}/c1/status")).unwrap(), 404, "NotFound", "crontabs.stable.example.com \"c1\" not found");
+    check(
+        &client.get(&format!("{COLLECTION}/c1/status")).unwrap(),
+        404,
+        "NotFound",
+        "crontabs.stable.example.com \"c1\" not found",
+    );
 
     // Unsupported patch type.
     check(
@@ -142,7 +177,12 @@ fn error_statuses() {
     // Unsupported body media type.
     assert_eq!(client.send("POST", COLLECTION, "text/plain", "x").unwrap().status, 415);
     // Methods a path does not take.
-    check(&client.send("POST", "/apis", "application/json", "{}").unwrap(), 405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+    check(
+        &client.send("POST", "/apis", "application/json", "{}").unwrap(),
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+    );
 
     // Nothing of the refused requests was stored.
     assert_eq!(count(&client), 1);
@@ -163,5 +203,10 @@ fn unauthenticated_requests_are_refused() {
         "crontabs.stable.example.com is forbidden: User \"system:anonymous\" cannot list resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"default\"",
     );
     assert_eq!(status["details"]["kind"], "crontabs");
-    check(&anonymous.get("/apis").unwrap(), 403, "Forbidden", "forbidden: User \"system:anonymous\" cannot get path \"/apis\"");
+    check(
+        &anonymous.get("/apis").unwrap(),
+        403,
+        "Forbidden",
+        "forbidden: User \"system:anonymous\" cannot get path \"/apis\"",
+    );
 }

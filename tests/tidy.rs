@@ -43,7 +43,10 @@ fn every_file_has_a_module_header() {
 fn lower_layers_stay_free_of_http_and_upper_layers() {
     // (module directory, what it must not use)
     let rules: &[(&str, &[&str])] = &[
-        ("store", &["hyper", "http::", "crate::server", "crate::api", "crate::schema", "crate::cel", "crate::definitions"]),
+        (
+            "store",
+            &["hyper", "http::", "crate::server", "crate::api", "crate::schema", "crate::cel", "crate::definitions"],
+        ),
         ("schema", &["hyper", "http::", "crate::server", "crate::api", "crate::store"]),
         ("cel", &["hyper", "http::", "crate::server", "crate::api", "crate::store"]),
         ("definitions", &["hyper", "crate::server", "crate::api", "crate::store"]),
@@ -60,7 +63,10 @@ fn lower_layers_stay_free_of_http_and_upper_layers() {
             let code = code_of(&file);
             for word in *banned {
                 // `core` may refer to itself.
-                let hits = code.lines().filter(|l| l.contains(word) && !(*module == "core" && l.contains("crate::core"))).count();
+                let hits = code
+                    .lines()
+                    .filter(|l| l.contains(word) && !(*module == "core" && l.contains("crate::core")))
+                    .count();
                 if hits > 0 {
                     violations.push(format!("{} uses {word}", file.display()));
                 }
@@ -75,16 +81,23 @@ fn api_paths_are_built_in_core_paths() {
     let offenders: Vec<_> = sources(&src())
         .into_iter()
         .filter(|p| !p.ends_with("core/paths.rs"))
-        .filter(|p| code_of(p).lines().any(|l| !l.trim_start().starts_with("//") && (l.contains("\"/apis/") || l.contains("/apis/{"))))
+        .filter(|p| {
+            code_of(p)
+                .lines()
+                .any(|l| !l.trim_start().starts_with("//") && (l.contains("\"/apis/") || l.contains("/apis/{")))
+        })
         .collect();
     assert!(offenders.is_empty(), "URL paths built outside core/paths.rs: {offenders:?}");
 }
 
 #[test]
 fn no_stubs() {
-    let stubs: Vec<_> = sources(&src()).into_iter().filter(|p| {
-        let code = code_of(p);
-        code.contains("todo!(") || code.contains("unimplemented!(")
-    }).collect();
+    let stubs: Vec<_> = sources(&src())
+        .into_iter()
+        .filter(|p| {
+            let code = code_of(p);
+            code.contains("todo!(") || code.contains("unimplemented!(")
+        })
+        .collect();
     assert!(stubs.is_empty(), "{stubs:?}");
 }

@@ -29,7 +29,10 @@ fn crontab_walkthrough() {
 
     let file = server.write("my-crontab.yaml", MY_CRONTAB);
     let file = file.to_str().unwrap();
-    assert_eq!(server.kubectl_ok(&["apply", "-f", file]).trim(), "crontab.stable.example.com/my-new-cron-object created");
+    assert_eq!(
+        server.kubectl_ok(&["apply", "-f", file]).trim(),
+        "crontab.stable.example.com/my-new-cron-object created"
+    );
 
     // Plural, singular and short name all reach the resource; the default columns are NAME, AGE.
     for name in ["crontab", "ct", "crontabs"] {
@@ -54,7 +57,8 @@ fn crontab_walkthrough() {
     ] {
         assert!(yaml.contains(expected), "missing {expected:?} in\n{yaml}");
     }
-    let object: serde_json::Value = serde_json::from_str(&server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "json"])).unwrap();
+    let object: serde_json::Value =
+        serde_json::from_str(&server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "json"])).unwrap();
     let meta = &object["metadata"];
     assert_eq!(meta["uid"].as_str().unwrap().len(), 36);
     assert!(meta["creationTimestamp"].as_str().unwrap().ends_with('Z'));
@@ -62,20 +66,48 @@ fn crontab_walkthrough() {
 
     // apply again after an edit: a merge patch; generation and resourceVersion move on.
     server.write("my-crontab.yaml", &MY_CRONTAB.replace("my-awesome-cron-image", "my-awesome-cron-image:v2"));
-    assert_eq!(server.kubectl_ok(&["apply", "-f", file]).trim(), "crontab.stable.example.com/my-new-cron-object configured");
-    let image = server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "jsonpath={.spec.image} {.metadata.generation} {.metadata.resourceVersion}"]);
+    assert_eq!(
+        server.kubectl_ok(&["apply", "-f", file]).trim(),
+        "crontab.stable.example.com/my-new-cron-object configured"
+    );
+    let image = server.kubectl_ok(&[
+        "get",
+        "ct",
+        "my-new-cron-object",
+        "-o",
+        "jsonpath={.spec.image} {.metadata.generation} {.metadata.resourceVersion}",
+    ]);
     let parts: Vec<&str> = image.split(' ').collect();
     assert_eq!(parts[..2], ["my-awesome-cron-image:v2", "2"]);
     assert!(parts[2].parse::<u64>().unwrap() > first_rv);
     // Applying the same file again changes nothing.
-    assert_eq!(server.kubectl_ok(&["apply", "-f", file]).trim(), "crontab.stable.example.com/my-new-cron-object unchanged");
+    assert_eq!(
+        server.kubectl_ok(&["apply", "-f", file]).trim(),
+        "crontab.stable.example.com/my-new-cron-object unchanged"
+    );
 
     // JSON patch and merge patch work; strategic merge patch is refused as for any custom resource.
-    server.kubectl_ok(&["patch", "ct", "my-new-cron-object", "--type=json", "-p", r#"[{"op":"add","path":"/spec/replicas","value":3}]"#]);
-    server.kubectl_ok(&["patch", "ct", "my-new-cron-object", "--type=merge", "-p", r#"{"spec":{"cronSpec":"0 * * * *"}}"#]);
-    let spec = server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "jsonpath={.spec.replicas} {.spec.cronSpec}"]);
+    server.kubectl_ok(&[
+        "patch",
+        "ct",
+        "my-new-cron-object",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/replicas","value":3}]"#,
+    ]);
+    server.kubectl_ok(&[
+        "patch",
+        "ct",
+        "my-new-cron-object",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"cronSpec":"0 * * * *"}}"#,
+    ]);
+    let spec =
+        server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "jsonpath={.spec.replicas} {.spec.cronSpec}"]);
     assert_eq!(spec, "3 0 * * * *");
-    let strategic = server.kubectl(&["patch", "ct", "my-new-cron-object", "--type=strategic", "-p", r#"{"spec":{"replicas":4}}"#]);
+    let strategic =
+        server.kubectl(&["patch", "ct", "my-new-cron-object", "--type=strategic", "-p", r#"{"spec":{"replicas":4}}"#]);
     assert!(!strategic.status.success());
     assert!(
         stderr(&strategic).contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"),
@@ -92,7 +124,12 @@ fn crontab_walkthrough() {
     assert_eq!(server.kubectl_ok(&["get", "ct", "my-new-cron-object", "-o", "jsonpath={.spec.replicas}"]), "7");
     // A stale resourceVersion is a conflict.
     let stale = server.kubectl_stdin(&["replace", "-f", "-"], &current);
-    assert!(stderr(&stale).contains("the object has been modified; please apply your changes to the latest version and try again"), "{}", stderr(&stale));
+    assert!(
+        stderr(&stale)
+            .contains("the object has been modified; please apply your changes to the latest version and try again"),
+        "{}",
+        stderr(&stale)
+    );
 
     // Labels and selectors.
     server.kubectl_ok(&["label", "ct", "my-new-cron-object", "tier=batch"]);
@@ -100,9 +137,15 @@ fn crontab_walkthrough() {
     assert!(server.kubectl_ok(&["get", "ct", "-l", "tier=web", "--no-headers"]).trim().is_empty());
 
     // Deleting, then reading what is gone.
-    assert_eq!(server.kubectl_ok(&["delete", "-f", file]).trim(), "crontab.stable.example.com \"my-new-cron-object\" deleted");
+    assert_eq!(
+        server.kubectl_ok(&["delete", "-f", file]).trim(),
+        "crontab.stable.example.com \"my-new-cron-object\" deleted"
+    );
     let missing = server.kubectl(&["get", "crontabs", "my-new-cron-object"]);
-    assert_eq!(stderr(&missing).trim(), "Error from server (NotFound): crontabs.stable.example.com \"my-new-cron-object\" not found");
+    assert_eq!(
+        stderr(&missing).trim(),
+        "Error from server (NotFound): crontabs.stable.example.com \"my-new-cron-object\" not found"
+    );
     let missing = server.kubectl(&["get", "crontabs", "x"]);
     assert_eq!(stderr(&missing).trim(), "Error from server (NotFound): crontabs.stable.example.com \"x\" not found");
     assert_eq!(stderr(&server.kubectl(&["get", "ct"])).trim(), "No resources found in default namespace.");
@@ -113,7 +156,10 @@ fn cluster_scoped_resources() {
     let server = TestServer::start(&[TENANT_CRD]);
     let tenant = "apiVersion: platform.example.com/v1\nkind: Tenant\nmetadata:\n  name: acme\nspec:\n  owner: alice\n  quotaGiB: 50\n";
     let file = server.write("tenant.yaml", tenant);
-    assert_eq!(server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]).trim(), "tenant.platform.example.com/acme created");
+    assert_eq!(
+        server.kubectl_ok(&["create", "-f", file.to_str().unwrap()]).trim(),
+        "tenant.platform.example.com/acme created"
+    );
     let rows = table(&server.kubectl_ok(&["get", "tenants"]));
     assert_eq!(rows[0], ["NAME", "OWNER", "QUOTA", "PHASE", "AGE"]);
     assert_eq!(rows[1][..3], ["acme", "alice", "50"]);
@@ -129,7 +175,11 @@ fn generate_name_and_namespaces() {
     let name = server.kubectl_stdin(&["create", "-n", "team-a", "-f", "-", "-o", "name"], generated);
     assert!(name.status.success(), "{}", stderr(&name));
     let name = stdout(&name);
-    assert!(name.trim().starts_with("crontab.stable.example.com/nightly-") && name.trim().len() == "crontab.stable.example.com/nightly-".len() + 5, "{name}");
+    assert!(
+        name.trim().starts_with("crontab.stable.example.com/nightly-")
+            && name.trim().len() == "crontab.stable.example.com/nightly-".len() + 5,
+        "{name}"
+    );
     assert!(server.kubectl_ok(&["get", "ct", "-n", "team-b", "--no-headers"]).trim().is_empty());
     let all = table(&server.kubectl_ok(&["get", "ct", "-A", "--no-headers"]));
     assert_eq!(all.len(), 1);

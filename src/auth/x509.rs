@@ -11,7 +11,7 @@ use super::{Authenticator, AuthnError, BoxFuture, Credentials};
 use crate::core::user::UserInfo;
 
 /// A CA bundle, parsed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CaBundle {
     certificates: Vec<CertificateDer<'static>>,
 }

@@ -53,7 +53,9 @@ impl Client {
             .unwrap()
             .with_root_certificates(roots);
         let config = match identity {
-            Some((cert, key)) => builder.with_client_auth_cert(certs(cert), PrivateKeyDer::from_pem_file(key).unwrap()).unwrap(),
+            Some((cert, key)) => {
+                builder.with_client_auth_cert(certs(cert), PrivateKeyDer::from_pem_file(key).unwrap()).unwrap()
+            }
             None => builder.with_no_client_auth(),
         };
         Client { port: server.port, config: Arc::new(config), headers: Vec::new() }
@@ -73,7 +75,13 @@ impl Client {
         self.request("GET", path, None, None)
     }
 
-    pub fn send(&self, method: &str, path: &str, content_type: &str, body: impl Into<Bytes>) -> std::io::Result<Response> {
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Bytes>,
+    ) -> std::io::Result<Response> {
         self.request(method, path, Some(content_type), Some(body.into()))
     }
 
@@ -81,12 +89,24 @@ impl Client {
         self.send(method, path, "application/json", serde_json::to_vec(body).unwrap()).unwrap()
     }
 
-    pub fn request(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<Bytes>) -> std::io::Result<Response> {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Bytes>,
+    ) -> std::io::Result<Response> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         runtime.block_on(self.request_async(method, path, content_type, body))
     }
 
-    async fn request_async(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<Bytes>) -> std::io::Result<Response> {
+    async fn request_async(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Bytes>,
+    ) -> std::io::Result<Response> {
         let io_err = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());

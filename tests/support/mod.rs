@@ -59,7 +59,8 @@ impl TestServer {
 
     /// Starts the server process (again) with the same directories and extra flags.
     pub fn spawn(&mut self, extra: &[&str]) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("server.log")).unwrap();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("server.log")).unwrap();
         let child = Command::new(binary())
             .current_dir(self.dir.path())
             .args(["serve", "--dev", "--bind-address", "127.0.0.1"])

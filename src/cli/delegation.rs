@@ -1,0 +1,182 @@
+//! Builds authentication and authorization from the flags and the cluster, as a delegating
+//! k8s.io/apiserver does: front proxy, client certificates and bearer tokens (TokenReview);
+//! system:masters, always-allowed paths, then SubjectAccessReview. Development mode keeps
+//! certificates only and allows every authenticated user everything.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::ServeArgs;
+use super::pki::DevPki;
+use super::serve::StartError;
+use crate::auth::authz::{self, AllowAuthenticated, Authorizer, AuthzError, Decision};
+use crate::auth::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
+use crate::auth::sar::{CacheTtls, SubjectAccessReviewAuthorizer};
+use crate::auth::sources::AuthenticationSources;
+use crate::auth::token::TokenAuthenticator;
+use crate::auth::x509::{CaBundle, ClientCertAuthenticator};
+use crate::auth::{self, Authenticator, BoxFuture};
+use crate::core::request_info::RequestInfo;
+use crate::core::user::UserInfo;
+use crate::kube::auth_configmap::{self, LookupError};
+use crate::kube::namespaces::NamespaceCache;
+use crate::kube::reviews::{ClusterReviews, DEFAULT_TIMEOUT};
+use crate::server::filters::authn::Authentication;
+use crate::server::filters::authz::Authorization;
+
+/// How long the first read of the authentication ConfigMap may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The request path's identity and access decisions, and what feeds them.
+pub struct Delegation {
+    pub authentication: Authentication,
+    pub authorization: Authorization,
+    pub sources: Arc<AuthenticationSources>,
+    /// The cluster's namespaces (every namespace exists when there is no cluster).
+    pub namespaces: Arc<NamespaceCache>,
+    /// The first read of the authentication ConfigMap; an error must stop the server.
+    pub loaded: JoinHandle<Result<(), LookupError>>,
+}
+
+/// Denies everyone (system:masters is allowed before this is asked): the authorizer when no
+/// main apiserver can be asked.
+struct DenyAll;
+
+impl Authorizer for DenyAll {
+    fn authorize<'a>(&'a self, _: &'a UserInfo, _: &'a RequestInfo) -> BoxFuture<'a, Result<Decision, AuthzError>> {
+        Box::pin(async { Ok(Decision::NoOpinion) })
+    }
+}
+
+fn read_bundle(path: &Path) -> Result<CaBundle, StartError> {
+    let pem = std::fs::read(path).map_err(|e| StartError::Config(format!("reading {}: {e}", path.display())))?;
+    CaBundle::from_pem(&pem).map_err(|e| StartError::Config(format!("{}: {e}", path.display())))
+}
+
+/// The front-proxy settings given by flags (or the development PKI's front-proxy CA).
+fn request_header_from_flags(
+    args: &ServeArgs,
+    dev: Option<&DevPki>,
+) -> Result<Option<RequestHeaderConfig>, StartError> {
+    let flags = &args.auth;
+    let Some(ca_file) = flags.requestheader_client_ca_file.clone().or_else(|| dev.map(DevPki::front_proxy_ca)) else {
+        return Ok(None);
+    };
+    Ok(Some(RequestHeaderConfig {
+        ca: read_bundle(&ca_file)?,
+        allowed_names: flags.requestheader_allowed_names.clone(),
+        username_headers: flags.requestheader_username_headers.clone(),
+        uid_headers: flags.requestheader_uid_headers.clone(),
+        group_headers: flags.requestheader_group_headers.clone(),
+        extra_prefixes: flags.requestheader_extra_headers_prefix.clone(),
+    }))
+}
+
+/// A client of the main apiserver from `specific`, else `--kubeconfig`, else (outside
+/// development mode) the in-cluster service account.
+async fn client(args: &ServeArgs, specific: Option<&Path>) -> Result<Option<::kube::Client>, StartError> {
+    let path = specific.or(args.auth.kubeconfig.as_deref());
+    if path.is_none() && args.dev {
+        return Ok(None);
+    }
+    crate::kube::connect(path).await.map_err(|e| StartError::Config(e.to_string()))
+}
+
+/// Reads the authentication ConfigMap once, then follows it in the background.
+fn start_lookup(
+    client: ::kube::Client,
+    sources: Arc<AuthenticationSources>,
+    tolerate: bool,
+) -> JoinHandle<Result<(), LookupError>> {
+    tokio::spawn(async move {
+        let first = match tokio::time::timeout(LOOKUP_TIMEOUT, auth_configmap::load(client.clone(), &sources)).await {
+            Ok(result) => result,
+            Err(_) => {
+                Err(LookupError::Unreachable { message: format!("no answer within {}s", LOOKUP_TIMEOUT.as_secs()) })
+            }
+        };
+        let version = match first {
+            Ok(version) => version,
+            Err(e) if tolerate => {
+                tracing::error!(error = %e, "looking up the cluster's authentication configuration failed");
+                tracing::warn!("continuing without it: front-proxy requests are refused until it can be read");
+                String::new()
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::spawn(auth_configmap::follow(client, sources, version));
+        Ok(())
+    })
+}
+
+/// Builds authentication and authorization; starts reading the cluster's settings.
+pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Path>) -> Result<Delegation, StartError> {
+    let flags = &args.auth;
+    let client_ca = client_ca.map(read_bundle).transpose()?;
+    let sources = Arc::new(AuthenticationSources::new(client_ca, request_header_from_flags(args, dev)?));
+    let authn_client = client(args, flags.authentication_kubeconfig.as_deref()).await?;
+
+    let loaded = match &authn_client {
+        Some(c) if sources.wants_cluster() && !flags.authentication_skip_lookup => {
+            start_lookup(c.clone(), sources.clone(), flags.authentication_tolerate_lookup_failure)
+        }
+        _ => {
+            if sources.wants_cluster() && !flags.authentication_skip_lookup {
+                tracing::warn!(
+                    "no --authentication-kubeconfig and not in a cluster: the front-proxy and client CAs can only come from flags"
+                );
+            }
+            tokio::spawn(async { Ok(()) })
+        }
+    };
+
+    let mut authenticators: Vec<Box<dyn Authenticator>> = vec![
+        Box::new(RequestHeaderAuthenticator::new(sources.request_header.clone())),
+        Box::new(ClientCertAuthenticator::new(sources.client_ca.clone())),
+    ];
+    if let Some(c) = &authn_client {
+        let ttl = flags.authentication_token_webhook_cache_ttl;
+        authenticators.push(Box::new(TokenAuthenticator::new(
+            Arc::new(ClusterReviews::new(c.clone(), DEFAULT_TIMEOUT)),
+            ttl,
+            ttl,
+        )));
+    }
+
+    let delegate: Box<dyn Authorizer> = if args.dev {
+        tracing::warn!("development mode: every authenticated user may do everything; never use --dev in a cluster");
+        Box::new(AllowAuthenticated)
+    } else if let Some(c) = client(args, flags.authorization_kubeconfig.as_deref()).await? {
+        let ttls = CacheTtls {
+            authorized: flags.authorization_webhook_cache_authorized_ttl,
+            unauthorized: flags.authorization_webhook_cache_unauthorized_ttl,
+        };
+        Box::new(SubjectAccessReviewAuthorizer::new(Arc::new(ClusterReviews::new(c, DEFAULT_TIMEOUT)), ttls))
+    } else {
+        tracing::warn!(
+            "no --authorization-kubeconfig and not in a cluster: only system:masters and the always-allowed paths get through"
+        );
+        Box::new(DenyAll)
+    };
+
+    let namespaces = match client(args, flags.kubeconfig.as_deref()).await? {
+        Some(c) => NamespaceCache::start(c),
+        None => NamespaceCache::without_cluster(),
+    };
+
+    Ok(Delegation {
+        authentication: Authentication {
+            chain: Arc::new(auth::Chain::new(authenticators)),
+            request_header: sources.request_header.clone(),
+        },
+        authorization: Authorization {
+            chain: Arc::new(authz::Chain::new(args.authorization_always_allow_paths.clone(), delegate)),
+        },
+        sources,
+        namespaces,
+        loaded,
+    })
+}
