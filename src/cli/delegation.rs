@@ -102,7 +102,9 @@ fn start_lookup(
             Ok(version) => version,
             Err(e) if tolerate => {
                 tracing::error!(error = %e, "looking up the cluster's authentication configuration failed");
-                tracing::warn!("continuing without it: front-proxy requests are refused until it can be read");
+                tracing::warn!(
+                    "continuing without it: front-proxy and cluster client-CA requests are anonymous until it can be read"
+                );
                 String::new()
             }
             Err(e) => return Err(e),
