@@ -84,7 +84,7 @@ fn authenticate(config: &RequestHeaderConfig, credentials: &Credentials<'_>) -> 
     }
     config.ca.verify_client(credentials.peer_certificates).map_err(AuthnError)?;
     let (common_name, _) = subject(leaf).map_err(AuthnError)?;
-    if !config.allowed_names.is_empty() && !config.allowed_names.iter().any(|n| *n == common_name) {
+    if !config.allowed_names.is_empty() && !config.allowed_names.contains(&common_name) {
         return Err(AuthnError(format!("x509: subject with cn={common_name} is not in the allowed list")));
     }
     let headers = credentials.headers;

@@ -195,4 +195,19 @@ mod tests {
         assert_eq!(endpoint("/readyz/ping"), Endpoint::Readyz);
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
     }
+
+    #[test]
+    fn ready_needs_storage_and_authentication() {
+        let readiness = Readiness::default();
+        readiness.set_ready(true);
+        assert!(!readiness.is_ready());
+        assert_eq!(
+            readiness.report(),
+            "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
+        );
+        readiness.set_authentication_loaded(true);
+        assert!(readiness.is_ready());
+        readiness.set_ready(false);
+        assert!(!readiness.is_ready());
+    }
 }

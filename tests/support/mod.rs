@@ -2,7 +2,14 @@
 //! store and definitions; drives it with real kubectl and with a small HTTPS client; and a
 //! control-plane double (`control_plane`) that fronts it as kube-aggregator and answers its
 //! calls to kube-apiserver (`cluster` puts the two together).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::result_large_err
+)]
 
 pub mod cluster;
 pub mod control_plane;
