@@ -3,7 +3,7 @@
 //! system:masters, always-allowed paths, then SubjectAccessReview. Development mode keeps
 //! certificates only and allows every authenticated user everything.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::ServeArgs;
 use super::pki::DevPki;
+use super::reload;
 use super::serve::StartError;
 use crate::auth::authz::{self, AllowAuthenticated, Authorizer, AuthzError, Decision};
 use crate::auth::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
@@ -75,6 +76,31 @@ fn request_header_from_flags(
     }))
 }
 
+/// CA bundles given as files are re-read when they change.
+fn watch_ca_files(
+    sources: &Arc<AuthenticationSources>,
+    client_ca: Option<PathBuf>,
+    request_header_ca: Option<PathBuf>,
+) {
+    let reload = |e: StartError| e.to_string();
+    if let Some(path) = client_ca {
+        let target = sources.client_ca.clone();
+        reload::watch("client CA", vec![path.clone()], reload::POLL_INTERVAL, move || {
+            target.store(Arc::new(read_bundle(&path).map_err(reload)?));
+            Ok(())
+        });
+    }
+    if let Some(path) = request_header_ca {
+        let target = sources.request_header.clone();
+        reload::watch("requestheader CA", vec![path.clone()], reload::POLL_INTERVAL, move || {
+            let mut config = RequestHeaderConfig::clone(&target.load());
+            config.ca = read_bundle(&path).map_err(reload)?;
+            target.store(Arc::new(config));
+            Ok(())
+        });
+    }
+}
+
 /// A client of the main apiserver from `specific`, else `--kubeconfig`, else (outside
 /// development mode) the in-cluster service account.
 async fn client(args: &ServeArgs, specific: Option<&Path>) -> Result<Option<::kube::Client>, StartError> {
@@ -117,8 +143,14 @@ fn start_lookup(
 /// Builds authentication and authorization; starts reading the cluster's settings.
 pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Path>) -> Result<Delegation, StartError> {
     let flags = &args.auth;
+    let client_ca_file = client_ca.map(Path::to_path_buf);
     let client_ca = client_ca.map(read_bundle).transpose()?;
     let sources = Arc::new(AuthenticationSources::new(client_ca, request_header_from_flags(args, dev)?));
+    watch_ca_files(
+        &sources,
+        client_ca_file,
+        flags.requestheader_client_ca_file.clone().or_else(|| dev.map(DevPki::front_proxy_ca)),
+    );
     let authn_client = client(args, flags.authentication_kubeconfig.as_deref()).await?;
 
     let loaded = match &authn_client {

@@ -7,6 +7,7 @@
 pub mod auth_flags;
 pub mod delegation;
 pub mod pki;
+pub mod reload;
 pub mod serve;
 
 use std::path::PathBuf;

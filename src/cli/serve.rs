@@ -103,6 +103,19 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         &resolved.tls_key,
         &provider,
     )?)));
+    // A renewed serving certificate is picked up without a restart.
+    let (cert_file, key_file, reload_provider, reloaded) =
+        (resolved.tls_cert.clone(), resolved.tls_key.clone(), provider.clone(), serving.clone());
+    super::reload::watch(
+        "serving certificate",
+        vec![cert_file.clone(), key_file.clone()],
+        super::reload::POLL_INTERVAL,
+        move || {
+            let key = tls::load_certified_key(&cert_file, &key_file, &reload_provider).map_err(|e| e.to_string())?;
+            reloaded.0.store(Arc::new(key));
+            Ok(())
+        },
+    );
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
