@@ -14,6 +14,7 @@ pub mod sar;
 pub mod sources;
 pub mod token;
 pub mod ttl_cache;
+pub mod verified;
 pub mod x509;
 
 use std::future::Future;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use http::HeaderMap;
 
+use super::verified::{Subject, VerifiedChains};
 use super::x509::{CaBundle, subject};
 use super::{Authenticator, AuthnError, BoxFuture, Credentials};
 use crate::core::user::UserInfo;
@@ -55,11 +56,12 @@ pub type SharedRequestHeaderConfig = Arc<ArcSwap<RequestHeaderConfig>>;
 
 pub struct RequestHeaderAuthenticator {
     config: SharedRequestHeaderConfig,
+    verified: VerifiedChains<RequestHeaderConfig>,
 }
 
 impl RequestHeaderAuthenticator {
     pub fn new(config: SharedRequestHeaderConfig) -> RequestHeaderAuthenticator {
-        RequestHeaderAuthenticator { config }
+        RequestHeaderAuthenticator { config, verified: VerifiedChains::default() }
     }
 }
 
@@ -69,21 +71,32 @@ impl Authenticator for RequestHeaderAuthenticator {
         credentials: &'a Credentials<'a>,
     ) -> BoxFuture<'a, Result<Option<UserInfo>, AuthnError>> {
         Box::pin(async move {
-            let config = self.config.load();
-            authenticate(&config, credentials)
+            let config = self.config.load_full();
+            let chain = credentials.peer_certificates;
+            authenticate(&config, credentials, || self.verified.check(&config, chain, || verify(&config, chain)))
         })
     }
 }
 
-fn authenticate(config: &RequestHeaderConfig, credentials: &Credentials<'_>) -> Result<Option<UserInfo>, AuthnError> {
-    let Some(leaf) = credentials.peer_certificates.first() else {
-        return Ok(None);
-    };
-    if config.ca.is_empty() {
+/// Verifies a proxy's chain against the requestheader CA; returns the leaf's subject.
+fn verify(
+    config: &RequestHeaderConfig,
+    chain: &[rustls_pki_types::CertificateDer<'static>],
+) -> Result<Subject, String> {
+    config.ca.verify_client(chain)?;
+    subject(chain.first().ok_or("no client certificate")?)
+}
+
+/// Authenticates with `verified` answering for the chain (remembered or checked now).
+fn authenticate(
+    config: &RequestHeaderConfig,
+    credentials: &Credentials<'_>,
+    verified: impl FnOnce() -> Result<Subject, String>,
+) -> Result<Option<UserInfo>, AuthnError> {
+    if credentials.peer_certificates.is_empty() || config.ca.is_empty() {
         return Ok(None);
     }
-    config.ca.verify_client(credentials.peer_certificates).map_err(AuthnError)?;
-    let (common_name, _) = subject(leaf).map_err(AuthnError)?;
+    let (common_name, _) = verified().map_err(AuthnError)?;
     if !config.allowed_names.is_empty() && !config.allowed_names.contains(&common_name) {
         return Err(AuthnError(format!("x509: subject with cn={common_name} is not in the allowed list")));
     }
