@@ -27,6 +27,7 @@ use crate::kube::namespaces::NamespaceCache;
 use crate::kube::reviews::{ClusterReviews, DEFAULT_TIMEOUT};
 use crate::server::filters::authn::Authentication;
 use crate::server::filters::authz::Authorization;
+use crate::server::router::Readiness;
 
 /// How long the first read of the authentication ConfigMap may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -138,6 +139,42 @@ fn start_lookup(
         tokio::spawn(auth_configmap::follow(client, sources, version));
         Ok(())
     })
+}
+
+/// A failed first read of the cluster's settings, kept for the caller to report.
+pub type Fatal = Arc<std::sync::Mutex<Option<String>>>;
+
+/// What stops the server: `signal`, or a failed first read of the cluster's authentication
+/// settings (its message left in the returned slot). Marks authentication ready when the first
+/// read succeeds.
+pub fn stop_when(
+    signal: impl Future<Output = ()> + Send + 'static,
+    loaded: JoinHandle<Result<(), LookupError>>,
+    readiness: Arc<Readiness>,
+) -> (impl Future<Output = ()> + Send + 'static, Fatal) {
+    let fatal: Fatal = Arc::default();
+    let slot = fatal.clone();
+    let stop = async move {
+        let failure = async move {
+            match loaded.await {
+                Ok(Ok(())) => {
+                    readiness.set_authentication_loaded(true);
+                    std::future::pending::<String>().await
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => format!("loading the authentication settings: {e}"),
+            }
+        };
+        tokio::select! {
+            _ = signal => {}
+            message = failure => {
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = Some(message);
+                }
+            }
+        }
+    };
+    (stop, fatal)
 }
 
 /// Builds authentication and authorization; starts reading the cluster's settings.

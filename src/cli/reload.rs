@@ -3,8 +3,13 @@
 //! their contents change, so that a renewed certificate (cert-manager, a rotated Secret)
 //! needs no restart. A change that does not load keeps the previous contents.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+
+use crate::server::tls::{self, ServingCert};
 
 pub const POLL_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -42,10 +47,19 @@ where
     });
 }
 
+/// Swaps in the serving certificate when its files change.
+pub fn watch_serving_cert(serving: Arc<ServingCert>, cert: &Path, key: &Path, provider: Arc<CryptoProvider>) {
+    let (cert, key) = (cert.to_path_buf(), key.to_path_buf());
+    watch("serving certificate", vec![cert.clone(), key.clone()], POLL_INTERVAL, move || {
+        let loaded = tls::load_certified_key(&cert, &key, &provider).map_err(|e| e.to_string())?;
+        serving.0.store(Arc::new(loaded));
+        Ok(())
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]

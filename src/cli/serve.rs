@@ -104,18 +104,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         &provider,
     )?)));
     // A renewed serving certificate is picked up without a restart.
-    let (cert_file, key_file, reload_provider, reloaded) =
-        (resolved.tls_cert.clone(), resolved.tls_key.clone(), provider.clone(), serving.clone());
-    super::reload::watch(
-        "serving certificate",
-        vec![cert_file.clone(), key_file.clone()],
-        super::reload::POLL_INTERVAL,
-        move || {
-            let key = tls::load_certified_key(&cert_file, &key_file, &reload_provider).map_err(|e| e.to_string())?;
-            reloaded.0.store(Arc::new(key));
-            Ok(())
-        },
-    );
+    super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
@@ -149,30 +138,9 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     readiness.set_ready(true);
     // Ready for traffic once the authentication settings are loaded too; a failed first read
     // of the cluster's settings stops the server.
-    let (fatal_tx, fatal_rx) = tokio::sync::oneshot::channel::<String>();
-    let auth_readiness = readiness.clone();
-    let loaded = delegation.loaded;
+    let (stop, fatal) = super::delegation::stop_when(shutdown_signal(), delegation.loaded, readiness.clone());
     // The namespace cache is started here; namespace lifecycle rules will read it.
     let _namespaces = delegation.namespaces;
-    tokio::spawn(async move {
-        match loaded.await {
-            Ok(Ok(())) => auth_readiness.set_authentication_loaded(true),
-            Ok(Err(e)) => drop(fatal_tx.send(e.to_string())),
-            Err(e) => drop(fatal_tx.send(format!("loading the authentication settings: {e}"))),
-        }
-    });
-    let fatal = Arc::new(std::sync::Mutex::new(None));
-    let fatal_slot = fatal.clone();
-    let stop = async move {
-        tokio::select! {
-            _ = shutdown_signal() => {}
-            Ok(message) = fatal_rx => {
-                if let Ok(mut slot) = fatal_slot.lock() {
-                    *slot = Some(message);
-                }
-            }
-        }
-    };
     tracing::info!(address = %local, "serving securely");
     if let Some(pki) = &resolved.dev {
         let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", local.port()))?;
@@ -186,8 +154,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     server::serve(listener, tls_config, handler, stop).await;
     readiness.set_ready(false);
     store.close();
-    let fatal = fatal.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(message) = fatal {
+    if let Some(message) = fatal.lock().ok().and_then(|mut slot| slot.take()) {
         return Err(StartError::Config(message));
     }
     tracing::info!("stopped");
