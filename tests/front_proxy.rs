@@ -194,3 +194,31 @@ fn an_unreadable_configmap_stops_the_server_unless_tolerated() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn ready_only_once_the_authentication_settings_are_loaded() {
+    let plane = ControlPlane::start();
+    plane.state().configmap_delay_ms.store(1500, std::sync::atomic::Ordering::SeqCst);
+    let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
+    server.launch(&[]);
+    let client = Client::new(&server, None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let early = loop {
+        if let Ok(response) = client.get("/readyz") {
+            break response;
+        }
+        assert!(Instant::now() < deadline, "the server never listened: {}", server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Listening and alive at once, but not ready while the ConfigMap is being read.
+    assert_eq!(early.status, 500, "{}", early.text());
+    assert_eq!(
+        early.text(),
+        "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
+    );
+    assert_eq!(client.get("/livez").unwrap().status, 200);
+    while client.get("/readyz").unwrap().status != 200 {
+        assert!(Instant::now() < deadline, "never ready: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -20,6 +20,10 @@ const AUTH_CONFIGMAP: &str = "extension-apiserver-authentication";
 /// Serves a core request whose attributes were authorized.
 pub async fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, String)], body: Bytes) -> Response {
     let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    if attrs.resource == "configmaps" {
+        let delay = state.configmap_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
     match (attrs.resource.as_str(), attrs.verb.as_str()) {
         ("configmaps", "get") => {
             match (&attrs.namespace[..], &attrs.name[..], lock(&state.objects).auth_configmap.clone()) {

@@ -48,6 +48,8 @@ pub struct State {
     pub sar_calls: AtomicUsize,
     pub token_review_calls: AtomicUsize,
     pub sar_outage: AtomicBool,
+    /// Milliseconds every read of the authentication ConfigMap takes (a slow apiserver).
+    pub configmap_delay_ms: std::sync::atomic::AtomicU64,
     /// Every SubjectAccessReview spec received, in order.
     pub sar_log: Mutex<Vec<Value>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
@@ -73,6 +75,7 @@ impl State {
             sar_calls: AtomicUsize::new(0),
             token_review_calls: AtomicUsize::new(0),
             sar_outage: AtomicBool::new(false),
+            configmap_delay_ms: std::sync::atomic::AtomicU64::new(0),
             sar_log: Mutex::new(Vec::new()),
             proxied: Mutex::new(Vec::new()),
         }
