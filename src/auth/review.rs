@@ -1,5 +1,5 @@
 //! The questions this server asks the main apiserver, as traits: TokenReview (who holds this
-//! bearer token?) and SubjectAccessReview (may this user do this?). `crate::kube` answers them
+//! bearer token?) and SubjectAccessReview (may this user do this?). The `kube` module answers them
 //! over the network; tests answer them in memory. The wire types are Kubernetes' own.
 
 use k8s_openapi::api::authentication::v1::TokenReviewStatus;
