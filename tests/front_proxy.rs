@@ -222,3 +222,19 @@ fn ready_only_once_the_authentication_settings_are_loaded() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn development_mode_needs_no_main_apiserver() {
+    // No kubeconfig, no cluster: the development PKI's client and front-proxy CAs, allow-all.
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    assert!(server.log().contains("development mode: every authenticated user may do everything"), "{}", server.log());
+    assert_eq!(Client::admin(&server).get(LIST).unwrap().status, 200);
+    let proxy = (server.pki.path("front-proxy-client.crt"), server.pki.path("front-proxy-client.key"));
+    let proxied =
+        Client::new(&server, Some((&proxy.0, &proxy.1))).header("X-Remote-User", "someone").get(LIST).unwrap();
+    assert_eq!(proxied.status, 200, "{}", proxied.text());
+    // Without credentials nobody is allowed, even in development mode.
+    let anonymous = Client::new(&server, None).get(LIST).unwrap();
+    assert_eq!(anonymous.status, 403);
+    assert!(anonymous.text().contains("system:anonymous"));
+}
