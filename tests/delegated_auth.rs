@@ -113,6 +113,25 @@ fn reviews_are_cached_for_the_ttl_and_an_outage_denies() {
 }
 
 #[test]
+fn aggregated_discovery_is_fetched_once_then_revalidated() {
+    let cluster = started();
+    let (status, first) = cluster.plane.aggregated_discovery();
+    assert_eq!(status, 200);
+    let group =
+        first["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "stable.example.com").unwrap();
+    let crontabs = &group["versions"][0]["resources"][0];
+    assert_eq!(crontabs["resource"], "crontabs");
+    assert_eq!(
+        crontabs["responseKind"],
+        serde_json::json!({"group": "stable.example.com", "version": "v1", "kind": "CronTab"})
+    );
+    // The second fetch carries If-None-Match and the server answers 304.
+    let (_, second) = cluster.plane.aggregated_discovery();
+    assert_eq!(second, first);
+    assert_eq!(cluster.plane.state().discovery_not_modified.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[test]
 fn extra_user_information_reaches_the_review() {
     let cluster = started();
     let mut user = User::new("dana", &["ops"]);

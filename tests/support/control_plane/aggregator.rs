@@ -190,27 +190,35 @@ pub async fn forward(
     Ok(response.map(|b| b.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync()))
 }
 
+/// A backend answer read whole.
+#[derive(Debug)]
+pub struct Fetched {
+    pub status: u16,
+    pub content_type: String,
+    pub etag: Option<String>,
+    pub body: Bytes,
+}
+
 /// The aggregator's own GET of a backend path (discovery, OpenAPI), read whole.
 pub async fn fetch(
     state: &State,
     backend: &Backend,
     path: &str,
-    accept: &str,
+    headers: &[(&str, &str)],
     user: &User,
-) -> Result<(u16, String, Bytes), String> {
-    let request = http::Request::builder()
-        .method("GET")
-        .uri(path)
-        .header("accept", accept)
-        .body(())
-        .map_err(|e| e.to_string())?;
-    let (parts, ()) = request.into_parts();
+) -> Result<Fetched, String> {
+    let mut request = http::Request::builder().method("GET").uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (parts, ()) = request.body(()).map_err(|e| e.to_string())?.into_parts();
     let response = forward(state, backend, &parts, respond::full(Bytes::new()), Caller { user, remote: None }).await?;
-    let status = response.status().as_u16();
-    let content_type =
-        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let (status, content_type, etag) = {
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        (response.status().as_u16(), header("content-type").unwrap_or_default(), header("etag"))
+    };
     let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok((status, content_type, body))
+    Ok(Fetched { status, content_type, etag, body })
 }
 
 /// What the aggregator answers when the backend cannot be reached.

@@ -156,22 +156,95 @@ pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str) -> Res
     }
     let mut items: Vec<Value> = own().into_iter().skip(1).map(|(gv, r)| aggregated_resources(gv, &r)).collect();
     if let Some(backend) = backend {
-        let aggregator = User::new("system:kube-aggregator", &["system:masters"]);
-        match aggregator::fetch(state, backend, "/apis", AGGREGATED_V2, &aggregator).await {
-            Ok((200, content_type, body))
-                if content_type.contains("as=APIGroupDiscoveryList") && content_type.contains("v=v2") =>
-            {
-                let document: Value = serde_json::from_slice(&body).unwrap_or_default();
-                for item in document["items"].as_array().cloned().unwrap_or_default() {
-                    if item["metadata"]["name"].as_str().is_some_and(|g| groups.iter().any(|x| x == g)) {
-                        items.push(item);
-                    }
-                }
-            }
-            other => eprintln!("control plane: backend aggregated discovery unusable: {other:?}"),
-        }
+        items.extend(backend_groups(state, backend, &services).await);
     }
     aggregated(items)
+}
+
+/// The backend's groups as aggregated discovery describes them: its `/apis` in v2 (with
+/// `If-None-Match`; 304 keeps what was fetched), else each registered `/apis/<g>/<v>`.
+async fn backend_groups(state: &State, backend: &Backend, services: &[ApiService]) -> Vec<Value> {
+    let aggregator = User::new("system:kube-aggregator", &["system:masters"]);
+    let cached = lock(&state.discovery_cache).clone();
+    let mut headers = vec![("accept", AGGREGATED_V2)];
+    if let Some((etag, _)) = &cached {
+        headers.push(("if-none-match", etag.as_str()));
+    }
+    let registered =
+        |item: &Value| item["metadata"]["name"].as_str().is_some_and(|g| services.iter().any(|s| s.group == g));
+    match aggregator::fetch(state, backend, "/apis", &headers, &aggregator).await {
+        Ok(f) if f.status == 304 && cached.is_some() => {
+            state.discovery_not_modified.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            cached.map(|(_, items)| items).unwrap_or_default()
+        }
+        Ok(f)
+            if f.status == 200
+                && f.content_type.contains("as=APIGroupDiscoveryList")
+                && f.content_type.contains("v=v2") =>
+        {
+            let document: Value = serde_json::from_slice(&f.body).unwrap_or_default();
+            let items: Vec<Value> = document["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|i| registered(i))
+                .collect();
+            if let Some(etag) = f.etag {
+                *lock(&state.discovery_cache) = Some((etag, items.clone()));
+            }
+            items
+        }
+        other => {
+            eprintln!("control plane: backend aggregated discovery unusable ({other:?}); asking each group version");
+            legacy_groups(state, backend, services, &aggregator).await
+        }
+    }
+}
+
+/// Aggregated items built from each registered group version's `APIResourceList`.
+async fn legacy_groups(state: &State, backend: &Backend, services: &[ApiService], user: &User) -> Vec<Value> {
+    let mut items: Vec<Value> = Vec::new();
+    for service in services {
+        let path = format!("/apis/{}/{}", service.group, service.version);
+        let Ok(f) = aggregator::fetch(state, backend, &path, &[("accept", "application/json")], user).await else {
+            continue;
+        };
+        let list: Value = serde_json::from_slice(&f.body).unwrap_or_default();
+        if f.status != 200 || list["kind"] != "APIResourceList" {
+            continue;
+        }
+        let resources: Vec<Value> = list["resources"].as_array().cloned().unwrap_or_default();
+        let top: Vec<Value> =
+            resources.iter().filter(|r| !r["name"].as_str().unwrap_or_default().contains('/')).cloned().collect();
+        let mut version = aggregated_resources(&format!("{}/{}", service.group, service.version), &top);
+        if let Some(converted) = version["versions"][0]["resources"].as_array_mut() {
+            for resource in converted {
+                let name = resource["resource"].as_str().unwrap_or_default().to_string();
+                let subresources: Vec<Value> = resources
+                    .iter()
+                    .filter_map(|r| {
+                        let (parent, sub) = r["name"].as_str()?.split_once('/')?;
+                        (parent == name).then(|| json!({"subresource": sub, "responseKind": {"group": service.group, "version": service.version, "kind": r["kind"]}, "verbs": r["verbs"]}))
+                    })
+                    .collect();
+                if !subresources.is_empty() {
+                    resource["subresources"] = json!(subresources);
+                }
+            }
+        }
+        match items.iter_mut().find(|i| i["metadata"]["name"] == service.group.as_str()) {
+            Some(group) => {
+                if let (Some(versions), Some(new)) =
+                    (group["versions"].as_array_mut(), version["versions"][0].as_object())
+                {
+                    versions.push(Value::Object(new.clone()));
+                }
+            }
+            None => items.push(version),
+        }
+    }
+    items
 }
 
 /// `GET /openapi/v3`: the backend's entries for registered group versions.
@@ -179,10 +252,11 @@ pub async fn openapi_v3_index(state: &State, backend: Option<&Backend>) -> Respo
     let mut paths = serde_json::Map::new();
     if let Some(backend) = backend {
         let aggregator = User::new("system:aggregator", &[]);
-        if let Ok((200, _, body)) =
-            aggregator::fetch(state, backend, "/openapi/v3", "application/json", &aggregator).await
+        if let Ok(f) =
+            aggregator::fetch(state, backend, "/openapi/v3", &[("accept", "application/json")], &aggregator).await
+            && f.status == 200
         {
-            let index: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let index: Value = serde_json::from_slice(&f.body).unwrap_or_default();
             let services = lock(&state.services).clone();
             for (key, entry) in index["paths"].as_object().cloned().unwrap_or_default() {
                 if services.iter().any(|s| key == format!("apis/{}/{}", s.group, s.version)) {

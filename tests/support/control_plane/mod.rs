@@ -228,6 +228,17 @@ impl ControlPlane {
         lock(&self.state().proxied).clone()
     }
 
+    /// `GET /apis` at the double asking for aggregated discovery, as kubectl does; the status
+    /// and the document.
+    pub fn aggregated_discovery(&self) -> (u16, Value) {
+        let backend = self.plane.backend.blocking_read().clone();
+        let response =
+            self.runtime.block_on(discovery::apis(self.state(), backend.as_deref(), discovery::AGGREGATED_V2));
+        let status = response.status().as_u16();
+        let body = self.runtime.block_on(http_body_util::BodyExt::collect(response.into_body())).unwrap().to_bytes();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
     /// Writes a kubeconfig that reaches the double with a bearer token.
     pub fn token_kubeconfig(&self, token: &str) -> PathBuf {
         self.write_kubeconfig(&format!("token-{}", token.len()), &format!("    token: {token}\n"), token)

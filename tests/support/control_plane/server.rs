@@ -158,8 +158,8 @@ async fn openapi_document(
     let registered = lock(&plane.state.services).iter().any(|s| s.group == group && s.version == version);
     let (true, Some(backend)) = (registered, backend) else { return respond::path_not_found() };
     let user = User::new("system:aggregator", &[]);
-    match aggregator::fetch(&plane.state, backend, path, "application/json", &user).await {
-        Ok((status, content_type, body)) => respond::bytes(status, &content_type, body),
+    match aggregator::fetch(&plane.state, backend, path, &[("accept", "application/json")], &user).await {
+        Ok(f) => respond::bytes(f.status, &f.content_type, f.body),
         Err(e) => aggregator::unavailable(&e),
     }
 }

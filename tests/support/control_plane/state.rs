@@ -52,6 +52,10 @@ pub struct State {
     pub configmap_delay_ms: std::sync::atomic::AtomicU64,
     /// Every SubjectAccessReview spec received, in order.
     pub sar_log: Mutex<Vec<Value>>,
+    /// The backend's aggregated discovery as last fetched: its ETag and items.
+    pub discovery_cache: Mutex<Option<(String, Vec<Value>)>>,
+    /// How often the backend answered the discovery fetch with 304 Not Modified.
+    pub discovery_not_modified: AtomicUsize,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
 }
@@ -77,6 +81,8 @@ impl State {
             sar_outage: AtomicBool::new(false),
             configmap_delay_ms: std::sync::atomic::AtomicU64::new(0),
             sar_log: Mutex::new(Vec::new()),
+            discovery_cache: Mutex::new(None),
+            discovery_not_modified: AtomicUsize::new(0),
             proxied: Mutex::new(Vec::new()),
         }
     }
