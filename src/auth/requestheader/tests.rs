@@ -161,40 +161,6 @@ fn path_unescape_follows_go() {
     assert_eq!(path_unescape("%ff"), None);
 }
 
-/// Cost of authenticating one front-proxy request (chain verification, CN check, headers):
-/// checked every time, and as the authenticator does it (the verified chain remembered).
-/// A benchmark, not a test: `hack/bench-auth.sh` runs it in release mode.
-#[test]
-#[ignore]
-fn bench_front_proxy_authentication() {
-    let f = fixture(&["front-proxy-client"]);
-    let proxy = cert(&f.proxy_ca, "front-proxy-client", false);
-    let headers =
-        headers(&[("X-Remote-User", "alice"), ("X-Remote-Group", "a"), ("X-Remote-Group", "system:authenticated")]);
-    let chain = [proxy];
-    let credentials = Credentials { headers: &headers, peer_certificates: &chain };
-    let rounds = 5000;
-    let started = std::time::Instant::now();
-    for _ in 0..rounds {
-        assert!(authenticate(&f.config, &credentials, || verify(&f.config, &chain)).unwrap().is_some());
-    }
-    println!(
-        "front-proxy authentication, chain checked: {:?} per request ({rounds} rounds)",
-        started.elapsed() / rounds
-    );
-
-    let authenticator = RequestHeaderAuthenticator::new(Arc::new(ArcSwap::from_pointee(f.config.clone())));
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let started = std::time::Instant::now();
-    for _ in 0..rounds {
-        assert!(runtime.block_on(authenticator.authenticate(&credentials)).unwrap().is_some());
-    }
-    println!(
-        "front-proxy authentication, chain remembered: {:?} per request ({rounds} rounds)",
-        started.elapsed() / rounds
-    );
-}
-
 #[tokio::test]
 async fn a_swapped_configuration_is_used_at_once() {
     let f = fixture(&["front-proxy-client"]);
