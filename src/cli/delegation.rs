@@ -102,14 +102,26 @@ fn watch_ca_files(
     }
 }
 
-/// A client of the main apiserver from `specific`, else `--kubeconfig`, else (outside
-/// development mode) the in-cluster service account.
-async fn client(args: &ServeArgs, specific: Option<&Path>) -> Result<Option<::kube::Client>, StartError> {
-    let path = specific.or(args.auth.kubeconfig.as_deref());
-    if path.is_none() && args.dev {
-        return Ok(None);
+/// Clients of the main apiserver, one per kubeconfig (the three flags often name the same
+/// file; the in-cluster account is `None`).
+#[derive(Default)]
+struct Clients(Vec<(Option<PathBuf>, Option<::kube::Client>)>);
+
+impl Clients {
+    /// A client from `specific`, else `--kubeconfig`, else (outside development mode) the
+    /// in-cluster service account.
+    async fn get(&mut self, args: &ServeArgs, specific: Option<&Path>) -> Result<Option<::kube::Client>, StartError> {
+        let path = specific.or(args.auth.kubeconfig.as_deref()).map(Path::to_path_buf);
+        if path.is_none() && args.dev {
+            return Ok(None);
+        }
+        if let Some((_, client)) = self.0.iter().find(|(p, _)| *p == path) {
+            return Ok(client.clone());
+        }
+        let client = crate::kube::connect(path.as_deref()).await.map_err(|e| StartError::Config(e.to_string()))?;
+        self.0.push((path, client.clone()));
+        Ok(client)
     }
-    crate::kube::connect(path).await.map_err(|e| StartError::Config(e.to_string()))
 }
 
 /// Reads the authentication ConfigMap once, then follows it in the background.
@@ -177,6 +189,26 @@ pub fn stop_when(
     (stop, fatal)
 }
 
+/// The authorizer after system:masters and the always-allowed paths.
+async fn authorizer(args: &ServeArgs, clients: &mut Clients) -> Result<Box<dyn Authorizer>, StartError> {
+    let flags = &args.auth;
+    Ok(if args.dev {
+        tracing::warn!("development mode: every authenticated user may do everything; never use --dev in a cluster");
+        Box::new(AllowAuthenticated)
+    } else if let Some(c) = clients.get(args, flags.authorization_kubeconfig.as_deref()).await? {
+        let ttls = CacheTtls {
+            authorized: flags.authorization_webhook_cache_authorized_ttl,
+            unauthorized: flags.authorization_webhook_cache_unauthorized_ttl,
+        };
+        Box::new(SubjectAccessReviewAuthorizer::new(Arc::new(ClusterReviews::new(c, DEFAULT_TIMEOUT)), ttls))
+    } else {
+        tracing::warn!(
+            "no --authorization-kubeconfig and not in a cluster: only system:masters and the always-allowed paths get through"
+        );
+        Box::new(DenyAll)
+    })
+}
+
 /// Builds authentication and authorization; starts reading the cluster's settings.
 pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Path>) -> Result<Delegation, StartError> {
     let flags = &args.auth;
@@ -188,7 +220,8 @@ pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Pa
         client_ca_file,
         flags.requestheader_client_ca_file.clone().or_else(|| dev.map(DevPki::front_proxy_ca)),
     );
-    let authn_client = client(args, flags.authentication_kubeconfig.as_deref()).await?;
+    let mut clients = Clients::default();
+    let authn_client = clients.get(args, flags.authentication_kubeconfig.as_deref()).await?;
 
     let loaded = match &authn_client {
         Some(c) if sources.wants_cluster() && !flags.authentication_skip_lookup => {
@@ -217,23 +250,9 @@ pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Pa
         )));
     }
 
-    let delegate: Box<dyn Authorizer> = if args.dev {
-        tracing::warn!("development mode: every authenticated user may do everything; never use --dev in a cluster");
-        Box::new(AllowAuthenticated)
-    } else if let Some(c) = client(args, flags.authorization_kubeconfig.as_deref()).await? {
-        let ttls = CacheTtls {
-            authorized: flags.authorization_webhook_cache_authorized_ttl,
-            unauthorized: flags.authorization_webhook_cache_unauthorized_ttl,
-        };
-        Box::new(SubjectAccessReviewAuthorizer::new(Arc::new(ClusterReviews::new(c, DEFAULT_TIMEOUT)), ttls))
-    } else {
-        tracing::warn!(
-            "no --authorization-kubeconfig and not in a cluster: only system:masters and the always-allowed paths get through"
-        );
-        Box::new(DenyAll)
-    };
+    let delegate = authorizer(args, &mut clients).await?;
 
-    let namespaces = match client(args, flags.kubeconfig.as_deref()).await? {
+    let namespaces = match clients.get(args, flags.kubeconfig.as_deref()).await? {
         Some(c) => NamespaceCache::start(c),
         None => NamespaceCache::without_cluster(),
     };
