@@ -132,6 +132,25 @@ fn aggregated_discovery_is_fetched_once_then_revalidated() {
 }
 
 #[test]
+fn the_namespace_controller_empties_a_deleted_namespace() {
+    let cluster = started();
+    let bob = cluster.user("bob", &[]);
+    cluster.plane.state().create_namespace("doomed").unwrap();
+    let out = cluster.kubectl_stdin(&bob, &["create", "-n", "doomed", "-f", "-"], CRONTAB);
+    assert!(out.status.success(), "{}", stderr(&out));
+    cluster.plane.state().delete_namespace("doomed").unwrap();
+    assert_eq!(cluster.plane.run_namespace_controller("doomed"), Ok(0));
+    assert!(!cluster.plane.state().objects.lock().unwrap().namespaces.contains_key("doomed"));
+    let out = cluster.kubectl(&bob, &["get", "crontab", "nightly", "-n", "doomed"]);
+    assert_eq!(stderr(&out).trim(), "Error from server (NotFound): crontabs.stable.example.com \"nightly\" not found");
+    // The controller asked as itself, and the server reviewed it.
+    assert!(
+        cluster.plane.sar_log().iter().any(|s| s["user"] == "system:serviceaccount:kube-system:namespace-controller"
+            && s["resourceAttributes"]["verb"] == "deletecollection")
+    );
+}
+
+#[test]
 fn extra_user_information_reaches_the_review() {
     let cluster = started();
     let mut user = User::new("dana", &["ops"]);

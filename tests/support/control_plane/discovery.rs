@@ -163,7 +163,7 @@ pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str) -> Res
 
 /// The backend's groups as aggregated discovery describes them: its `/apis` in v2 (with
 /// `If-None-Match`; 304 keeps what was fetched), else each registered `/apis/<g>/<v>`.
-async fn backend_groups(state: &State, backend: &Backend, services: &[ApiService]) -> Vec<Value> {
+pub async fn backend_groups(state: &State, backend: &Backend, services: &[ApiService]) -> Vec<Value> {
     let aggregator = User::new("system:kube-aggregator", &["system:masters"]);
     let cached = lock(&state.discovery_cache).clone();
     let mut headers = vec![("accept", AGGREGATED_V2)];

@@ -8,11 +8,13 @@
 //! certificate and `X-Remote-*` headers; `/api`, `/apis` (aggregated discovery too) and
 //! `/openapi/v3` are served by merging the backend's. Behind: the
 //! `extension-apiserver-authentication` ConfigMap (get, watch), SubjectAccessReview (from a
-//! rule table, counted, with an outage switch), TokenReview, and Namespaces.
+//! rule table, counted, with an outage switch), TokenReview, and Namespaces; and one pass of
+//! the namespace controller on request (`run_namespace_controller`).
 
 pub mod aggregator;
 pub mod core_api;
 pub mod discovery;
+pub mod namespace_controller;
 pub mod rbac;
 pub mod respond;
 pub mod reviews;
@@ -237,6 +239,14 @@ impl ControlPlane {
         let status = response.status().as_u16();
         let body = self.runtime.block_on(http_body_util::BodyExt::collect(response.into_body())).unwrap().to_bytes();
         (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    /// One pass of the namespace controller over a namespace deleted with
+    /// `state().delete_namespace`: deletes the backend's content in it and finalizes it when
+    /// nothing is left. Returns how many objects remain.
+    pub fn run_namespace_controller(&self, namespace: &str) -> Result<usize, String> {
+        let backend = self.plane.backend.blocking_read().clone().ok_or("no backend registered")?;
+        self.runtime.block_on(namespace_controller::run(self.state(), &backend, namespace))
     }
 
     /// Writes a kubeconfig that reaches the double with a bearer token.

@@ -223,5 +223,15 @@ pub fn default_rules() -> Vec<Rule> {
         .in_namespaces(&["kube-system"])
         .named(&["extension-apiserver-authentication"]),
         Rule::resources("crd-apiserver:namespace-reader", sa(), &["get", "list", "watch"], &[""], &["namespaces"]),
+        Rule::resources(
+            "system:controller:namespace-controller",
+            vec![Subject::User(NAMESPACE_CONTROLLER.into())],
+            &["get", "list", "watch", "delete", "deletecollection"],
+            &["*"],
+            &["*"],
+        ),
     ]
 }
+
+/// The identity kube-controller-manager's namespace controller acts as.
+pub const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
