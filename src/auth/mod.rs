@@ -1,10 +1,20 @@
 //! Authentication and authorization: who a request comes from and whether they may make it.
 //!
-//! Owns the authenticators (client certificates here; the front proxy and tokens plug in the
-//! same way), the authorizers and their decisions. Must not touch storage, definitions or
-//! request bodies; it sees only headers, the TLS peer certificates and request attributes.
+//! Owns the authenticators (front proxy, client certificates, bearer tokens by TokenReview),
+//! the authorizers (the delegating chain and SubjectAccessReview) with their caches, and the
+//! parsing of the cluster's authentication ConfigMap. Must not touch storage, definitions or
+//! request bodies, nor the network: it sees only headers, the TLS peer certificates and
+//! request attributes, and asks the main apiserver through the traits in `review`.
 
 pub mod authz;
+pub mod cluster_config;
+pub mod requestheader;
+pub mod review;
+pub mod sar;
+pub mod sources;
+pub mod token;
+pub mod ttl_cache;
+pub mod verified;
 pub mod x509;
 
 use std::future::Future;

@@ -7,11 +7,12 @@ use arc_swap::ArcSwap;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use webpki::{EndEntityCert, KeyUsage};
 
+use super::verified::VerifiedChains;
 use super::{Authenticator, AuthnError, BoxFuture, Credentials};
 use crate::core::user::UserInfo;
 
 /// A CA bundle, parsed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CaBundle {
     certificates: Vec<CertificateDer<'static>>,
 }
@@ -54,6 +55,12 @@ impl CaBundle {
         .map(|_| ())
         .map_err(|e| match e {
             webpki::Error::UnknownIssuer => "x509: certificate signed by unknown authority".to_string(),
+            // An authority of the same name that did not sign it (a rotated CA, say).
+            webpki::Error::InvalidSignatureForPublicKey => {
+                "x509: certificate signed by unknown authority (possibly because the candidate authority's signature \
+                 does not verify)"
+                    .to_string()
+            }
             webpki::Error::CertExpired { .. } => "x509: certificate has expired or is not yet valid".to_string(),
             webpki::Error::CertNotValidYet { .. } => "x509: certificate has expired or is not yet valid".to_string(),
             other => format!("x509: {other:?}"),
@@ -76,14 +83,16 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Authenticates by client certificate against `--client-ca-file`.
+/// Authenticates by client certificate against `--client-ca-file` (or the cluster's client
+/// CA).
 pub struct ClientCertAuthenticator {
     ca: Arc<ArcSwap<CaBundle>>,
+    verified: VerifiedChains<CaBundle>,
 }
 
 impl ClientCertAuthenticator {
     pub fn new(ca: Arc<ArcSwap<CaBundle>>) -> ClientCertAuthenticator {
-        ClientCertAuthenticator { ca }
+        ClientCertAuthenticator { ca, verified: VerifiedChains::default() }
     }
 }
 
@@ -96,12 +105,18 @@ impl Authenticator for ClientCertAuthenticator {
             let Some(leaf) = credentials.peer_certificates.first() else {
                 return Ok(None);
             };
-            let ca = self.ca.load();
+            let ca = self.ca.load_full();
             if ca.is_empty() {
                 return Ok(None);
             }
-            ca.verify_client(credentials.peer_certificates).map_err(AuthnError)?;
-            let (name, groups) = subject(leaf).map_err(AuthnError)?;
+            let chain = credentials.peer_certificates;
+            let (name, groups) = self
+                .verified
+                .check(&ca, chain, || {
+                    ca.verify_client(chain)?;
+                    subject(leaf)
+                })
+                .map_err(AuthnError)?;
             let mut user = UserInfo::new(name, groups);
             user.extra.insert(
                 "authentication.kubernetes.io/credential-id".into(),

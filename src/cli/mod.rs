@@ -4,7 +4,10 @@
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
 
+pub mod auth_flags;
+pub mod delegation;
 pub mod pki;
+pub mod reload;
 pub mod serve;
 pub mod validate;
 
@@ -60,7 +63,8 @@ pub struct ServeArgs {
     /// Where development certificates are written and read.
     #[arg(long, default_value = "certs/dev")]
     pub cert_dir: PathBuf,
-    /// CA bundle that signs client certificates (user = CN, groups = O).
+    /// CA bundle that signs client certificates (user = CN, groups = O). When not given, the
+    /// cluster's extension-apiserver-authentication ConfigMap provides it.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
     /// Definition manifests: a file or a directory (repeatable). Multi-document YAML or JSON.
@@ -88,6 +92,10 @@ pub struct ServeArgs {
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
+    /// Delegated authentication and authorization (front proxy, TokenReview,
+    /// SubjectAccessReview, the main apiserver's kubeconfigs).
+    #[command(flatten)]
+    pub auth: auth_flags::AuthFlags,
 }
 
 #[derive(Debug, Args)]

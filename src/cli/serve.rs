@@ -11,12 +11,7 @@ use arc_swap::ArcSwap;
 use super::pki::DevPki;
 use super::{ServeArgs, StorageUrl};
 use crate::api::{Api, ApiOptions};
-use crate::auth::authz::{self, AllowAuthenticated, Authorizer, Decision};
-use crate::auth::x509::{CaBundle, ClientCertAuthenticator};
-use crate::auth::{self, Authenticator};
 use crate::definitions::{Registry, load_paths};
-use crate::server::filters::authn::Authentication;
-use crate::server::filters::authz::Authorization;
 use crate::server::router::{Readiness, Router};
 use crate::server::stack::{self, StackConfig};
 use crate::server::{self, tls};
@@ -85,20 +80,6 @@ fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError>
     }
 }
 
-/// Denies everyone (system:masters is allowed before this is asked): the authorizer when no
-/// delegated authorization is configured.
-struct DenyAll;
-
-impl Authorizer for DenyAll {
-    fn authorize<'a>(
-        &'a self,
-        _user: &'a crate::core::user::UserInfo,
-        _info: &'a crate::core::request_info::RequestInfo,
-    ) -> auth::BoxFuture<'a, Result<Decision, authz::AuthzError>> {
-        Box::pin(async { Ok(Decision::NoOpinion) })
-    }
-}
-
 fn load_registry(paths: &[PathBuf]) -> Registry {
     let report = load_paths(paths);
     let (registry, conflicts) = Registry::build(report.definitions);
@@ -117,12 +98,16 @@ fn load_registry(paths: &[PathBuf]) -> Registry {
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
+    // Starts reading the cluster's authentication settings while storage opens.
+    let delegation = super::delegation::build(&args, resolved.dev.as_ref(), resolved.client_ca.as_deref()).await?;
     let provider = tls::provider();
     let serving = Arc::new(tls::ServingCert(ArcSwap::from_pointee(tls::load_certified_key(
         &resolved.tls_cert,
         &resolved.tls_key,
         &provider,
     )?)));
+    // A renewed serving certificate is picked up without a restart.
+    super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
@@ -132,29 +117,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         ApiOptions { min_request_timeout: Duration::from_secs(args.min_request_timeout) },
     ));
 
-    let mut authenticators: Vec<Box<dyn Authenticator>> = Vec::new();
-    if let Some(path) = &resolved.client_ca {
-        let pem = std::fs::read(path).map_err(|e| StartError::Config(format!("reading {}: {e}", path.display())))?;
-        let bundle = CaBundle::from_pem(&pem).map_err(|e| StartError::Config(format!("{}: {e}", path.display())))?;
-        authenticators.push(Box::new(ClientCertAuthenticator::new(Arc::new(ArcSwap::from_pointee(bundle)))));
-    }
-    let delegate: Box<dyn Authorizer> = if args.dev {
-        tracing::warn!("development mode: every authenticated user may do everything; never use --dev in a cluster");
-        Box::new(AllowAuthenticated)
-    } else {
-        Box::new(DenyAll)
-    };
     let readiness = Arc::new(Readiness::default());
     let router = Arc::new(Router { api: api.clone(), readiness: readiness.clone() });
     let handler = stack::build(
         StackConfig {
-            authentication: Authentication {
-                chain: Arc::new(auth::Chain::new(authenticators)),
-                proxy_header_prefixes: Arc::new(Vec::new()),
-            },
-            authorization: Authorization {
-                chain: Arc::new(authz::Chain::new(args.authorization_always_allow_paths.clone(), delegate)),
-            },
+            authentication: delegation.authentication,
+            authorization: delegation.authorization,
             max_read_only_in_flight: args.max_requests_inflight,
             max_mutating_in_flight: args.max_mutating_requests_inflight,
             request_timeout: args.request_timeout,
@@ -171,6 +139,11 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let local =
         listener.local_addr().map_err(|e| StartError::Listen { addr: addr.to_string(), message: e.to_string() })?;
     readiness.set_ready(true);
+    // Ready for traffic once the authentication settings are loaded too; a failed first read
+    // of the cluster's settings stops the server.
+    let (stop, fatal) = super::delegation::stop_when(shutdown_signal(), delegation.loaded, readiness.clone());
+    // The namespace cache is started here; namespace lifecycle rules will read it.
+    let _namespaces = delegation.namespaces;
     tracing::info!(address = %local, "serving securely");
     if let Some(pki) = &resolved.dev {
         let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", local.port()))?;
@@ -181,9 +154,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             absolute.display()
         );
     }
-    server::serve(listener, tls_config, handler, shutdown_signal()).await;
+    server::serve(listener, tls_config, handler, stop).await;
     readiness.set_ready(false);
     store.close();
+    if let Some(message) = fatal.lock().ok().and_then(|mut slot| slot.take()) {
+        return Err(StartError::Config(message));
+    }
     tracing::info!("stopped");
     Ok(())
 }

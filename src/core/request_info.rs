@@ -58,6 +58,10 @@ pub struct RequestInfo {
     pub name: String,
     /// Path segments from the resource on (`resource/name/subresource/...`).
     pub parts: Vec<String>,
+    /// The raw `fieldSelector` and `labelSelector` of a list, watch or deletecollection
+    /// (authorization passes them on in SubjectAccessReviews).
+    pub field_selector: String,
+    pub label_selector: String,
 }
 
 impl RequestInfo {
@@ -142,6 +146,10 @@ impl RequestInfo {
         }
         if info.name.is_empty() && info.verb == "delete" {
             info.verb = "deletecollection".to_string();
+        }
+        if matches!(info.verb.as_str(), "list" | "watch" | "deletecollection") {
+            info.field_selector = query.get("fieldSelector").unwrap_or_default().to_string();
+            info.label_selector = query.get("labelSelector").unwrap_or_default().to_string();
         }
         Ok(info)
     }

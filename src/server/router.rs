@@ -57,19 +57,38 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
     }
 }
 
-/// Whether the server may take traffic.
+/// Whether the server may take traffic: storage is open and the authentication settings are
+/// loaded (before that, front-proxy requests would be refused).
 #[derive(Debug, Default)]
 pub struct Readiness {
     ready: AtomicBool,
+    authentication: AtomicBool,
 }
 
 impl Readiness {
+    /// Storage is open and the listener is serving.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
+    pub fn set_authentication_loaded(&self, loaded: bool) {
+        self.authentication.store(loaded, Ordering::SeqCst);
+    }
+
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.ready.load(Ordering::SeqCst) && self.authentication.load(Ordering::SeqCst)
+    }
+
+    /// The `/readyz` body of a server that is not ready, one line per check as
+    /// k8s.io/apiserver writes them.
+    pub fn report(&self) -> String {
+        let line = |name: &str, ok: bool| {
+            if ok { format!("[+]{name} ok\n") } else { format!("[-]{name} failed: reason withheld\n") }
+        };
+        let mut text = line("storage", self.ready.load(Ordering::SeqCst));
+        text.push_str(&line("authentication-configuration", self.authentication.load(Ordering::SeqCst)));
+        text.push_str("readyz check failed\n");
+        text
     }
 }
 
@@ -114,7 +133,11 @@ impl Router {
         match endpoint {
             Endpoint::Healthz | Endpoint::Livez => text(StatusCode::OK, "ok"),
             Endpoint::Readyz if self.readiness.is_ready() => text(StatusCode::OK, "ok"),
-            Endpoint::Readyz => text(StatusCode::SERVICE_UNAVAILABLE, "not ready"),
+            Endpoint::Readyz => body::bytes_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain; charset=utf-8",
+                self.readiness.report(),
+            ),
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -181,5 +204,20 @@ mod tests {
         assert_eq!(endpoint("/openapi/v3/apis/g.io/v1"), Endpoint::OpenApiV3("g.io".into(), "v1".into()));
         assert_eq!(endpoint("/readyz/ping"), Endpoint::Readyz);
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
+    }
+
+    #[test]
+    fn ready_needs_storage_and_authentication() {
+        let readiness = Readiness::default();
+        readiness.set_ready(true);
+        assert!(!readiness.is_ready());
+        assert_eq!(
+            readiness.report(),
+            "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
+        );
+        readiness.set_authentication_loaded(true);
+        assert!(readiness.is_ready());
+        readiness.set_ready(false);
+        assert!(!readiness.is_ready());
     }
 }

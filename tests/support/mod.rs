@@ -1,7 +1,18 @@
 //! Test support: starts the real server binary on a free loopback port with its own PKI,
-//! store and definitions; drives it with real kubectl and with a small HTTPS client.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+//! store and definitions; drives it with real kubectl and with a small HTTPS client; and a
+//! control-plane double (`control_plane`) that fronts it as kube-aggregator and answers its
+//! calls to kube-apiserver (`cluster` puts the two together).
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::result_large_err
+)]
 
+pub mod cluster;
+pub mod control_plane;
 pub mod http;
 
 use std::net::TcpListener;
@@ -32,11 +43,29 @@ pub struct TestServer {
     pub port: u16,
     pub pki: DevPki,
     child: Option<Child>,
+    /// `None`: development mode; else delegated mode with this kubeconfig of the main
+    /// apiserver (the serving certificate still comes from the development PKI).
+    delegated: Option<PathBuf>,
 }
 
 impl TestServer {
     /// Starts a development-mode server serving `definitions` (YAML texts).
     pub fn start(definitions: &[&str]) -> TestServer {
+        let mut server = TestServer::prepare(definitions, None);
+        server.spawn(&[]);
+        server
+    }
+
+    /// Starts a server in delegated mode: authentication and authorization by the main
+    /// apiserver reached with `kubeconfig`.
+    pub fn start_delegated(definitions: &[&str], kubeconfig: &Path, extra: &[&str]) -> TestServer {
+        let mut server = TestServer::prepare(definitions, Some(kubeconfig.to_path_buf()));
+        server.spawn(extra);
+        server
+    }
+
+    /// Writes the definitions and the PKI without starting anything.
+    pub fn prepare(definitions: &[&str], delegated: Option<PathBuf>) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let defs = dir.path().join("definitions");
         std::fs::create_dir_all(&defs).unwrap();
@@ -44,9 +73,7 @@ impl TestServer {
             std::fs::write(defs.join(format!("{i:02}.yaml")), text).unwrap();
         }
         let pki = DevPki::ensure(&dir.path().join("certs")).unwrap();
-        let mut server = TestServer { dir, port: free_port(), pki, child: None };
-        server.spawn(&[]);
-        server
+        TestServer { dir, port: free_port(), pki, child: None, delegated }
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -59,13 +86,32 @@ impl TestServer {
 
     /// Starts the server process (again) with the same directories and extra flags.
     pub fn spawn(&mut self, extra: &[&str]) {
+        self.launch(extra);
+        self.pki.write_kubeconfig(&format!("https://127.0.0.1:{}", self.port)).unwrap();
+        self.wait_ready();
+    }
+
+    /// Starts the server process without waiting for it.
+    pub fn launch(&mut self, extra: &[&str]) {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("server.log")).unwrap();
-        let child = Command::new(binary())
-            .current_dir(self.dir.path())
-            .args(["serve", "--dev", "--bind-address", "127.0.0.1"])
+        let mut command = Command::new(binary());
+        command.current_dir(self.dir.path()).args(["serve", "--bind-address", "127.0.0.1"]);
+        match &self.delegated {
+            None => {
+                command.args(["--dev", "--cert-dir", self.pki.dir.to_str().unwrap()]);
+            }
+            Some(kubeconfig) => {
+                let kubeconfig = kubeconfig.to_str().unwrap();
+                command
+                    .args(["--tls-cert-file", self.pki.serving_cert().to_str().unwrap()])
+                    .args(["--tls-private-key-file", self.pki.serving_key().to_str().unwrap()])
+                    .args(["--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig])
+                    .args(["--kubeconfig", kubeconfig]);
+            }
+        }
+        let child = command
             .args(["--secure-port", &self.port.to_string()])
-            .args(["--cert-dir", self.pki.dir.to_str().unwrap()])
             .args(["--storage", self.data_dir().to_str().unwrap()])
             .args(["--definitions", self.definitions_dir().to_str().unwrap()])
             .args(extra)
@@ -74,8 +120,20 @@ impl TestServer {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        self.pki.write_kubeconfig(&format!("https://127.0.0.1:{}", self.port)).unwrap();
-        self.wait_ready();
+    }
+
+    /// Waits for the server to exit by itself; returns whether it succeeded.
+    pub fn wait_exit(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("server running");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status.success();
+            }
+            assert!(Instant::now() < deadline, "server did not exit: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn wait_ready(&mut self) {
@@ -84,7 +142,9 @@ impl TestServer {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("server exited with {status}: {}", self.log());
             }
-            if let Ok(r) = http::Client::admin(self).get("/readyz")
+            // Without a client certificate: /readyz is always allowed, and a certificate the
+            // server does not trust would be refused.
+            if let Ok(r) = http::Client::new(self, None).get("/readyz")
                 && r.status == 200
             {
                 return;

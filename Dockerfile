@@ -1,0 +1,20 @@
+# The crd-apiserver image: built in a Rust image, run from a small Debian image as a non-root
+# user with nothing but the binary. The manifests and the Helm chart run it read-only with
+# every capability dropped.
+#
+#   docker build -t crd-apiserver:0.1.0 .
+
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN cargo build --release --locked --bin crd-apiserver \
+ && strip target/release/crd-apiserver
+
+FROM debian:bookworm-slim
+COPY --from=build /src/target/release/crd-apiserver /usr/local/bin/crd-apiserver
+# 65532: the conventional "nonroot" user; the pod's securityContext uses the same ids.
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["/usr/local/bin/crd-apiserver"]
+CMD ["serve", "--help"]

@@ -1,0 +1,59 @@
+{{/* The name of every object of the release. */}}
+{{- define "crd-apiserver.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "crd-apiserver.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "crd-apiserver.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "crd-apiserver.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "crd-apiserver.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Every definition file: name -> text, from the chart's files and from values. */}}
+{{- define "crd-apiserver.definitionFiles" -}}
+{{- $files := dict -}}
+{{- range $path, $_ := .Files.Glob .Values.definitions.filesGlob -}}
+{{- $_ := set $files (base $path) ($.Files.Get $path) -}}
+{{- end -}}
+{{- range $name, $text := .Values.definitions.inline -}}
+{{- $_ := set $files $name $text -}}
+{{- end -}}
+{{- toYaml $files -}}
+{{- end -}}
+
+{{/* The served group versions of the definitions, as a YAML list of "<version>.<group>". */}}
+{{- define "crd-apiserver.groupVersions" -}}
+{{- $gvs := list -}}
+{{- range $name, $text := (include "crd-apiserver.definitionFiles" . | fromYaml) -}}
+{{- range $doc := regexSplit "(?m)^---[ \t]*$" $text -1 -}}
+{{- $crd := fromYaml $doc -}}
+{{- if and $crd (eq (default "" $crd.kind) "CustomResourceDefinition") -}}
+{{- range $v := $crd.spec.versions -}}
+{{- if $v.served -}}
+{{- $gvs = append $gvs (printf "%s.%s" $v.name $crd.spec.group) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (uniq $gvs | sortAlpha) -}}
+{{- end -}}

@@ -1,0 +1,195 @@
+//! The Helm chart, rendered by the real helm (installed by hack/install-helm.sh): it lints,
+//! and renders one APIService per served group version pointing at the chart's Service with
+//! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use base64::Engine;
+use crd_apiserver::definitions::load::parse_documents;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> String {
+    root().join("manifests/helm/crd-apiserver").to_str().unwrap().to_string()
+}
+
+fn helm(args: &[&str]) -> String {
+    let binary = std::env::var_os("HELM").map(PathBuf::from).unwrap_or_else(|| root().join(".tools/bin/helm"));
+    let out = Command::new(&binary)
+        .args(args)
+        .env("HELM_CACHE_HOME", std::env::temp_dir().join("crd-apiserver-helm-cache"))
+        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("crd-apiserver-helm-config"))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {} ({e}): run hack/install-helm.sh (hack/test.sh does)", binary.display())
+        });
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn example(name: &str) -> String {
+    root().join("manifests/examples").join(name).to_str().unwrap().to_string()
+}
+
+/// Renders the chart as release `demo` in namespace `crd-apiserver` with two example files.
+fn render(extra: &[&str]) -> Vec<Value> {
+    let crontabs = format!("definitions.inline.crontabs\\.yaml={}", example("crontabs.yaml"));
+    let tenants = format!("definitions.inline.tenants\\.yaml={}", example("tenants.yaml"));
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        "demo",
+        chart.as_str(),
+        "--namespace",
+        "crd-apiserver",
+        "--set-file",
+        &crontabs,
+        "--set-file",
+        &tenants,
+    ];
+    args.extend_from_slice(extra);
+    parse_documents(&helm(&args)).unwrap()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn apiservices(objects: &[Value]) -> Vec<&Value> {
+    objects.iter().filter(|o| o["kind"] == "APIService").collect()
+}
+
+#[test]
+fn the_chart_lints() {
+    helm(&["lint", &chart()]);
+    helm(&["lint", &chart(), "--set", "servingCertificate.mode=certManager", "--set", "persistence.enabled=false"]);
+}
+
+#[test]
+fn apiservices_trust_the_generated_serving_certificate() {
+    let objects = render(&[]);
+    let secret = find(&objects, "Secret", "demo-crd-apiserver-serving");
+    let ca = secret["data"]["ca.crt"].as_str().unwrap();
+    let names: Vec<&str> = apiservices(&objects).iter().map(|a| a["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["v1.platform.example.com", "v1.stable.example.com"]);
+    for api in apiservices(&objects) {
+        assert_eq!(
+            api["spec"]["service"],
+            json!({"name": "demo-crd-apiserver", "namespace": "crd-apiserver", "port": 443})
+        );
+        assert_eq!(api["spec"]["caBundle"], ca, "the APIService trusts the CA that signed the serving certificate");
+        assert_eq!(api["spec"]["groupPriorityMinimum"], 1000);
+    }
+    let find_group = |g: &str| {
+        apiservices(&objects).into_iter().find(|a| a["spec"]["group"] == g).unwrap()["spec"]["version"].clone()
+    };
+    assert_eq!(find_group("stable.example.com"), "v1");
+
+    // The serving certificate names the Service as the aggregator dials it.
+    let pem = base64::engine::general_purpose::STANDARD.decode(secret["data"]["tls.crt"].as_str().unwrap()).unwrap();
+    let (_, block) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+    let cert = block.parse_x509().unwrap();
+    let names: Vec<String> =
+        cert.subject_alternative_name().unwrap().unwrap().value.general_names.iter().map(|n| n.to_string()).collect();
+    assert!(names.iter().any(|n| n.contains("demo-crd-apiserver.crd-apiserver.svc")), "{names:?}");
+
+    // The service exposes 443 and selects the pod.
+    let service = find(&objects, "Service", "demo-crd-apiserver");
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
+    let set = find(&objects, "StatefulSet", "demo-crd-apiserver");
+    assert_eq!(service["spec"]["selector"], set["spec"]["template"]["metadata"]["labels"]);
+}
+
+#[test]
+fn rbac_definitions_and_the_pod() {
+    let objects = render(&["--set", "image.tag=1.2.3", "--set", "persistence.size=5Gi"]);
+    let subject = json!([{"kind": "ServiceAccount", "name": "demo-crd-apiserver", "namespace": "crd-apiserver"}]);
+    let delegator = find(&objects, "ClusterRoleBinding", "demo-crd-apiserver:system:auth-delegator");
+    assert_eq!(
+        delegator["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"})
+    );
+    assert_eq!(delegator["subjects"], subject);
+    let reader = find(&objects, "RoleBinding", "demo-crd-apiserver:extension-apiserver-authentication-reader");
+    assert_eq!(reader["metadata"]["namespace"], "kube-system");
+    assert_eq!(
+        reader["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"})
+    );
+    assert_eq!(reader["subjects"], subject);
+    assert_eq!(find(&objects, "ClusterRoleBinding", "demo-crd-apiserver:namespace-reader")["subjects"], subject);
+    find(&objects, "ServiceAccount", "demo-crd-apiserver");
+
+    let definitions = find(&objects, "ConfigMap", "demo-crd-apiserver-definitions");
+    assert_eq!(
+        definitions["data"]["crontabs.yaml"],
+        std::fs::read_to_string(example("crontabs.yaml")).unwrap().as_str()
+    );
+    assert_eq!(definitions["data"]["tenants.yaml"], std::fs::read_to_string(example("tenants.yaml")).unwrap().as_str());
+
+    let set = find(&objects, "StatefulSet", "demo-crd-apiserver");
+    let pod = &set["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "crd-apiserver:1.2.3");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(set["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"], "5Gi");
+}
+
+#[test]
+fn certificate_modes() {
+    // cert-manager: a Certificate for the Service, and the CA injected into the APIServices.
+    let objects = render(&["--set", "servingCertificate.mode=certManager"]);
+    let certificate = find(&objects, "Certificate", "demo-crd-apiserver-serving");
+    assert_eq!(certificate["spec"]["dnsNames"][0], "demo-crd-apiserver.crd-apiserver.svc");
+    assert!(!objects.iter().any(|o| o["kind"] == "Secret"));
+    for api in apiservices(&objects) {
+        assert_eq!(
+            api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "crd-apiserver/demo-crd-apiserver-serving"
+        );
+        assert!(api["spec"].get("caBundle").is_none());
+    }
+    // Given: the caBundle is the given CA.
+    let objects = render(&[
+        "--set",
+        "servingCertificate.mode=given",
+        "--set",
+        "servingCertificate.cert=CERT",
+        "--set",
+        "servingCertificate.key=KEY",
+        "--set",
+        "servingCertificate.caBundle=CA",
+    ]);
+    let encoded = base64::engine::general_purpose::STANDARD.encode("CA");
+    for api in apiservices(&objects) {
+        assert_eq!(api["spec"]["caBundle"], encoded.as_str());
+    }
+    // Without persistence the store is an emptyDir.
+    let objects = render(&["--set", "persistence.enabled=false"]);
+    let set = find(&objects, "StatefulSet", "demo-crd-apiserver");
+    assert!(set["spec"].get("volumeClaimTemplates").is_none());
+    assert!(
+        set["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "data" && v.get("emptyDir").is_some())
+    );
+}

@@ -1,0 +1,227 @@
+//! The double's kube-aggregator: proxies `/apis/<g>/<v>/...` of registered APIServices to the
+//! backend over HTTP/2 with the front-proxy client certificate and `X-Remote-*` identity
+//! headers (incoming `X-Remote-*` and `Authorization` dropped), and fetches the backend's own
+//! discovery and OpenAPI as the aggregator's users do.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use super::rbac::User;
+use super::respond::{self, Body, Response};
+use super::state::{State, lock};
+
+/// Where the backend listens and how it is trusted (the APIService's service and caBundle).
+pub struct Backend {
+    pub port: u16,
+    /// The name checked in the backend's serving certificate: `<service>.<namespace>.svc`.
+    pub server_name: String,
+    pub ca_bundle: Vec<CertificateDer<'static>>,
+    /// The front-proxy client certificate and key (swappable: CA rotation).
+    pub identity: Mutex<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    /// One HTTP/2 connection, as the aggregator multiplexes requests; rebuilt when it closes
+    /// or the identity changes.
+    connection: tokio::sync::Mutex<Option<hyper::client::conn::http2::SendRequest<Body>>>,
+}
+
+impl Backend {
+    pub fn new(
+        port: u16,
+        server_name: &str,
+        ca_bundle: Vec<CertificateDer<'static>>,
+        identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>),
+    ) -> Backend {
+        Backend {
+            port,
+            server_name: server_name.into(),
+            ca_bundle,
+            identity: Mutex::new(identity),
+            connection: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Swaps the proxy's client certificate; the next request opens a new connection.
+    pub async fn set_identity(&self, identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)) {
+        *lock(&self.identity) = identity;
+        *self.connection.lock().await = None;
+    }
+
+    async fn sender(&self) -> Result<hyper::client::conn::http2::SendRequest<Body>, String> {
+        let mut slot = self.connection.lock().await;
+        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(sender.clone());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in &self.ca_bundle {
+            roots.add(cert.clone()).map_err(|e| e.to_string())?;
+        }
+        let (chain, key) = {
+            let identity = lock(&self.identity);
+            (identity.0.clone(), identity.1.clone_key())
+        };
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.map_err(|e| e.to_string())?;
+        let name = ServerName::try_from(self.server_name.clone()).map_err(|e| e.to_string())?;
+        let tls =
+            tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())?;
+        let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(connection);
+        *slot = Some(sender.clone());
+        Ok(sender)
+    }
+}
+
+/// Hop-by-hop and identity headers never passed on.
+fn dropped(name: &str) -> bool {
+    name.starts_with("x-remote-")
+        || matches!(
+            name,
+            "authorization"
+                | "host"
+                | "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "transfer-encoding"
+                | "upgrade"
+                | "te"
+                | "impersonate-user"
+                | "impersonate-group"
+        )
+}
+
+/// Go's `url.PathEscape` for the key of an extra header (unreserved characters stay).
+fn escape_key(key: &str) -> String {
+    key.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The query re-encoded with its keys sorted, as Go's `url.Values.Encode` writes it.
+fn sorted_query(query: Option<&str>) -> String {
+    let mut pairs: Vec<(String, String)> =
+        form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned().collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
+/// Who asks, and from where.
+pub struct Caller<'a> {
+    pub user: &'a User,
+    pub remote: Option<SocketAddr>,
+}
+
+/// Proxies one request to the backend.
+pub async fn forward(
+    state: &State,
+    backend: &Backend,
+    parts: &http::request::Parts,
+    body: Body,
+    caller: Caller<'_>,
+) -> Result<http::Response<Body>, String> {
+    let query = sorted_query(parts.uri.query());
+    let path = parts.uri.path();
+    let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
+    let uri = format!("https://{}:443{target}", backend.server_name);
+    let mut request = http::Request::builder().method(parts.method.clone()).uri(uri);
+    let headers = request.headers_mut().ok_or("bad request")?;
+    for (name, value) in &parts.headers {
+        if !dropped(name.as_str()) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let user = caller.user;
+    let mut set = |name: String, value: &str| {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value)) {
+            headers.append(n, v);
+        }
+    };
+    set("x-remote-user".into(), &user.name);
+    if !user.uid.is_empty() {
+        set("x-remote-uid".into(), &user.uid);
+    }
+    for group in &user.groups {
+        set("x-remote-group".into(), group);
+    }
+    for (key, values) in &user.extra {
+        for value in values {
+            set(format!("x-remote-extra-{}", escape_key(key)), value);
+        }
+    }
+    if !parts.headers.contains_key("audit-id") {
+        set("audit-id".into(), &uuid::Uuid::new_v4().to_string());
+    }
+    if let Some(remote) = caller.remote {
+        set("x-forwarded-for".into(), &remote.ip().to_string());
+    }
+    set("x-forwarded-uri".into(), &parts.uri.to_string());
+    set("x-forwarded-proto".into(), "https");
+    if let Some(host) = parts.headers.get("host").and_then(|h| h.to_str().ok()).or(parts.uri.host()) {
+        set("x-forwarded-host".into(), host);
+    }
+    let request = request.body(body).map_err(|e| e.to_string())?;
+    lock(&state.proxied).push(
+        request
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect(),
+    );
+    let mut sender = backend.sender().await?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    Ok(response.map(|b| b.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync()))
+}
+
+/// A backend answer read whole.
+#[derive(Debug)]
+pub struct Fetched {
+    pub status: u16,
+    pub content_type: String,
+    pub etag: Option<String>,
+    pub body: Bytes,
+}
+
+/// The aggregator's own GET of a backend path (discovery, OpenAPI), read whole.
+pub async fn fetch(
+    state: &State,
+    backend: &Backend,
+    path: &str,
+    headers: &[(&str, &str)],
+    user: &User,
+) -> Result<Fetched, String> {
+    let mut request = http::Request::builder().method("GET").uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (parts, ()) = request.body(()).map_err(|e| e.to_string())?.into_parts();
+    let response = forward(state, backend, &parts, respond::full(Bytes::new()), Caller { user, remote: None }).await?;
+    let (status, content_type, etag) = {
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        (response.status().as_u16(), header("content-type").unwrap_or_default(), header("etag"))
+    };
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Fetched { status, content_type, etag, body })
+}
+
+/// What the aggregator answers when the backend cannot be reached.
+pub fn unavailable(error: &str) -> Response {
+    respond::bytes(503, "text/plain; charset=utf-8", format!("service unavailable: {error}\n"))
+}

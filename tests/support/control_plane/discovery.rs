@@ -1,0 +1,269 @@
+//! The double's discovery and OpenAPI: its own core and review resources, the registered
+//! APIServices' groups (legacy `/apis` and `/apis/<g>` built from APIServices; aggregated
+//! discovery v2 merged from the backend's `/apis`), and the backend's OpenAPI v3 index.
+
+use serde_json::{Value, json};
+
+use super::aggregator::{self, Backend};
+use super::rbac::User;
+use super::respond::{self, Response};
+use super::state::{ApiService, State, lock};
+
+pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+fn resource(name: &str, singular: &str, kind: &str, namespaced: bool, verbs: &[&str], short: &[&str]) -> Value {
+    json!({"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind, "verbs": verbs, "shortNames": short})
+}
+
+/// The double's own group versions and their resources.
+fn own() -> Vec<(&'static str, Vec<Value>)> {
+    vec![
+        (
+            "v1",
+            vec![
+                resource(
+                    "namespaces",
+                    "namespace",
+                    "Namespace",
+                    false,
+                    &["create", "delete", "get", "list", "patch", "update", "watch"],
+                    &["ns"],
+                ),
+                resource(
+                    "configmaps",
+                    "configmap",
+                    "ConfigMap",
+                    true,
+                    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                    &["cm"],
+                ),
+            ],
+        ),
+        (
+            "authentication.k8s.io/v1",
+            vec![resource("tokenreviews", "tokenreview", "TokenReview", false, &["create"], &[])],
+        ),
+        (
+            "authorization.k8s.io/v1",
+            vec![resource(
+                "subjectaccessreviews",
+                "subjectaccessreview",
+                "SubjectAccessReview",
+                false,
+                &["create"],
+                &[],
+            )],
+        ),
+    ]
+}
+
+/// An `APIResourceList` of the double's own group versions.
+pub fn resource_list(group_version: &str) -> Option<Response> {
+    let (gv, resources) = own().into_iter().find(|(gv, _)| *gv == group_version)?;
+    Some(respond::json(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    ))
+}
+
+fn own_groups() -> Vec<Value> {
+    own()
+        .into_iter()
+        .filter_map(|(gv, _)| gv.split_once('/').map(|(g, v)| (g.to_string(), format!("{g}/{v}"), v.to_string())))
+        .map(|(g, gv, v)| json!({"name": g, "versions": [{"groupVersion": gv, "version": v}], "preferredVersion": {"groupVersion": gv, "version": v}}))
+        .collect()
+}
+
+/// APIServices of a group, best version first.
+fn group_from_services(services: &[ApiService], group: &str) -> Option<Value> {
+    let mut versions: Vec<&ApiService> = services.iter().filter(|s| s.group == group).collect();
+    versions.sort_by(|a, b| b.version_priority.cmp(&a.version_priority).then(a.version.cmp(&b.version)));
+    let list: Vec<Value> = versions
+        .iter()
+        .map(|s| json!({"groupVersion": format!("{}/{}", s.group, s.version), "version": s.version}))
+        .collect();
+    let preferred = list.first()?.clone();
+    Some(json!({"name": group, "versions": list, "preferredVersion": preferred}))
+}
+
+pub fn api_group(state: &State, group: &str) -> Option<Response> {
+    let services = lock(&state.services).clone();
+    let mut value =
+        group_from_services(&services, group).or_else(|| own_groups().into_iter().find(|g| g["name"] == group))?;
+    value["kind"] = json!("APIGroup");
+    value["apiVersion"] = json!("v1");
+    Some(respond::json(200, &value))
+}
+
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.contains("as=APIGroupDiscoveryList")
+}
+
+fn aggregated(items: Vec<Value>) -> Response {
+    let mut response = respond::bytes(
+        200,
+        AGGREGATED_V2,
+        serde_json::to_vec(&json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})).unwrap(),
+    );
+    response.headers_mut().insert("vary", http::HeaderValue::from_static("Accept"));
+    response
+}
+
+fn aggregated_resources(gv: &str, resources: &[Value]) -> Value {
+    let (group, version) = gv.split_once('/').unwrap_or(("", gv));
+    let items: Vec<Value> = resources
+        .iter()
+        .map(|r| {
+            json!({
+                "resource": r["name"], "singularResource": r["singularName"],
+                "responseKind": {"group": group, "version": version, "kind": r["kind"]},
+                "scope": if r["namespaced"] == true { "Namespaced" } else { "Cluster" },
+                "verbs": r["verbs"], "shortNames": r["shortNames"],
+            })
+        })
+        .collect();
+    json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": [{"version": version, "resources": items, "freshness": "Current"}]})
+}
+
+/// `GET /api`.
+pub fn legacy_root(accept: &str, port: u16) -> Response {
+    if wants_aggregated(accept) {
+        let (gv, resources) = own().into_iter().next().unwrap();
+        return aggregated(vec![aggregated_resources(gv, &resources)]);
+    }
+    respond::json(
+        200,
+        &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": format!("127.0.0.1:{port}")}]}),
+    )
+}
+
+/// `GET /apis`: the double's groups, then the APIServices' groups (aggregated: as the
+/// backend describes them).
+pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str) -> Response {
+    let services = lock(&state.services).clone();
+    let mut groups: Vec<String> = Vec::new();
+    let mut ordered = services.clone();
+    ordered.sort_by(|a, b| b.group_priority.cmp(&a.group_priority).then(a.group.cmp(&b.group)));
+    for s in &ordered {
+        if !groups.contains(&s.group) {
+            groups.push(s.group.clone());
+        }
+    }
+    if !wants_aggregated(accept) {
+        let mut list = own_groups();
+        list.extend(groups.iter().filter_map(|g| group_from_services(&services, g)));
+        return respond::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}));
+    }
+    let mut items: Vec<Value> = own().into_iter().skip(1).map(|(gv, r)| aggregated_resources(gv, &r)).collect();
+    if let Some(backend) = backend {
+        items.extend(backend_groups(state, backend, &services).await);
+    }
+    aggregated(items)
+}
+
+/// The backend's groups as aggregated discovery describes them: its `/apis` in v2 (with
+/// `If-None-Match`; 304 keeps what was fetched), else each registered `/apis/<g>/<v>`.
+pub async fn backend_groups(state: &State, backend: &Backend, services: &[ApiService]) -> Vec<Value> {
+    let aggregator = User::new("system:kube-aggregator", &["system:masters"]);
+    let cached = lock(&state.discovery_cache).clone();
+    let mut headers = vec![("accept", AGGREGATED_V2)];
+    if let Some((etag, _)) = &cached {
+        headers.push(("if-none-match", etag.as_str()));
+    }
+    let registered =
+        |item: &Value| item["metadata"]["name"].as_str().is_some_and(|g| services.iter().any(|s| s.group == g));
+    match aggregator::fetch(state, backend, "/apis", &headers, &aggregator).await {
+        Ok(f) if f.status == 304 && cached.is_some() => {
+            state.discovery_not_modified.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            cached.map(|(_, items)| items).unwrap_or_default()
+        }
+        Ok(f)
+            if f.status == 200
+                && f.content_type.contains("as=APIGroupDiscoveryList")
+                && f.content_type.contains("v=v2") =>
+        {
+            let document: Value = serde_json::from_slice(&f.body).unwrap_or_default();
+            let items: Vec<Value> = document["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|i| registered(i))
+                .collect();
+            if let Some(etag) = f.etag {
+                *lock(&state.discovery_cache) = Some((etag, items.clone()));
+            }
+            items
+        }
+        other => {
+            eprintln!("control plane: backend aggregated discovery unusable ({other:?}); asking each group version");
+            legacy_groups(state, backend, services, &aggregator).await
+        }
+    }
+}
+
+/// Aggregated items built from each registered group version's `APIResourceList`.
+async fn legacy_groups(state: &State, backend: &Backend, services: &[ApiService], user: &User) -> Vec<Value> {
+    let mut items: Vec<Value> = Vec::new();
+    for service in services {
+        let path = format!("/apis/{}/{}", service.group, service.version);
+        let Ok(f) = aggregator::fetch(state, backend, &path, &[("accept", "application/json")], user).await else {
+            continue;
+        };
+        let list: Value = serde_json::from_slice(&f.body).unwrap_or_default();
+        if f.status != 200 || list["kind"] != "APIResourceList" {
+            continue;
+        }
+        let resources: Vec<Value> = list["resources"].as_array().cloned().unwrap_or_default();
+        let top: Vec<Value> =
+            resources.iter().filter(|r| !r["name"].as_str().unwrap_or_default().contains('/')).cloned().collect();
+        let mut version = aggregated_resources(&format!("{}/{}", service.group, service.version), &top);
+        if let Some(converted) = version["versions"][0]["resources"].as_array_mut() {
+            for resource in converted {
+                let name = resource["resource"].as_str().unwrap_or_default().to_string();
+                let subresources: Vec<Value> = resources
+                    .iter()
+                    .filter_map(|r| {
+                        let (parent, sub) = r["name"].as_str()?.split_once('/')?;
+                        (parent == name).then(|| json!({"subresource": sub, "responseKind": {"group": service.group, "version": service.version, "kind": r["kind"]}, "verbs": r["verbs"]}))
+                    })
+                    .collect();
+                if !subresources.is_empty() {
+                    resource["subresources"] = json!(subresources);
+                }
+            }
+        }
+        match items.iter_mut().find(|i| i["metadata"]["name"] == service.group.as_str()) {
+            Some(group) => {
+                if let (Some(versions), Some(new)) =
+                    (group["versions"].as_array_mut(), version["versions"][0].as_object())
+                {
+                    versions.push(Value::Object(new.clone()));
+                }
+            }
+            None => items.push(version),
+        }
+    }
+    items
+}
+
+/// `GET /openapi/v3`: the backend's entries for registered group versions.
+pub async fn openapi_v3_index(state: &State, backend: Option<&Backend>) -> Response {
+    let mut paths = serde_json::Map::new();
+    if let Some(backend) = backend {
+        let aggregator = User::new("system:aggregator", &[]);
+        if let Ok(f) =
+            aggregator::fetch(state, backend, "/openapi/v3", &[("accept", "application/json")], &aggregator).await
+            && f.status == 200
+        {
+            let index: Value = serde_json::from_slice(&f.body).unwrap_or_default();
+            let services = lock(&state.services).clone();
+            for (key, entry) in index["paths"].as_object().cloned().unwrap_or_default() {
+                if services.iter().any(|s| key == format!("apis/{}/{}", s.group, s.version)) {
+                    paths.insert(key, entry);
+                }
+            }
+        }
+    }
+    respond::json(200, &json!({"paths": paths}))
+}

@@ -1,0 +1,290 @@
+//! A control-plane double for end-to-end tests: one TLS server in the test process that plays
+//! kube-aggregator in front of the project's server and kube-apiserver behind it, written from
+//! the aggregation contract (what the real ones send and answer), not from what the project
+//! accepts.
+//!
+//! In front: clients (kubectl) authenticate with static bearer tokens or client certificates;
+//! `/apis/<g>/<v>/...` of registered APIServices is proxied with the front-proxy client
+//! certificate and `X-Remote-*` headers; `/api`, `/apis` (aggregated discovery too) and
+//! `/openapi/v3` are served by merging the backend's. Behind: the
+//! `extension-apiserver-authentication` ConfigMap (get, watch), SubjectAccessReview (from a
+//! rule table, counted, with an outage switch), TokenReview, and Namespaces; and one pass of
+//! the namespace controller on request (`run_namespace_controller`).
+
+pub mod aggregator;
+pub mod core_api;
+pub mod discovery;
+pub mod namespace_controller;
+pub mod rbac;
+pub mod respond;
+pub mod reviews;
+pub mod server;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use base64::Engine;
+use crd_apiserver::cli::pki::{Authority, Leaf, Pem};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+
+use aggregator::Backend;
+use rbac::{Rule, SERVICE_ACCOUNT, User};
+use server::Plane;
+use state::{ApiService, State, lock};
+
+/// The service account token the project's server uses.
+pub const SERVER_TOKEN: &str = "crd-apiserver-service-account-token";
+/// The front-proxy client certificate's CN, the only allowed name.
+pub const PROXY_CN: &str = "front-proxy-client";
+/// The name the aggregator checks in the backend's serving certificate.
+pub const SERVICE_NAME: &str = "crd-apiserver.crd-apiserver.svc";
+
+pub struct ControlPlane {
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub client_ca: Authority,
+    pub front_proxy_ca: Authority,
+    pub front_proxy_client: Pem,
+    serving_ca: Pem,
+    plane: Arc<Plane>,
+    runtime: tokio::runtime::Runtime,
+}
+
+fn chain(pem: &str) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_slice_iter(pem.as_bytes()).map(|c| c.unwrap()).collect()
+}
+
+fn identity(pem: &Pem) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+    (chain(&pem.cert), PrivateKeyDer::from_pem_slice(pem.key.as_bytes()).unwrap())
+}
+
+fn list(items: &[&str]) -> String {
+    serde_json::to_string(items).unwrap()
+}
+
+impl ControlPlane {
+    /// Starts the double with the rules a cluster set up by the manifests has, the server's
+    /// service account token, and the usual namespaces.
+    pub fn start() -> ControlPlane {
+        let dir = tempfile::tempdir().unwrap();
+        let serving_ca = Authority::new("control-plane-serving-ca").unwrap();
+        let serving = serving_ca
+            .issue(&Leaf {
+                common_name: "kube-apiserver".into(),
+                dns_names: vec!["localhost".into()],
+                ips: vec![[127, 0, 0, 1].into()],
+                server: true,
+                ..Leaf::default()
+            })
+            .unwrap();
+        let client_ca = Authority::new("control-plane-client-ca").unwrap();
+        let front_proxy_ca = Authority::new("front-proxy-ca").unwrap();
+        let front_proxy_client =
+            front_proxy_ca.issue(&Leaf { common_name: PROXY_CN.into(), client: true, ..Leaf::default() }).unwrap();
+
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in chain(&client_ca.pem.cert) {
+            roots.add(cert).unwrap();
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .allow_unauthenticated()
+            .build()
+            .unwrap();
+        let (serving_chain, serving_key) = identity(&serving);
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(serving_chain, serving_key)
+            .unwrap();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(State::new());
+        state.rules.lock().unwrap().extend(rbac::default_rules());
+        state.tokens.lock().unwrap().insert(
+            SERVER_TOKEN.into(),
+            User::new(SERVICE_ACCOUNT, &["system:serviceaccounts", "system:serviceaccounts:crd-apiserver"]),
+        );
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            state.create_namespace(ns).unwrap();
+        }
+        let plane = Arc::new(Plane { state, backend: tokio::sync::RwLock::new(None), port });
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let serving_plane = plane.clone();
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            server::serve(serving_plane, listener, Arc::new(tls)).await;
+        });
+        let control = ControlPlane {
+            port,
+            dir,
+            client_ca,
+            front_proxy_ca,
+            front_proxy_client,
+            serving_ca: serving_ca.pem.clone(),
+            plane,
+            runtime,
+        };
+        control.set_auth_configmap(Some(control.standard_configmap()));
+        control
+    }
+
+    pub fn state(&self) -> &State {
+        &self.plane.state
+    }
+
+    /// The ConfigMap kube-apiserver (v1.33) writes for this double's CAs.
+    pub fn standard_configmap(&self) -> BTreeMap<String, String> {
+        [
+            ("client-ca-file", self.client_ca.pem.cert.clone()),
+            ("requestheader-client-ca-file", self.front_proxy_ca.pem.cert.clone()),
+            ("requestheader-allowed-names", list(&[PROXY_CN])),
+            ("requestheader-username-headers", list(&["X-Remote-User"])),
+            ("requestheader-uid-headers", list(&["X-Remote-Uid"])),
+            ("requestheader-group-headers", list(&["X-Remote-Group"])),
+            ("requestheader-extra-headers-prefix", list(&["X-Remote-Extra-"])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    pub fn set_auth_configmap(&self, data: Option<BTreeMap<String, String>>) {
+        self.state().set_auth_configmap(data);
+    }
+
+    /// A user who authenticates at the double with `token`.
+    pub fn add_user(&self, token: &str, user: User) {
+        lock(&self.state().tokens).insert(token.into(), user);
+    }
+
+    pub fn add_rule(&self, rule: Rule) {
+        lock(&self.state().rules).push(rule);
+    }
+
+    /// Deletes every rule of a binding.
+    pub fn remove_binding(&self, binding: &str) {
+        lock(&self.state().rules).retain(|r| r.binding != binding);
+    }
+
+    /// Points APIServices at the project's server listening on `port`, trusted by `ca_file`.
+    pub fn register_backend(&self, port: u16, ca_file: &Path) {
+        let ca = chain(&std::fs::read_to_string(ca_file).unwrap());
+        let backend = Arc::new(Backend::new(port, SERVICE_NAME, ca, identity(&self.front_proxy_client)));
+        *self.plane.backend.blocking_write() = Some(backend);
+    }
+
+    /// An APIService for `group`/`version`.
+    pub fn register(&self, group: &str, version: &str) {
+        lock(&self.state().services).push(ApiService {
+            group: group.into(),
+            version: version.into(),
+            group_priority: 1000,
+            version_priority: 15,
+        });
+    }
+
+    /// Replaces the front-proxy CA: the ConfigMap carries only the new CA, the proxy uses a new
+    /// certificate. Returns the old client certificate.
+    pub fn rotate_front_proxy_ca(&mut self) -> Pem {
+        let ca = Authority::new("front-proxy-ca-2").unwrap();
+        let client = ca.issue(&Leaf { common_name: PROXY_CN.into(), client: true, ..Leaf::default() }).unwrap();
+        self.front_proxy_ca = ca;
+        let old = std::mem::replace(&mut self.front_proxy_client, client);
+        if let Some(backend) = self.plane.backend.blocking_read().clone() {
+            let new_identity = identity(&self.front_proxy_client);
+            self.runtime.block_on(backend.set_identity(new_identity));
+        }
+        self.set_auth_configmap(Some(self.standard_configmap()));
+        old
+    }
+
+    pub fn set_sar_outage(&self, down: bool) {
+        self.state().sar_outage.store(down, Ordering::SeqCst);
+    }
+
+    pub fn sar_calls(&self) -> usize {
+        State::count(&self.state().sar_calls)
+    }
+
+    pub fn token_review_calls(&self) -> usize {
+        State::count(&self.state().token_review_calls)
+    }
+
+    /// Every SubjectAccessReview spec received so far.
+    pub fn sar_log(&self) -> Vec<Value> {
+        lock(&self.state().sar_log).clone()
+    }
+
+    /// Headers of every request proxied to the backend so far.
+    pub fn proxied_headers(&self) -> Vec<Vec<(String, String)>> {
+        lock(&self.state().proxied).clone()
+    }
+
+    /// `GET /apis` at the double asking for aggregated discovery, as kubectl does; the status
+    /// and the document.
+    pub fn aggregated_discovery(&self) -> (u16, Value) {
+        let backend = self.plane.backend.blocking_read().clone();
+        let response =
+            self.runtime.block_on(discovery::apis(self.state(), backend.as_deref(), discovery::AGGREGATED_V2));
+        let status = response.status().as_u16();
+        let body = self.runtime.block_on(http_body_util::BodyExt::collect(response.into_body())).unwrap().to_bytes();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    /// One pass of the namespace controller over a namespace deleted with
+    /// `state().delete_namespace`: deletes the backend's content in it and finalizes it when
+    /// nothing is left. Returns how many objects remain.
+    pub fn run_namespace_controller(&self, namespace: &str) -> Result<usize, String> {
+        let backend = self.plane.backend.blocking_read().clone().ok_or("no backend registered")?;
+        self.runtime.block_on(namespace_controller::run(self.state(), &backend, namespace))
+    }
+
+    /// Writes a kubeconfig that reaches the double with a bearer token.
+    pub fn token_kubeconfig(&self, token: &str) -> PathBuf {
+        self.write_kubeconfig(&format!("token-{}", token.len()), &format!("    token: {token}\n"), token)
+    }
+
+    /// A kubeconfig for a client certificate from the cluster client CA.
+    pub fn cert_kubeconfig(&self, name: &str, groups: &[&str]) -> PathBuf {
+        let pem = self
+            .client_ca
+            .issue(&Leaf {
+                common_name: name.into(),
+                organizations: groups.iter().map(|g| g.to_string()).collect(),
+                client: true,
+                ..Leaf::default()
+            })
+            .unwrap();
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let user = format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(&pem.cert), b64(&pem.key));
+        self.write_kubeconfig(name, &user, name)
+    }
+
+    /// The kubeconfig the project's server uses to reach the double.
+    pub fn server_kubeconfig(&self) -> PathBuf {
+        self.token_kubeconfig(SERVER_TOKEN)
+    }
+
+    fn write_kubeconfig(&self, stem: &str, user: &str, unique: &str) -> PathBuf {
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.serving_ca.cert);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority-data: {ca}\nusers:\n- name: user\n  user:\n{user}contexts:\n- name: double\n  context:\n    cluster: double\n    user: user\n    namespace: default\ncurrent-context: double\n",
+            self.port
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, unique.as_bytes());
+        let tag: String = digest.as_ref().iter().take(6).map(|b| format!("{b:02x}")).collect();
+        let path = self.dir.path().join(format!("{stem}-{tag}.kubeconfig"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}

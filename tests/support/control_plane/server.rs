@@ -1,0 +1,194 @@
+//! The double's HTTPS front door: TLS (its own serving certificate; client certificates from
+//! the cluster client CA verified at the handshake, optional), authentication (client
+//! certificate, then static bearer token; none: anonymous), then dispatch: aggregated groups
+//! are proxied without authorizing here (the backend's SubjectAccessReview decides); the
+//! double's own endpoints are authorized by the rule table.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::CertificateDer;
+
+use super::aggregator::{self, Backend, Caller};
+use super::rbac::{self, User};
+use super::respond::{self, Response};
+use super::state::{State, lock};
+use super::{core_api, discovery, reviews};
+
+/// Everything a request may need.
+pub struct Plane {
+    pub state: Arc<State>,
+    pub backend: tokio::sync::RwLock<Option<Arc<Backend>>>,
+    pub port: u16,
+}
+
+fn subject(cert: &CertificateDer<'_>) -> Option<User> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert).ok()?;
+    let name = parsed.subject().iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups: Vec<String> =
+        parsed.subject().iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    Some(User { name, groups, ..User::default() })
+}
+
+fn authenticate(plane: &Plane, headers: &http::HeaderMap, peer: &[CertificateDer<'static>]) -> Result<User, Response> {
+    let mut user = if let Some(user) = peer.first().and_then(subject) {
+        user
+    } else if let Some(token) =
+        headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+    {
+        lock(&plane.state.tokens).get(token.trim()).cloned().ok_or_else(respond::unauthorized)?
+    } else {
+        return Ok(User::new("system:anonymous", &["system:unauthenticated"]));
+    };
+    if !user.groups.iter().any(|g| g == "system:authenticated") {
+        user.groups.push("system:authenticated".into());
+    }
+    Ok(user)
+}
+
+/// Whether `/apis/<g>/<v>...` belongs to a registered APIService.
+fn aggregated(state: &State, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["apis", group, version, ..] => {
+            lock(&state.services).iter().any(|s| s.group == *group && s.version == *version)
+        }
+        _ => false,
+    }
+}
+
+async fn handle(
+    plane: Arc<Plane>,
+    request: http::Request<Incoming>,
+    remote: SocketAddr,
+    peer: Arc<Vec<CertificateDer<'static>>>,
+) -> Response {
+    let user = match authenticate(&plane, request.headers(), &peer) {
+        Ok(user) => user,
+        Err(response) => return response,
+    };
+    let path = request.uri().path().to_string();
+    let backend = plane.backend.read().await.clone();
+    if aggregated(&plane.state, &path) {
+        let Some(backend) = backend else { return aggregator::unavailable("no backend") };
+        let (parts, body) = request.into_parts();
+        let body = body.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync();
+        return match aggregator::forward(
+            &plane.state,
+            &backend,
+            &parts,
+            body,
+            Caller { user: &user, remote: Some(remote) },
+        )
+        .await
+        {
+            Ok(response) => response,
+            Err(e) => aggregator::unavailable(&e),
+        };
+    }
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let attrs = respond::attributes(request.method(), &path, &query);
+    let rules = lock(&plane.state.rules).clone();
+    if rbac::decide(&rules, &user, &attrs).is_none() {
+        return respond::forbidden(&user, &attrs);
+    }
+    let accept = request.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let method = request.method().clone();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return respond::status(400, "BadRequest", &e.to_string(), None),
+    };
+    route(&plane, backend.as_deref(), &method, &path, &query, &attrs, &accept, body).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn route(
+    plane: &Arc<Plane>,
+    backend: Option<&Backend>,
+    method: &http::Method,
+    path: &str,
+    query: &[(String, String)],
+    attrs: &rbac::Attributes,
+    accept: &str,
+    body: Bytes,
+) -> Response {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    match (method.as_str(), segments.as_slice()) {
+        ("GET", ["api"]) => discovery::legacy_root(accept, plane.port),
+        ("GET", ["api", "v1"]) => discovery::resource_list("v1").unwrap_or_else(respond::path_not_found),
+        ("GET", ["apis"]) => discovery::apis(&plane.state, backend, accept).await,
+        ("GET", ["apis", group]) => discovery::api_group(&plane.state, group).unwrap_or_else(respond::path_not_found),
+        ("GET", ["apis", group, version]) => {
+            discovery::resource_list(&format!("{group}/{version}")).unwrap_or_else(respond::path_not_found)
+        }
+        ("POST", ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
+            reviews::subject_access_review(&plane.state, body)
+        }
+        ("POST", ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => reviews::token_review(&plane.state, body),
+        ("GET", ["openapi", "v2"]) => respond::path_not_found(),
+        ("GET", ["openapi", "v3"]) => discovery::openapi_v3_index(&plane.state, backend).await,
+        ("GET", ["openapi", "v3", "apis", group, version]) => {
+            openapi_document(plane, backend, group, version, path).await
+        }
+        ("GET", ["version"]) => respond::json(
+            200,
+            &serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-control-plane-double"}),
+        ),
+        ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
+        (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
+        _ => respond::path_not_found(),
+    }
+}
+
+/// `/openapi/v3/apis/<g>/<v>` of a registered group: fetched live from the backend as
+/// `system:aggregator`.
+async fn openapi_document(
+    plane: &Plane,
+    backend: Option<&Backend>,
+    group: &str,
+    version: &str,
+    path: &str,
+) -> Response {
+    let registered = lock(&plane.state.services).iter().any(|s| s.group == group && s.version == version);
+    let (true, Some(backend)) = (registered, backend) else { return respond::path_not_found() };
+    let user = User::new("system:aggregator", &[]);
+    match aggregator::fetch(&plane.state, backend, path, &[("accept", "application/json")], &user).await {
+        Ok(f) => respond::bytes(f.status, &f.content_type, f.body),
+        Err(e) => aggregator::unavailable(&e),
+    }
+}
+
+/// Accepts connections until the runtime stops.
+pub async fn serve(plane: Arc<Plane>, listener: tokio::net::TcpListener, tls: Arc<rustls::ServerConfig>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let Ok((tcp, remote)) = listener.accept().await else { continue };
+        let acceptor = acceptor.clone();
+        let plane = plane.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else { return };
+            let peer: Arc<Vec<CertificateDer<'static>>> = Arc::new(
+                stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                    .unwrap_or_default(),
+            );
+            let service = hyper::service::service_fn(move |request| {
+                let plane = plane.clone();
+                let peer = peer.clone();
+                async move { Ok::<_, Infallible>(handle(plane, request, remote, peer).await) }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,167 @@
+//! What the control-plane double holds: users (tokens), the rule table, the registered
+//! APIServices, core objects (the authentication ConfigMap, Namespaces) with a global
+//! resourceVersion and an event log for watches, and counters tests read.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::rbac::{Rule, User};
+
+/// Where an APIService sends a group version.
+#[derive(Debug, Clone)]
+pub struct ApiService {
+    pub group: String,
+    pub version: String,
+    pub group_priority: u32,
+    pub version_priority: u32,
+}
+
+/// One change to a core object, as a watch reports it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub revision: u64,
+    /// `configmaps` or `namespaces`.
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub object: Value,
+}
+
+#[derive(Default)]
+pub struct Objects {
+    pub revision: u64,
+    /// The authentication ConfigMap (`None`: missing).
+    pub auth_configmap: Option<Value>,
+    pub namespaces: BTreeMap<String, Value>,
+    pub log: Vec<Event>,
+}
+
+pub struct State {
+    pub tokens: Mutex<BTreeMap<String, User>>,
+    pub rules: Mutex<Vec<Rule>>,
+    pub services: Mutex<Vec<ApiService>>,
+    pub objects: Mutex<Objects>,
+    pub events: broadcast::Sender<Event>,
+    pub sar_calls: AtomicUsize,
+    pub token_review_calls: AtomicUsize,
+    pub sar_outage: AtomicBool,
+    /// Milliseconds every read of the authentication ConfigMap takes (a slow apiserver).
+    pub configmap_delay_ms: std::sync::atomic::AtomicU64,
+    /// Every SubjectAccessReview spec received, in order.
+    pub sar_log: Mutex<Vec<Value>>,
+    /// The backend's aggregated discovery as last fetched: its ETag and items.
+    pub discovery_cache: Mutex<Option<(String, Vec<Value>)>>,
+    /// How often the backend answered the discovery fetch with 304 Not Modified.
+    pub discovery_not_modified: AtomicUsize,
+    /// Headers of the requests proxied to the backend (name, value), per request.
+    pub proxied: Mutex<Vec<Vec<(String, String)>>>,
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl State {
+    pub fn new() -> State {
+        State {
+            tokens: Mutex::new(BTreeMap::new()),
+            rules: Mutex::new(Vec::new()),
+            services: Mutex::new(Vec::new()),
+            objects: Mutex::new(Objects { revision: 100, ..Objects::default() }),
+            events: broadcast::channel(1024).0,
+            sar_calls: AtomicUsize::new(0),
+            token_review_calls: AtomicUsize::new(0),
+            sar_outage: AtomicBool::new(false),
+            configmap_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            sar_log: Mutex::new(Vec::new()),
+            discovery_cache: Mutex::new(None),
+            discovery_not_modified: AtomicUsize::new(0),
+            proxied: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn record(&self, objects: &mut Objects, resource: &'static str, kind: &'static str, mut object: Value) -> Value {
+        objects.revision += 1;
+        object["metadata"]["resourceVersion"] = json!(objects.revision.to_string());
+        let event = Event { revision: objects.revision, resource, kind, object: object.clone() };
+        objects.log.push(event.clone());
+        let _ = self.events.send(event);
+        object
+    }
+
+    /// Creates, replaces or (with `None`) deletes the authentication ConfigMap.
+    pub fn set_auth_configmap(&self, data: Option<BTreeMap<String, String>>) {
+        let mut objects = lock(&self.objects);
+        match (data, objects.auth_configmap.take()) {
+            (Some(data), previous) => {
+                let kind = if previous.is_some() { "MODIFIED" } else { "ADDED" };
+                let uid = previous
+                    .as_ref()
+                    .map(|p| p["metadata"]["uid"].clone())
+                    .unwrap_or(json!(uuid::Uuid::new_v4().to_string()));
+                let map = json!({
+                    "kind": "ConfigMap", "apiVersion": "v1",
+                    "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system", "uid": uid, "creationTimestamp": now()},
+                    "data": data,
+                });
+                let stored = self.record(&mut objects, "configmaps", kind, map);
+                objects.auth_configmap = Some(stored);
+            }
+            (None, Some(previous)) => {
+                self.record(&mut objects, "configmaps", "DELETED", previous);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Creates a namespace (Active); returns it.
+    pub fn create_namespace(&self, name: &str) -> Result<Value, ()> {
+        let mut objects = lock(&self.objects);
+        if objects.namespaces.contains_key(name) {
+            return Err(());
+        }
+        let ns = json!({
+            "kind": "Namespace", "apiVersion": "v1",
+            "metadata": {"name": name, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now(), "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        let stored = self.record(&mut objects, "namespaces", "ADDED", ns);
+        objects.namespaces.insert(name.to_string(), stored.clone());
+        Ok(stored)
+    }
+
+    /// Deletes a namespace as kube-apiserver does: it turns Terminating (deletionTimestamp set)
+    /// and stays until finalized.
+    pub fn delete_namespace(&self, name: &str) -> Option<Value> {
+        let mut objects = lock(&self.objects);
+        let mut ns = objects.namespaces.get(name)?.clone();
+        if ns["metadata"].get("deletionTimestamp").is_some() {
+            return Some(ns);
+        }
+        ns["metadata"]["deletionTimestamp"] = json!(now());
+        ns["status"]["phase"] = json!("Terminating");
+        let stored = self.record(&mut objects, "namespaces", "MODIFIED", ns);
+        objects.namespaces.insert(name.to_string(), stored.clone());
+        Some(stored)
+    }
+
+    /// Removes a Terminating namespace (what the namespace controller does once it is empty).
+    pub fn finalize_namespace(&self, name: &str) {
+        let mut objects = lock(&self.objects);
+        if let Some(ns) = objects.namespaces.remove(name) {
+            self.record(&mut objects, "namespaces", "DELETED", ns);
+        }
+    }
+
+    pub fn count(counter: &AtomicUsize) -> usize {
+        counter.load(Ordering::SeqCst)
+    }
+}
