@@ -16,6 +16,9 @@ fn started() -> TestCluster {
     let cluster = TestCluster::start_with(&[CRONTAB_CRD], &["--authorization-webhook-cache-authorized-ttl=2s"]);
     cluster.grant("alice", &["get", "list", "watch"], "stable.example.com", &["crontabs"], Some(&["a"]));
     cluster.grant("bob", &["*"], "stable.example.com", &["*"], None);
+    for namespace in ["a", "b"] {
+        cluster.plane.state().create_namespace(namespace).unwrap();
+    }
     cluster
 }
 

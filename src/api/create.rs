@@ -43,6 +43,8 @@ pub async fn insert(
     mut object: Value,
     dry_run: bool,
 ) -> Result<(Value, Vec<String>), ApiError> {
+    // Admission comes before validation, as in Kubernetes.
+    super::namespaces::check_create(api, call, objects::name(&object)).await?;
     let placement =
         Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;

@@ -16,6 +16,7 @@ pub mod errors;
 pub mod get;
 pub mod jsonpath;
 pub mod list;
+pub mod namespaces;
 pub mod negotiate;
 pub mod objects;
 pub mod openapi;
@@ -79,11 +80,26 @@ pub struct Api {
     catalog: ArcSwap<Catalog>,
     store: Backend,
     options: ApiOptions,
+    namespaces: Arc<dyn namespaces::Namespaces>,
 }
 
 impl Api {
     pub fn new(store: Backend, registry: Registry, options: ApiOptions) -> Api {
-        Api { catalog: ArcSwap::from_pointee(Catalog::new(registry)), store, options }
+        Api::with_namespaces(store, registry, options, Arc::new(namespaces::EveryNamespace))
+    }
+
+    /// An API that follows the cluster's namespaces (lifecycle rules and cleanup).
+    pub fn with_namespaces(
+        store: Backend,
+        registry: Registry,
+        options: ApiOptions,
+        namespaces: Arc<dyn namespaces::Namespaces>,
+    ) -> Api {
+        Api { catalog: ArcSwap::from_pointee(Catalog::new(registry)), store, options, namespaces }
+    }
+
+    pub fn namespaces(&self) -> &dyn namespaces::Namespaces {
+        self.namespaces.as_ref()
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {

@@ -89,6 +89,10 @@ pub struct ServeArgs {
     /// Seconds a watch without timeoutSeconds lasts at least (randomized up to twice this).
     #[arg(long, default_value_t = 1800)]
     pub min_request_timeout: u64,
+    /// How often objects of namespaces that no longer exist are removed (namespaces come from
+    /// the cluster; development mode has none).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub namespace_sweep_interval: std::time::Duration,
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,

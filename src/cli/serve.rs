@@ -10,7 +10,9 @@ use arc_swap::ArcSwap;
 
 use super::pki::DevPki;
 use super::{ServeArgs, StorageUrl};
+use crate::api::namespaces::Namespaces;
 use crate::api::{Api, ApiOptions};
+use crate::core::namespace::NamespaceState;
 use crate::definitions::{Registry, load_paths};
 use crate::server::router::{Readiness, Router};
 use crate::server::stack::{self, StackConfig};
@@ -111,11 +113,15 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
-    let api = Arc::new(Api::new(
+    let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
+    let api = Arc::new(Api::with_namespaces(
         store.clone(),
         registry,
         ApiOptions { min_request_timeout: Duration::from_secs(args.min_request_timeout) },
+        namespaces,
     ));
+    // Objects of namespaces deleted while nobody cleaned them up go away on their own.
+    crate::api::namespaces::spawn_sweeper(api.clone(), args.namespace_sweep_interval);
 
     let readiness = Arc::new(Readiness::default());
     let router = Arc::new(Router { api: api.clone(), readiness: readiness.clone() });
@@ -142,8 +148,6 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     // Ready for traffic once the authentication settings are loaded too; a failed first read
     // of the cluster's settings stops the server.
     let (stop, fatal) = super::delegation::stop_when(shutdown_signal(), delegation.loaded, readiness.clone());
-    // The namespace cache is started here; namespace lifecycle rules will read it.
-    let _namespaces = delegation.namespaces;
     tracing::info!(address = %local, "serving securely");
     if let Some(pki) = &resolved.dev {
         let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", local.port()))?;
@@ -162,6 +166,19 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The cluster's namespaces, as the API's lifecycle rules ask for them.
+struct ClusterNamespaces(Arc<crate::kube::namespaces::NamespaceCache>);
+
+impl Namespaces for ClusterNamespaces {
+    fn state<'a>(&'a self, name: &'a str) -> futures_util::future::BoxFuture<'a, Result<NamespaceState, String>> {
+        Box::pin(async move { self.0.lookup(name).await.map_err(|e| e.to_string()) })
+    }
+
+    fn seems_missing(&self, name: &str) -> bool {
+        self.0.seems_missing(name)
+    }
 }
 
 fn bracket(address: &str) -> String {

@@ -7,6 +7,7 @@
 pub mod field;
 pub mod gvr;
 pub mod names;
+pub mod namespace;
 pub mod paths;
 pub mod request_info;
 pub mod status;

@@ -13,14 +13,7 @@ use k8s_openapi::api::core::v1::Namespace;
 
 use super::{Error, describe};
 
-/// What is known of a namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NamespaceState {
-    Active,
-    /// Being deleted (phase Terminating, or a deletionTimestamp): no new content may be made.
-    Terminating,
-    Missing,
-}
+pub use crate::core::namespace::NamespaceState;
 
 fn state_of(namespace: &Namespace) -> NamespaceState {
     let phase = namespace.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -90,6 +83,12 @@ impl NamespaceCache {
             Ok(None) => Ok(NamespaceState::Missing),
             Err(e) => Err(Error::Request(describe(&e))),
         }
+    }
+
+    /// Whether the cache, once synced, holds no such namespace (a cheap first test before a
+    /// live `lookup`). Never true without a cluster or before the first list.
+    pub fn seems_missing(&self, name: &str) -> bool {
+        self.api.is_some() && self.cached(name) == Some(NamespaceState::Missing)
     }
 
     /// Waits until the first list arrived, at most `limit`; returns whether it did.
