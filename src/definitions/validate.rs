@@ -208,6 +208,7 @@ fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<Fi
         }
         check_selectable_fields(
             version.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()),
+            version_schema(version).as_ref(),
             &path.child("selectableFields"),
             errs,
         );
@@ -308,29 +309,90 @@ fn check_column(column: &CustomResourceColumnDefinition, path: &Path, errs: &mut
     }
 }
 
-fn check_selectable_fields<'a>(fields: impl Iterator<Item = &'a str>, path: &Path, errs: &mut Vec<FieldError>) {
+/// Resolves a selectable field's JSON path in a version's schema (`ValidFieldPath` without
+/// array notation): the field path it names and the schema node it reaches.
+fn resolve_selectable<'s>(json_path: &str, schema: &'s Value) -> Result<(Vec<String>, &'s Value), String> {
+    let mut node = schema;
+    let mut names = Vec::new();
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        if rest.starts_with('[') {
+            return Err("array notation is not allowed".into());
+        }
+        let Some(after_dot) = rest.strip_prefix('.') else {
+            let token: String = rest.chars().take_while(|c| !matches!(c, '.' | '[' | ']')).collect();
+            let token = if token.is_empty() { rest.chars().take(1).collect() } else { token };
+            return Err(format!("expected [ or . but got: {token}"));
+        };
+        let end = after_dot.find(['.', '[', ']']).unwrap_or(after_dot.len());
+        let (name, tail) = after_dot.split_at(end);
+        if name.is_empty() {
+            return Err(if tail.is_empty() {
+                "unexpected end of JSON path".into()
+            } else {
+                "does not refer to a valid field".into()
+            });
+        }
+        if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+            node = properties.get(name).ok_or("does not refer to a valid field")?;
+        } else if let Some(additional) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            node = additional;
+        } else {
+            return Err("does not refer to a valid field".into());
+        }
+        names.push(name.to_string());
+        rest = tail;
+    }
+    Ok((names, node))
+}
+
+fn check_selectable_fields<'a>(
+    fields: impl Iterator<Item = &'a str>,
+    schema: Option<&Value>,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
     let mut seen = std::collections::HashSet::new();
-    let mut count = 0;
+    let mut has_fields = false;
     for (i, json_path) in fields.enumerate() {
-        count += 1;
+        has_fields = true;
         let p = path.index(i).child("jsonPath");
         if json_path.is_empty() {
             errs.push(FieldError::required(p, ""));
             continue;
         }
-        if let Some(e) = simple_json_path(json_path, &p) {
-            errs.push(e);
-            continue;
-        }
-        if json_path.starts_with(".metadata") {
+        let Some(schema) = schema else { continue };
+        let (names, node) = match resolve_selectable(json_path, schema) {
+            Ok(found) => found,
+            Err(why) => {
+                errs.push(FieldError::invalid(p, json_path, format!("is an invalid path: {why}")));
+                continue;
+            }
+        };
+        if names.first().is_some_and(|n| n == "metadata") {
             errs.push(FieldError::invalid(p.clone(), json_path, "must not point to fields in metadata"));
         }
-        if !seen.insert(json_path) {
+        let type_name = node.get("type").and_then(Value::as_str).unwrap_or_default();
+        if !matches!(type_name, "string" | "boolean" | "integer") {
+            errs.push(FieldError::invalid(
+                p.clone(),
+                json_path,
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+            ));
+        }
+        if !seen.insert(names.join(".")) {
             errs.push(FieldError::duplicate(p, json_path));
         }
     }
-    if count > MAX_SELECTABLE_FIELDS {
-        errs.push(FieldError::too_many(path.clone(), Some(count as i64), MAX_SELECTABLE_FIELDS as i64));
+    if has_fields && schema.is_none() {
+        errs.push(FieldError::invalid(
+            path.clone(),
+            "",
+            "may only be set when `version.schema.openAPIV3Schema` is not included",
+        ));
+    }
+    if seen.len() > MAX_SELECTABLE_FIELDS {
+        errs.push(FieldError::too_many(path.clone(), Some(seen.len() as i64), MAX_SELECTABLE_FIELDS as i64));
     }
 }
 
@@ -465,6 +527,61 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         storage,
         manifest: Arc::new(crd),
         warnings: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod selectable_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors(paths: &[&str]) -> Vec<String> {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "color": {"type": "string", "enum": ["blue"]}, "size": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}}}});
+        let mut errs = Vec::new();
+        check_selectable_fields(paths.iter().copied(), Some(&schema), &Path::new("selectableFields"), &mut errs);
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn paths_must_resolve_to_scalars_outside_metadata() {
+        assert!(errors(&[".spec.color", ".spec.size", ".spec.labels.team"]).is_empty());
+        assert_eq!(
+            errors(&[".spec.missing"]),
+            [
+                r#"selectableFields[0].jsonPath: Invalid value: ".spec.missing": is an invalid path: does not refer to a valid field"#
+            ]
+        );
+        assert_eq!(
+            errors(&[".spec.tags"]),
+            [
+                r#"selectableFields[0].jsonPath: Invalid value: ".spec.tags": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."#
+            ]
+        );
+        assert_eq!(
+            errors(&[".spec['color']"]),
+            [
+                r#"selectableFields[0].jsonPath: Invalid value: ".spec['color']": is an invalid path: array notation is not allowed"#
+            ]
+        );
+        assert_eq!(
+            errors(&[".metadata.name"]),
+            [r#"selectableFields[0].jsonPath: Invalid value: ".metadata.name": must not point to fields in metadata"#]
+        );
+        assert_eq!(
+            errors(&[".spec.color", ".spec.color"]),
+            [r#"selectableFields[1].jsonPath: Duplicate value: ".spec.color""#]
+        );
+        assert_eq!(
+            errors(&["spec.color"]),
+            [
+                r#"selectableFields[0].jsonPath: Invalid value: "spec.color": is an invalid path: expected [ or . but got: spec"#
+            ]
+        );
     }
 }
 
