@@ -113,7 +113,7 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     if !errors.is_empty() {
         return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
     }
-    let mut definition = validate::build(crd, source.to_string());
+    let mut definition = super::build::build(crd, source.to_string());
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
     definition.warnings =
         schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();

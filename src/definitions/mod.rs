@@ -4,11 +4,13 @@
 //! Owns the model of a served definition (names, scope, versions, subresources, columns) and
 //! the registry swap on reload. Must not touch storage or HTTP; it never serves a request.
 
+pub mod build;
 pub mod load;
 pub mod model;
 pub mod registry;
 pub mod validate;
 pub mod version_order;
+pub mod versions;
 
 pub use load::{LoadReport, Problem, load_paths};
 pub use model::{Definition, Scale, Scope, Version};
