@@ -144,6 +144,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             last: start,
             deadline: tokio::time::Instant::now() + params.timeout,
             store: api.store().clone(),
+            headers_sent: false,
         };
         tokio::spawn(stream.run(events, initial, params));
     }
@@ -173,6 +174,9 @@ struct Stream {
     /// When the watch ends, whatever it is doing.
     deadline: tokio::time::Instant,
     store: crate::store::Backend,
+    /// Table watches carry the column definitions in their first event only, as Kubernetes'
+    /// watch encoder does.
+    headers_sent: bool,
 }
 
 impl Stream {
@@ -250,7 +254,7 @@ impl Stream {
         json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
     }
 
-    async fn send(&self, kind: &str, object: &Value) -> bool {
+    async fn send(&mut self, kind: &str, object: &Value) -> bool {
         let rendered = match self.output.view {
             View::Object => object.clone(),
             View::Metadata(v) => table::partial_metadata(object, v),
@@ -258,13 +262,15 @@ impl Stream {
                 let include =
                     IncludeObject::parse(self.call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata);
                 let rv = objects::resource_version(object).to_string();
+                let no_headers = std::mem::replace(&mut self.headers_sent, true)
+                    || self.call.query.get("noHeaders").is_some_and(|v| v == "true");
                 table::build(
                     v,
                     &self.columns,
                     std::slice::from_ref(object),
                     json!({"resourceVersion": rv}),
                     include,
-                    false,
+                    no_headers,
                 )
             }
         };

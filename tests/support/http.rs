@@ -134,11 +134,21 @@ impl Client {
     /// Opens a TLS connection and sends a bare HTTP/1.1 GET, returning the connection for the
     /// caller to read (or not read) at its own pace.
     pub async fn raw_get(&self, path: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        self.raw_get_accepting(path, "application/json").await
+    }
+
+    /// `raw_get` with an `Accept` header of the caller's choice.
+    pub async fn raw_get_accepting(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
         use tokio::io::AsyncWriteExt;
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
         tls.write_all(request.as_bytes()).await.unwrap();
         tls.flush().await.unwrap();
         tls
