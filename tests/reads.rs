@@ -288,3 +288,44 @@ fn kubectl_watch_and_wait() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
     let _: Value = serde_json::from_str(&server.kubectl_ok(&["get", "crontab", "w", "-o", "json"])).unwrap();
 }
+
+const DEPRECATED_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: deps.tests.example.com
+spec:
+  group: tests.example.com
+  scope: Namespaced
+  names: {plural: deps, kind: Dep}
+  versions:
+  - {name: v1alpha1, served: true, storage: false, deprecated: true, schema: {openAPIV3Schema: {type: object}}}
+  - {name: v1alpha2, served: true, storage: false, deprecated: true, deprecationWarning: custom deprecation warning, schema: {openAPIV3Schema: {type: object}}}
+  - {name: v1beta2, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}
+  - {name: v1beta3, served: true, storage: false, schema: {openAPIV3Schema: {type: object}}}
+"#;
+
+#[test]
+fn deprecated_versions_warn_on_every_request() {
+    let server = TestServer::start(&[DEPRECATED_CRD]);
+    let client = Client::admin(&server);
+    let warnings = |version: &str| -> Vec<String> {
+        let response = client.get(&format!("/apis/tests.example.com/{version}/namespaces/default/deps")).unwrap();
+        assert_eq!(response.status, 200);
+        response.headers.get_all("warning").iter().map(|v| v.to_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(
+        warnings("v1alpha1"),
+        [r#"299 - "tests.example.com/v1alpha1 Dep is deprecated; use tests.example.com/v1beta3 Dep""#]
+    );
+    assert_eq!(warnings("v1alpha2"), [r#"299 - "custom deprecation warning""#]);
+    assert!(warnings("v1beta2").is_empty());
+    assert!(warnings("v1beta3").is_empty());
+    let out = server.kubectl(&["get", "deps.v1alpha1.tests.example.com"]);
+    assert!(
+        stderr(&out)
+            .contains("Warning: tests.example.com/v1alpha1 Dep is deprecated; use tests.example.com/v1beta3 Dep"),
+        "{}",
+        stderr(&out)
+    );
+}
