@@ -111,6 +111,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         })
     });
     Definition {
+        conversion: super::conversion::build(crd.spec.conversion.as_ref()),
         name: crd.metadata.name.clone().unwrap_or_default(),
         source,
         group: spec.group.clone(),

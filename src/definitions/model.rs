@@ -68,6 +68,8 @@ pub struct Definition {
     pub versions: Vec<Arc<Version>>,
     /// The version objects are stored in (one of `versions`).
     pub storage: Arc<Version>,
+    /// How objects change version.
+    pub conversion: super::conversion::Conversion,
     /// The definition as written, for publishing and for later checks.
     pub manifest: Arc<CustomResourceDefinition>,
     /// Warnings Kubernetes would return when creating it (unrecognized formats, ...).

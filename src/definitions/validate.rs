@@ -58,26 +58,12 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
         ));
     }
     if let Some(conversion) = &spec.conversion {
-        match conversion.strategy.as_str() {
-            "None" | "Webhook" => {}
-            "" => errs.push(FieldError::required(sp.child("conversion").child("strategy"), "")),
-            other => errs.push(FieldError::not_supported(
-                sp.child("conversion").child("strategy"),
-                other,
-                &["None", "Webhook"],
-            )),
-        }
-        if conversion.strategy == "Webhook" {
+        super::conversion::check(conversion, spec.preserve_unknown_fields == Some(true), &mut errs);
+        if conversion.strategy == "Webhook" && !super::conversion::WEBHOOKS_SERVED {
             // Serving a Webhook definition with None semantics would silently corrupt objects.
             errs.push(FieldError::forbidden(
                 sp.child("conversion").child("strategy"),
                 "conversion webhooks are not supported by this server; use strategy None",
-            ));
-        }
-        if conversion.strategy == "None" && conversion.webhook.is_some() {
-            errs.push(FieldError::forbidden(
-                sp.child("conversion").child("webhookClientConfig"),
-                "should not be set when strategy is not set to Webhook",
             ));
         }
     }
