@@ -102,7 +102,8 @@ pub fn validate_details(meta: &Map<String, Value>, path: &Path, finalizers: bool
     errs
 }
 
-fn validate_annotations(meta: &Map<String, Value>, path: &Path) -> Vec<FieldError> {
+/// Annotation keys are qualified names; keys and values hold at most 256 KiB in all.
+pub fn validate_annotations(meta: &Map<String, Value>, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut size: i64 = 0;
     for (key, value) in meta.get("annotations").and_then(Value::as_object).into_iter().flatten() {

@@ -1,0 +1,27 @@
+//! The `None` strategy: only `apiVersion` changes (the target version's schema then prunes,
+//! as Kubernetes' converter does).
+
+use serde_json::Value;
+
+use crate::definitions::Definition;
+
+use super::Error;
+
+/// Converts `object` (of some version of `definition`) to `version`, in place.
+pub fn convert(definition: &Definition, object: &mut Value, version: &str) -> Result<(), Error> {
+    if definition.version(version).is_none() {
+        return Err(Error::UnknownVersion {
+            group: definition.group.clone(),
+            version: version.to_string(),
+            kind: definition.kind.clone(),
+        });
+    }
+    let target = format!("{}/{}", definition.group, version);
+    let Value::Object(map) = object else {
+        return Err(Error::Invalid("object is not a JSON object".into()));
+    };
+    if map.get("apiVersion").and_then(Value::as_str) != Some(target.as_str()) {
+        map.insert("apiVersion".into(), Value::String(target));
+    }
+    Ok(())
+}

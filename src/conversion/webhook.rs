@@ -1,0 +1,88 @@
+//! The HTTPS client of one conversion webhook: the endpoint (a URL, or a Service reached at
+//! `https://<name>.<namespace>.svc:<port><path>`), the roots it trusts (the definition's
+//! `caBundle`, else the system's), pooled connections, and Kubernetes' 30 s call timeout.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde_json::Value;
+
+use crate::definitions::conversion::{Endpoint, Webhook};
+
+/// Kubernetes' default timeout of webhook calls.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest response accepted.
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+pub struct Client {
+    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    uri: http::Uri,
+}
+
+fn url_of(endpoint: &Endpoint) -> String {
+    match endpoint {
+        Endpoint::Url(url) => url.clone(),
+        Endpoint::Service { name, namespace, port, path } => format!("https://{name}.{namespace}.svc:{port}{path}"),
+    }
+}
+
+impl Client {
+    pub fn new(webhook: &Webhook) -> Result<Client, String> {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = if webhook.ca_bundle.is_empty() {
+            builder.with_provider_and_native_roots(provider).map_err(|e| format!("system roots: {e}"))?
+        } else {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&webhook.ca_bundle) {
+                let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+                roots.add(cert).map_err(|e| format!("invalid caBundle: {e}"))?;
+            }
+            let tls = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            builder.with_tls_config(tls)
+        };
+        let connector = builder.https_only().enable_http1().enable_http2().build();
+        let uri: http::Uri = url_of(&webhook.endpoint).parse().map_err(|e| format!("invalid webhook URL: {e}"))?;
+        Ok(Client { http: HttpClient::builder(TokioExecutor::new()).build(connector), uri })
+    }
+
+    /// POSTs a ConversionReview and decodes the response.
+    pub async fn call(&self, review: &Value) -> Result<Value, String> {
+        let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
+        let request = http::Request::post(self.uri.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(|e| format!("Post \"{}\": {e}", self.uri))?;
+            let status = response.status();
+            let bytes = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            if !status.is_success() {
+                return Err(format!(
+                    "the server responded with the status code {} but did not return more information",
+                    status.as_u16()
+                ));
+            }
+            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("Post \"{}\": context deadline exceeded", self.uri)),
+        }
+    }
+}
