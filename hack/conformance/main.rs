@@ -1,10 +1,12 @@
 //! Conformance runner: feeds Kubernetes' own test tables (the JSON files of a conformance
-//! directory, `../shared/conformance` by default) through crd-apiserver's schema engine and
+//! directory, `../shared/conformance` by default) through crd-apiserver's schema engine (and the
+//! conversion webhook checks) and
 //! prints a pass rate per file. Reference data stays outside the repository; this only reads it.
 //!
 //! Usage: `cargo run --example conformance -- [DIR] [-v]` (see `hack/conformance.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+mod conversion_cases;
 mod crd_cases;
 mod scenario_cases;
 mod schema_cases;
@@ -50,6 +52,7 @@ fn main() {
         ("crd_validation", crd_cases::crd_validation),
         ("ratcheting_scenarios", scenario_cases::ratcheting_scenario),
         ("integration_http", scenario_cases::integration_http),
+        ("conversion_webhook", conversion_cases::conversion_webhook),
     ];
     let (mut total_pass, mut total_run) = (0, 0);
     for (name, runner) in files {
