@@ -252,7 +252,6 @@ pub fn prepare_update(object: &mut Value, old: &Value, placement: &Placement<'_>
     Ok(errors)
 }
 
-/// A list of strings as Go's `%v` prints a `[]string`: `[a b]`.
 /// A set of strings as Kubernetes prints it with `%#v` of its sorted list:
 /// `[]string{"a", "b"}`.
 fn go_string_list(items: &[String]) -> String {
