@@ -61,6 +61,23 @@ impl Client {
         Client { port: server.port, config: Arc::new(config), headers: Vec::new() }
     }
 
+    /// A client of the control-plane double (trusting its serving CA) that authenticates with
+    /// a bearer token, as kubectl and controllers reach kube-apiserver.
+    pub fn to_plane(plane: &super::control_plane::ControlPlane, token: &str) -> Client {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(plane.serving_ca_pem().as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Client { port: plane.port, config: Arc::new(config), headers: Vec::new() }
+            .header("Authorization", &format!("Bearer {token}"))
+    }
+
     /// The development admin (client certificate in system:masters).
     pub fn admin(server: &TestServer) -> Client {
         Client::new(server, Some((&server.pki.path("admin.crt"), &server.pki.path("admin.key"))))
