@@ -148,14 +148,21 @@ impl Client {
 }
 
 impl Client {
-    /// Opens a TLS connection and sends a bare HTTP/1.1 GET, returning the connection for the
-    /// caller to read (or not read) at its own pace.
+    /// Opens a TLS connection and sends a bare HTTP/1.1 GET (with the client's headers),
+    /// returning the connection for the caller to read (or not read) at its own pace.
     pub async fn raw_get(&self, path: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
         use tokio::io::AsyncWriteExt;
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n");
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
+        if !self.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+            request.push_str("Accept: application/json\r\n");
+        }
+        for (name, value) in &self.headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
         tls.write_all(request.as_bytes()).await.unwrap();
         tls.flush().await.unwrap();
         tls
