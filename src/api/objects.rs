@@ -252,9 +252,12 @@ pub fn prepare_update(object: &mut Value, old: &Value, placement: &Placement<'_>
     Ok(errors)
 }
 
-/// A list of strings as Go's `%v` prints a `[]string`: `[a b]`.
+/// A set of strings as Kubernetes prints it with `%#v` of its sorted list:
+/// `[]string{"a", "b"}`.
 fn go_string_list(items: &[String]) -> String {
-    format!("[{}]", items.join(" "))
+    let set: std::collections::BTreeSet<&str> = items.iter().map(String::as_str).collect();
+    let quoted: Vec<String> = set.into_iter().map(crate::core::field::go_quote).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
 }
 
 #[cfg(test)]
@@ -332,11 +335,11 @@ mod tests {
     #[test]
     fn no_new_finalizers_while_deleting() {
         let old = json!({"metadata": {"name": "x", "deletionTimestamp": "t", "finalizers": ["a"]}});
-        let mut new = json!({"metadata": {"name": "x", "finalizers": ["a", "b"]}});
+        let mut new = json!({"metadata": {"name": "x", "finalizers": ["a", "c", "b", "c"]}});
         let errs = prepare_update(&mut new, &old, &NAMESPACED).unwrap();
         assert_eq!(
             errs[0].to_string(),
-            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [b]"
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"b\", \"c\"}"
         );
     }
 }

@@ -52,8 +52,8 @@ pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value) -> Result<Valu
                 serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let mut doc = target.clone();
             json_patch::patch(&mut doc, &operations).map_err(|e| {
-                ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
-                    .with_cause("UnexpectedServerResponse", &e.to_string(), "")
+                tracing::debug!(error = %e, "json patch not applicable");
+                ApiError::patch_not_applicable()
             })?;
             Ok(doc)
         }

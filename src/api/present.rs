@@ -6,7 +6,7 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::body::{self, RespBody};
-use super::call::Call;
+use super::call::{Call, Subresource};
 use super::negotiate::{Output, View};
 use super::objects;
 use super::table::{self, Columns, IncludeObject};
@@ -58,7 +58,10 @@ pub fn object_response(
         View::Metadata(v) => table::partial_metadata(&object, v),
         View::Table(v) => {
             let include = IncludeObject::parse(call.query.get("includeObject"))?;
-            let columns = Columns::for_version(&call.served.version);
+            let columns = match call.served.version.scale.as_ref() {
+                Some(scale) if call.subresource == Subresource::Scale => Columns::for_scale(scale),
+                _ => Columns::for_version(&call.served.version),
+            };
             let rv = objects::resource_version(&object).to_string();
             table::build(
                 v,

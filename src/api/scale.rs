@@ -1,11 +1,12 @@
 //! The scale subresource: an `autoscaling/v1` `Scale` read from and written into the paths
-//! the definition names (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`).
+//! the definition names (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`), shown
+//! as a Table with the scale columns when asked.
 
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::Api;
-use super::body::{self, ReqBody, RespBody, read_limited};
+use super::body::{ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::codec;
 use super::errors;
@@ -103,7 +104,7 @@ fn set_path(object: &mut Value, path: &str, value: Value) {
 pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
     let (_, object) = read_current(api, call).await?;
-    Ok(body::value_response(StatusCode::OK, output.encoding, &scale_of(call, &object)?))
+    super::present::object_response(call, output, StatusCode::OK, scale_of(call, &object)?)
 }
 
 /// How a scale write computes the new `Scale` from the current one.
@@ -154,7 +155,7 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         let main = Call { subresource: super::call::Subresource::None, ..call.clone() };
         match update::commit(api, &main, &current, &old, object, dry_run).await {
             Ok((Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o), _)) => {
-                return Ok(body::value_response(StatusCode::OK, output.encoding, &scale_of(call, &o)?));
+                return super::present::object_response(call, output, StatusCode::OK, scale_of(call, &o)?);
             }
             Err(Some(e)) => return Err(e),
             Err(None) if !pinned.is_empty() => return Err(conflict()),

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::jsonpath::{JsonPath, print_value};
 use super::negotiate::MetaVersion;
 use crate::core::time::{human_duration, parse_rfc3339};
-use crate::definitions::model::Version;
+use crate::definitions::model::{Scale, Version};
 
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
@@ -47,6 +47,9 @@ pub struct Columns(Vec<Column>);
 
 impl Columns {
     pub fn for_version(version: &Version) -> Columns {
+        if version.printer_columns.is_empty() {
+            return Columns(Self::with_name_and_age(Vec::new()));
+        }
         let mut columns = vec![Column {
             name: "Name".into(),
             kind: "string".into(),
@@ -55,16 +58,6 @@ impl Columns {
             priority: 0,
             path: None,
         }];
-        if version.printer_columns.is_empty() {
-            columns.push(Column {
-                name: "Age".into(),
-                kind: "date".into(),
-                format: String::new(),
-                description: CREATION_TIMESTAMP_DESCRIPTION.into(),
-                priority: 0,
-                path: JsonPath::parse(".metadata.creationTimestamp").ok(),
-            });
-        }
         for c in &version.printer_columns {
             columns.push(Column {
                 name: c.name.clone(),
@@ -78,6 +71,49 @@ impl Columns {
             });
         }
         Columns(columns)
+    }
+
+    /// The columns of the scale subresource (`getScaleColumnsForVersion`): Name, Desired and
+    /// Available read from the `Scale`, then Age.
+    pub fn for_scale(scale: &Scale) -> Columns {
+        let mut columns = Vec::new();
+        let integer = |name: &str, description: &str, path: &str| Column {
+            name: name.into(),
+            kind: "integer".into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            path: JsonPath::parse(path).ok(),
+        };
+        if !scale.spec_replicas_path.is_empty() {
+            columns.push(integer("Desired", "Number of desired replicas", ".spec.replicas"));
+        }
+        if !scale.status_replicas_path.is_empty() {
+            columns.push(integer("Available", "Number of actual replicas", ".status.replicas"));
+        }
+        Columns(Self::with_name_and_age(columns))
+    }
+
+    /// The implicit Name column, `columns`, then Age.
+    fn with_name_and_age(columns: Vec<Column>) -> Vec<Column> {
+        let mut all = vec![Column {
+            name: "Name".into(),
+            kind: "string".into(),
+            format: "name".into(),
+            description: NAME_DESCRIPTION.into(),
+            priority: 0,
+            path: None,
+        }];
+        all.extend(columns);
+        all.push(Column {
+            name: "Age".into(),
+            kind: "date".into(),
+            format: String::new(),
+            description: CREATION_TIMESTAMP_DESCRIPTION.into(),
+            priority: 0,
+            path: JsonPath::parse(".metadata.creationTimestamp").ok(),
+        });
+        all
     }
 
     fn definitions(&self) -> Vec<Value> {
@@ -172,6 +208,22 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_columns_read_the_scale() {
+        let scale = Scale {
+            spec_replicas_path: ".spec.count".into(),
+            status_replicas_path: ".status.count".into(),
+            label_selector_path: None,
+        };
+        let columns = Columns::for_scale(&scale);
+        let names: Vec<Value> = columns.definitions().iter().map(|d| d["name"].clone()).collect();
+        assert_eq!(names, [json!("Name"), json!("Desired"), json!("Available"), json!("Age")]);
+        let object =
+            json!({"kind": "Scale", "metadata": {"name": "w"}, "spec": {"replicas": 3}, "status": {"replicas": 1}});
+        let cells = columns.cells(&object, jiff::Timestamp::now());
+        assert_eq!(cells, [json!("w"), json!(3), json!(1), Value::Null]);
+    }
 
     #[test]
     fn cells_follow_the_column_type() {

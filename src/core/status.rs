@@ -219,6 +219,13 @@ impl ApiError {
             .with_details(StatusDetails { retry_after_seconds: Some(retry_after_seconds), ..StatusDetails::default() })
     }
 
+    /// 422 Invalid as Kubernetes answers a JSON patch it cannot apply
+    /// (`NewGenericServerResponse`): a fixed message and empty details; what failed is not said.
+    pub fn patch_not_applicable() -> Self {
+        ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
+            .with_details(StatusDetails::default())
+    }
+
     /// Adds a cause to the details.
     pub fn with_cause(mut self, reason: &str, message: &str, field: &str) -> Self {
         let details = self.details.get_or_insert_with(Box::default);

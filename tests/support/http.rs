@@ -61,6 +61,23 @@ impl Client {
         Client { port: server.port, config: Arc::new(config), headers: Vec::new() }
     }
 
+    /// A client of the control-plane double (trusting its serving CA) that authenticates with
+    /// a bearer token, as kubectl and controllers reach kube-apiserver.
+    pub fn to_plane(plane: &super::control_plane::ControlPlane, token: &str) -> Client {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(plane.serving_ca_pem().as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Client { port: plane.port, config: Arc::new(config), headers: Vec::new() }
+            .header("Authorization", &format!("Bearer {token}"))
+    }
+
     /// The development admin (client certificate in system:masters).
     pub fn admin(server: &TestServer) -> Client {
         Client::new(server, Some((&server.pki.path("admin.crt"), &server.pki.path("admin.key"))))
@@ -131,8 +148,8 @@ impl Client {
 }
 
 impl Client {
-    /// Opens a TLS connection and sends a bare HTTP/1.1 GET, returning the connection for the
-    /// caller to read (or not read) at its own pace.
+    /// Opens a TLS connection and sends a bare HTTP/1.1 GET (with the client's headers),
+    /// returning the connection for the caller to read (or not read) at its own pace.
     pub async fn raw_get(&self, path: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
         self.raw_get_accepting(path, "application/json").await
     }
@@ -147,8 +164,14 @@ impl Client {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+        if !self.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+            request.push_str(&format!("Accept: {accept}\r\n"));
+        }
+        for (name, value) in &self.headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
         tls.write_all(request.as_bytes()).await.unwrap();
         tls.flush().await.unwrap();
         tls

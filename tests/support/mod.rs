@@ -14,6 +14,7 @@
 pub mod cluster;
 pub mod control_plane;
 pub mod http;
+pub mod kubectl;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -172,7 +172,9 @@ pub async fn forward(
     if let Some(remote) = caller.remote {
         set("x-forwarded-for".into(), &remote.ip().to_string());
     }
-    set("x-forwarded-uri".into(), &parts.uri.to_string());
+    // The request URI (path and query), also when HTTP/2 carried the scheme and authority.
+    let request_uri = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    set("x-forwarded-uri".into(), request_uri);
     set("x-forwarded-proto".into(), "https");
     if let Some(host) = parts.headers.get("host").and_then(|h| h.to_str().ok()).or(parts.uri.host()) {
         set("x-forwarded-host".into(), host);

@@ -1,6 +1,6 @@
-//! The double's discovery and OpenAPI: its own core and review resources, the registered
-//! APIServices' groups (legacy `/apis` and `/apis/<g>` built from APIServices; aggregated
-//! discovery v2 merged from the backend's `/apis`), and the backend's OpenAPI v3 index.
+//! The double's discovery: its own core and review resources and the registered APIServices'
+//! groups (legacy `/apis` and `/apis/<g>` built from APIServices; aggregated discovery merged
+//! from the backend's `/apis`, served as v2 or v2beta1 as the client asks, with an entity tag).
 
 use serde_json::{Value, json};
 
@@ -95,17 +95,41 @@ pub fn api_group(state: &State, group: &str) -> Option<Response> {
     Some(respond::json(200, &value))
 }
 
-pub fn wants_aggregated(accept: &str) -> bool {
-    accept.contains("as=APIGroupDiscoveryList")
+/// What a discovery client takes, by the first clause of its `Accept` that kube-apiserver
+/// (v1.33) offers: aggregated discovery `v2` or `v2beta1`, or (`None`) the plain documents.
+pub fn aggregated_version(accept: &str) -> Option<&'static str> {
+    for clause in accept.split(',') {
+        let mut parts = clause.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        if !matches!(media, "application/json" | "application/*" | "*/*" | "") {
+            continue;
+        }
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let param = |key: &str| params.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+        match (param("as"), param("g"), param("v")) {
+            (None, _, _) => return None,
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => return Some("v2"),
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2beta1")) => return Some("v2beta1"),
+            _ => continue,
+        }
+    }
+    None
 }
 
-fn aggregated(items: Vec<Value>) -> Response {
-    let mut response = respond::bytes(
-        200,
-        AGGREGATED_V2,
-        serde_json::to_vec(&json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})).unwrap(),
-    );
+/// An aggregated discovery document in `version`, with its entity tag (304 when the client
+/// has it already).
+fn aggregated(items: Vec<Value>, version: &str, if_none_match: Option<&str>) -> Response {
+    let content_type = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    let body = serde_json::to_vec(&json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items})).unwrap();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &body);
+    let etag = format!("\"{}\"", digest.as_ref().iter().map(|b| format!("{b:02X}")).collect::<String>());
+    let mut response = if if_none_match == Some(etag.as_str()) {
+        respond::bytes(304, &content_type, Vec::new())
+    } else {
+        respond::bytes(200, &content_type, body)
+    };
     response.headers_mut().insert("vary", http::HeaderValue::from_static("Accept"));
+    response.headers_mut().insert("etag", http::HeaderValue::from_str(&etag).unwrap());
     response
 }
 
@@ -126,10 +150,10 @@ fn aggregated_resources(gv: &str, resources: &[Value]) -> Value {
 }
 
 /// `GET /api`.
-pub fn legacy_root(accept: &str, port: u16) -> Response {
-    if wants_aggregated(accept) {
+pub fn legacy_root(accept: &str, if_none_match: Option<&str>, port: u16) -> Response {
+    if let Some(version) = aggregated_version(accept) {
         let (gv, resources) = own().into_iter().next().unwrap();
-        return aggregated(vec![aggregated_resources(gv, &resources)]);
+        return aggregated(vec![aggregated_resources(gv, &resources)], version, if_none_match);
     }
     respond::json(
         200,
@@ -139,7 +163,7 @@ pub fn legacy_root(accept: &str, port: u16) -> Response {
 
 /// `GET /apis`: the double's groups, then the APIServices' groups (aggregated: as the
 /// backend describes them).
-pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str) -> Response {
+pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str, if_none_match: Option<&str>) -> Response {
     let services = lock(&state.services).clone();
     let mut groups: Vec<String> = Vec::new();
     let mut ordered = services.clone();
@@ -149,16 +173,16 @@ pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str) -> Res
             groups.push(s.group.clone());
         }
     }
-    if !wants_aggregated(accept) {
+    let Some(version) = aggregated_version(accept) else {
         let mut list = own_groups();
         list.extend(groups.iter().filter_map(|g| group_from_services(&services, g)));
         return respond::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}));
-    }
+    };
     let mut items: Vec<Value> = own().into_iter().skip(1).map(|(gv, r)| aggregated_resources(gv, &r)).collect();
     if let Some(backend) = backend {
         items.extend(backend_groups(state, backend, &services).await);
     }
-    aggregated(items)
+    aggregated(items, version, if_none_match)
 }
 
 /// The backend's groups as aggregated discovery describes them: its `/apis` in v2 (with
@@ -245,25 +269,4 @@ async fn legacy_groups(state: &State, backend: &Backend, services: &[ApiService]
         }
     }
     items
-}
-
-/// `GET /openapi/v3`: the backend's entries for registered group versions.
-pub async fn openapi_v3_index(state: &State, backend: Option<&Backend>) -> Response {
-    let mut paths = serde_json::Map::new();
-    if let Some(backend) = backend {
-        let aggregator = User::new("system:aggregator", &[]);
-        if let Ok(f) =
-            aggregator::fetch(state, backend, "/openapi/v3", &[("accept", "application/json")], &aggregator).await
-            && f.status == 200
-        {
-            let index: Value = serde_json::from_slice(&f.body).unwrap_or_default();
-            let services = lock(&state.services).clone();
-            for (key, entry) in index["paths"].as_object().cloned().unwrap_or_default() {
-                if services.iter().any(|s| key == format!("apis/{}/{}", s.group, s.version)) {
-                    paths.insert(key, entry);
-                }
-            }
-        }
-    }
-    respond::json(200, &json!({"paths": paths}))
 }

@@ -5,8 +5,9 @@
 //!
 //! In front: clients (kubectl) authenticate with static bearer tokens or client certificates;
 //! `/apis/<g>/<v>/...` of registered APIServices is proxied with the front-proxy client
-//! certificate and `X-Remote-*` headers; `/api`, `/apis` (aggregated discovery too) and
-//! `/openapi/v3` are served by merging the backend's. Behind: the
+//! certificate and `X-Remote-*` headers; `/api`, `/apis` (aggregated discovery v2 and v2beta1
+//! too) and `/openapi/v2` (JSON or protobuf) are served by merging the backend's, `/openapi/v3`
+//! by merging the backend's index and proxying its documents. Behind: the
 //! `extension-apiserver-authentication` ConfigMap (get, watch), SubjectAccessReview (from a
 //! rule table, counted, with an outage switch), TokenReview, and Namespaces; and one pass of
 //! the namespace controller on request (`run_namespace_controller`).
@@ -15,6 +16,8 @@ pub mod aggregator;
 pub mod core_api;
 pub mod discovery;
 pub mod namespace_controller;
+pub mod openapi;
+pub mod openapi_v2_proto;
 pub mod rbac;
 pub mod respond;
 pub mod reviews;
@@ -138,6 +141,11 @@ impl ControlPlane {
         control
     }
 
+    /// The CA that signed the double's serving certificate (PEM).
+    pub fn serving_ca_pem(&self) -> &str {
+        &self.serving_ca.cert
+    }
+
     pub fn state(&self) -> &State {
         &self.plane.state
     }
@@ -235,7 +243,7 @@ impl ControlPlane {
     pub fn aggregated_discovery(&self) -> (u16, Value) {
         let backend = self.plane.backend.blocking_read().clone();
         let response =
-            self.runtime.block_on(discovery::apis(self.state(), backend.as_deref(), discovery::AGGREGATED_V2));
+            self.runtime.block_on(discovery::apis(self.state(), backend.as_deref(), discovery::AGGREGATED_V2, None));
         let status = response.status().as_u16();
         let body = self.runtime.block_on(http_body_util::BodyExt::collect(response.into_body())).unwrap().to_bytes();
         (status, serde_json::from_slice(&body).unwrap())

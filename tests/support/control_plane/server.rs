@@ -18,7 +18,7 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{core_api, discovery, reviews};
+use super::{core_api, discovery, openapi, reviews};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -98,13 +98,25 @@ async fn handle(
     if rbac::decide(&rules, &user, &attrs).is_none() {
         return respond::forbidden(&user, &attrs);
     }
-    let accept = request.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    if request.method() == http::Method::GET && path.starts_with("/openapi/v3/") {
+        let (parts, body) = request.into_parts();
+        let body = body.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync();
+        return openapi::v3_document(&plane.state, backend.as_deref(), &parts, body, &user, remote).await;
+    }
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let headers = Headers { accept: header("accept").unwrap_or_default(), if_none_match: header("if-none-match") };
     let method = request.method().clone();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return respond::status(400, "BadRequest", &e.to_string(), None),
     };
-    route(&plane, backend.as_deref(), &method, &path, &query, &attrs, &accept, body).await
+    route(&plane, backend.as_deref(), &method, &path, &query, &attrs, &headers, body).await
+}
+
+/// The request headers the double's own endpoints read.
+struct Headers {
+    accept: String,
+    if_none_match: Option<String>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -115,14 +127,15 @@ async fn route(
     path: &str,
     query: &[(String, String)],
     attrs: &rbac::Attributes,
-    accept: &str,
+    headers: &Headers,
     body: Bytes,
 ) -> Response {
+    let (accept, if_none_match) = (headers.accept.as_str(), headers.if_none_match.as_deref());
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     match (method.as_str(), segments.as_slice()) {
-        ("GET", ["api"]) => discovery::legacy_root(accept, plane.port),
+        ("GET", ["api"]) => discovery::legacy_root(accept, if_none_match, plane.port),
         ("GET", ["api", "v1"]) => discovery::resource_list("v1").unwrap_or_else(respond::path_not_found),
-        ("GET", ["apis"]) => discovery::apis(&plane.state, backend, accept).await,
+        ("GET", ["apis"]) => discovery::apis(&plane.state, backend, accept, if_none_match).await,
         ("GET", ["apis", group]) => discovery::api_group(&plane.state, group).unwrap_or_else(respond::path_not_found),
         ("GET", ["apis", group, version]) => {
             discovery::resource_list(&format!("{group}/{version}")).unwrap_or_else(respond::path_not_found)
@@ -131,11 +144,8 @@ async fn route(
             reviews::subject_access_review(&plane.state, body)
         }
         ("POST", ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => reviews::token_review(&plane.state, body),
-        ("GET", ["openapi", "v2"]) => respond::path_not_found(),
-        ("GET", ["openapi", "v3"]) => discovery::openapi_v3_index(&plane.state, backend).await,
-        ("GET", ["openapi", "v3", "apis", group, version]) => {
-            openapi_document(plane, backend, group, version, path).await
-        }
+        ("GET", ["openapi", "v2"]) => openapi::v2(&plane.state, backend, accept, if_none_match).await,
+        ("GET", ["openapi", "v3"]) => openapi::v3_index(&plane.state, backend).await,
         ("GET", ["version"]) => respond::json(
             200,
             &serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-control-plane-double"}),
@@ -143,24 +153,6 @@ async fn route(
         ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
         (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
         _ => respond::path_not_found(),
-    }
-}
-
-/// `/openapi/v3/apis/<g>/<v>` of a registered group: fetched live from the backend as
-/// `system:aggregator`.
-async fn openapi_document(
-    plane: &Plane,
-    backend: Option<&Backend>,
-    group: &str,
-    version: &str,
-    path: &str,
-) -> Response {
-    let registered = lock(&plane.state.services).iter().any(|s| s.group == group && s.version == version);
-    let (true, Some(backend)) = (registered, backend) else { return respond::path_not_found() };
-    let user = User::new("system:aggregator", &[]);
-    match aggregator::fetch(&plane.state, backend, path, &[("accept", "application/json")], &user).await {
-        Ok(f) => respond::bytes(f.status, &f.content_type, f.body),
-        Err(e) => aggregator::unavailable(&e),
     }
 }
 

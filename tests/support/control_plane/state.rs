@@ -56,6 +56,8 @@ pub struct State {
     pub discovery_cache: Mutex<Option<(String, Vec<Value>)>>,
     /// How often the backend answered the discovery fetch with 304 Not Modified.
     pub discovery_not_modified: AtomicUsize,
+    /// The backend's OpenAPI v2 document as last downloaded: its ETag and the document.
+    pub openapi_v2_cache: Mutex<Option<(String, Value)>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
 }
@@ -83,6 +85,7 @@ impl State {
             sar_log: Mutex::new(Vec::new()),
             discovery_cache: Mutex::new(None),
             discovery_not_modified: AtomicUsize::new(0),
+            openapi_v2_cache: Mutex::new(None),
             proxied: Mutex::new(Vec::new()),
         }
     }
