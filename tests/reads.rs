@@ -207,7 +207,10 @@ fn discovery_documents() {
         .header("accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
         .get("/openapi/v2")
         .unwrap();
-    assert_eq!(proto.status, 406);
+    // Older kubectl releases read only this protobuf form.
+    assert_eq!(proto.status, 200);
+    assert_eq!(proto.headers["content-type"], "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    assert!(proto.body.windows(b"com.example.apps.v1.Widget".len()).any(|w| w == b"com.example.apps.v1.Widget"));
     let index = client.get("/openapi/v3").unwrap().json();
     let url = index["paths"]["apis/apps.example.com/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
     let doc = client.get(&url).unwrap();
@@ -328,4 +331,32 @@ fn deprecated_versions_warn_on_every_request() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn kubectl_1_27_directly() {
+    // kubectl 1.27 reads OpenAPI v2 in protobuf (explain, patch types) and aggregated discovery
+    // v2beta1: served without any aggregator in front.
+    let server = TestServer::start(&[WIDGET_CRD]);
+    let binary = support::kubectl::release("1.27");
+    let run = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = Command::new(&binary)
+            .env("KUBECONFIG", server.kubeconfig())
+            .env("HOME", server.dir.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "kubectl 1.27 {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(run(&["apply", "-f", "-"], &widget("old", 1, "red")).trim(), "widget.apps.example.com/old created");
+    assert_eq!(run(&["apply", "-f", "-"], &widget("old", 2, "red")).trim(), "widget.apps.example.com/old configured");
+    assert!(run(&["explain", "widget.spec"], "").contains("What the widget should be."));
+    assert_eq!(table(&run(&["get", "widgets", "--no-headers"], ""))[0][..2], ["old", "2"]);
 }

@@ -144,15 +144,21 @@ impl Router {
             Endpoint::Group(group) => self.api.serve_group(&group, encoding),
             Endpoint::GroupVersion(group, version) => self.api.serve_group_version(&group, &version, encoding),
             Endpoint::OpenApiV2 => {
-                // Only JSON is served: clients that can take nothing else (protobuf) get 406.
-                if crate::api::negotiate::negotiate(accept.as_deref(), false).is_err() {
-                    return body::error_response(
-                        &ApiError::not_acceptable("only application/json is served for /openapi/v2"),
-                        encoding,
-                    );
-                }
                 let catalog = self.api.catalog();
-                openapi_response(catalog.openapi.v2(), if_none_match.as_deref())
+                match v2_encoding(accept.as_deref()) {
+                    Some(V2Encoding::Json) => openapi_response(catalog.openapi.v2(), if_none_match.as_deref()),
+                    Some(V2Encoding::Protobuf) => {
+                        let mut response = openapi_response(catalog.openapi.v2_protobuf(), if_none_match.as_deref());
+                        response
+                            .headers_mut()
+                            .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(V2_PROTOBUF));
+                        response
+                    }
+                    None => body::error_response(
+                        &ApiError::not_acceptable(format!("only application/json and {V2_PROTOBUF} are served")),
+                        encoding,
+                    ),
+                }
             }
             Endpoint::OpenApiV3Index => {
                 let catalog = self.api.catalog();
@@ -169,6 +175,35 @@ impl Router {
             Endpoint::NotFound => body::error_response(&ApiError::path_not_found(), encoding),
         }
     }
+}
+
+/// The media type of the protobuf OpenAPI v2 document.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+enum V2Encoding {
+    Json,
+    Protobuf,
+}
+
+/// The encoding of `/openapi/v2` a client takes: the first `Accept` clause that JSON or the
+/// protobuf form matches, wildcards included, as kube-openapi picks it.
+fn v2_encoding(accept: Option<&str>) -> Option<V2Encoding> {
+    let accept = accept.filter(|a| !a.trim().is_empty()).unwrap_or("*/*");
+    for clause in accept.split(',') {
+        let essence = clause.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let (kind, sub) = essence.split_once('/').unwrap_or((essence.as_str(), ""));
+        if kind != "application" && kind != "*" {
+            continue;
+        }
+        match sub {
+            "json" | "*" => return Some(V2Encoding::Json),
+            "com.github.proto-openapi.spec.v2@v1.0+protobuf" | "com.github.proto-openapi.spec.v2.v1.0+protobuf" => {
+                return Some(V2Encoding::Protobuf);
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn openapi_response(doc: &crate::api::openapi::Document, if_none_match: Option<&str>) -> Response<RespBody> {

@@ -8,6 +8,7 @@
 //! index and as entity tags) come from the definitions, so the index is cheap.
 
 mod v2;
+pub mod v2_proto;
 mod v3;
 
 use std::collections::BTreeMap;
@@ -60,6 +61,7 @@ pub struct Documents {
     group_versions: BTreeMap<(String, String), GroupVersionDocs>,
     v3_index: Document,
     v2: OnceLock<Document>,
+    v2_protobuf: OnceLock<Document>,
 }
 
 /// What a group version's documents depend on, hashed.
@@ -103,7 +105,12 @@ impl Documents {
                 );
             }
         }
-        Documents { group_versions, v3_index: encode(&json!({"paths": index})), v2: OnceLock::new() }
+        Documents {
+            group_versions,
+            v3_index: encode(&json!({"paths": index})),
+            v2: OnceLock::new(),
+            v2_protobuf: OnceLock::new(),
+        }
     }
 
     pub fn v3_index(&self) -> &Document {
@@ -121,15 +128,23 @@ impl Documents {
         }))
     }
 
+    fn v2_value(&self) -> Value {
+        let all: Vec<(&str, &str, &[Served])> =
+            self.group_versions.iter().map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice())).collect();
+        v2::document(&all, shared())
+    }
+
     /// The v2 document of everything served.
     pub fn v2(&self) -> &Document {
-        self.v2.get_or_init(|| {
-            let all: Vec<(&str, &str, &[Served])> = self
-                .group_versions
-                .iter()
-                .map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
-                .collect();
-            encode(&v2::document(&all, shared()))
+        self.v2.get_or_init(|| encode(&self.v2_value()))
+    }
+
+    /// The v2 document in the protobuf form older kubectl releases read.
+    pub fn v2_protobuf(&self) -> &Document {
+        self.v2_protobuf.get_or_init(|| {
+            let body = Bytes::from(v2_proto::encode(&self.v2_value()));
+            let hash = hex_sha512(&body);
+            Document { body, hash }
         })
     }
 }

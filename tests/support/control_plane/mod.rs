@@ -17,7 +17,6 @@ pub mod core_api;
 pub mod discovery;
 pub mod namespace_controller;
 pub mod openapi;
-pub mod openapi_v2_proto;
 pub mod rbac;
 pub mod respond;
 pub mod reviews;

@@ -9,10 +9,10 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 
 use super::aggregator::{self, Backend, Caller};
-use super::openapi_v2_proto;
 use super::rbac::User;
 use super::respond::{self, Body, Response};
 use super::state::{State, lock};
+use crd_apiserver::api::openapi::v2_proto as openapi_v2_proto;
 
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 

@@ -71,7 +71,7 @@ impl Message {
     fn any(&mut self, field: u32, value: Option<&Value>) {
         if let Some(value) = value {
             let mut any = Message::default();
-            any.bytes(2, serde_json::to_string(value).unwrap().as_bytes());
+            any.bytes(2, serde_json::to_string(value).unwrap_or_default().as_bytes());
             self.message(field, any);
         }
     }
