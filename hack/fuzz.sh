@@ -7,6 +7,7 @@
 # Usage: hack/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   targets: write body read cel definition parsers (all by default); 60 seconds by default.
 set -euo pipefail
+caller="$PWD"
 cd "$(dirname "$0")/../fuzz"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
@@ -22,7 +23,9 @@ fuzz=(cargo fuzz run --sanitizer none --release)
 limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1)
 
 if [[ "${1:-}" == "replay" ]]; then
-  "${fuzz[@]}" "$2" "$3" -- "${limits[@]}"
+  input="$3"
+  [[ "$input" == /* ]] || input="$caller/$input"
+  "${fuzz[@]}" "$2" "$input" -- "${limits[@]}"
   exit
 fi
 

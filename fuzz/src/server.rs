@@ -17,7 +17,7 @@ use crd_apiserver::store::Backend;
 use crd_apiserver::store::sled::{SledOptions, SledStore};
 
 /// One request, as the router would hand it to the API.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Call {
     pub method: Method,
     /// The path and query.
@@ -25,6 +25,12 @@ pub struct Call {
     pub content_type: Option<String>,
     pub accept: Option<String>,
     pub body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({:?}, accept {:?}): {}", self.method, self.target, self.content_type, self.accept, String::from_utf8_lossy(&self.body))
+    }
 }
 
 impl Call {

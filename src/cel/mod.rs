@@ -96,3 +96,5 @@ pub fn resolve_field_path(schema_json: &Json, field_path: &str) -> Result<String
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod limits_tests;
