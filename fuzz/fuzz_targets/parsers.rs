@@ -41,7 +41,8 @@ fuzz_target!(|input: Input| {
             }
         }
         Input::Fields(text, value) => {
-            let supported = vec!["metadata.name".to_string(), "metadata.namespace".to_string(), "spec.color".to_string()];
+            let supported =
+                vec!["metadata.name".to_string(), "metadata.namespace".to_string(), "spec.color".to_string()];
             if let Ok(selector) = FieldSelector::parse(&text, &supported) {
                 let _ = selector.matches(|_| value.clone());
                 let _ = selector.exact_name();
@@ -57,7 +58,8 @@ fuzz_target!(|input: Input| {
             }
         }
         Input::Request(method, path, query) => {
-            let methods = [http::Method::GET, http::Method::POST, http::Method::PUT, http::Method::PATCH, http::Method::DELETE];
+            let methods =
+                [http::Method::GET, http::Method::POST, http::Method::PUT, http::Method::PATCH, http::Method::DELETE];
             let method = &methods[usize::from(method) % methods.len()];
             let _ = RequestInfo::parse(method, &path, &Query::parse(Some(&query)));
         }

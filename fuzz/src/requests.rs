@@ -68,16 +68,60 @@ pub enum Write {
 
 /// Query parameters writes and reads understand.
 pub const PARAMS: &[&str] = &[
-    "fieldManager", "fieldValidation", "force", "resourceVersion", "resourceVersionMatch", "pretty",
-    "gracePeriodSeconds", "propagationPolicy", "orphanDependents", "labelSelector", "fieldSelector", "continue",
-    "limit", "timeoutSeconds", "allowWatchBookmarks", "sendInitialEvents", "watch", "includeObject", "dryRun",
+    "fieldManager",
+    "fieldValidation",
+    "force",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "pretty",
+    "gracePeriodSeconds",
+    "propagationPolicy",
+    "orphanDependents",
+    "labelSelector",
+    "fieldSelector",
+    "continue",
+    "limit",
+    "timeoutSeconds",
+    "allowWatchBookmarks",
+    "sendInitialEvents",
+    "watch",
+    "includeObject",
+    "dryRun",
 ];
 
 pub const PARAM_VALUES: &[&str] = &[
-    "Strict", "Warn", "Ignore", "true", "false", "All", "0", "1", "-1", "500", "9223372036854775807",
-    "99999999999999999999", "NotOlderThan", "Exact", "Object", "None", "Metadata", "kubectl", "app=fuzz",
-    "app in (fuzz, x),tier!=b", "!tier", "app notin ()", "metadata.name=base", "metadata.namespace!=x",
-    "spec.color=red", "spec.enabled=true", "a==b,c!=d", "x=", "=", "(", "a in (b", "kubectl-client-side-apply",
+    "Strict",
+    "Warn",
+    "Ignore",
+    "true",
+    "false",
+    "All",
+    "0",
+    "1",
+    "-1",
+    "500",
+    "9223372036854775807",
+    "99999999999999999999",
+    "NotOlderThan",
+    "Exact",
+    "Object",
+    "None",
+    "Metadata",
+    "kubectl",
+    "app=fuzz",
+    "app in (fuzz, x),tier!=b",
+    "!tier",
+    "app notin ()",
+    "metadata.name=base",
+    "metadata.namespace!=x",
+    "spec.color=red",
+    "spec.enabled=true",
+    "a==b,c!=d",
+    "x=",
+    "=",
+    "(",
+    "a in (b",
+    "kubectl-client-side-apply",
 ];
 
 /// One query parameter.
@@ -168,8 +212,7 @@ pub struct WriteInput {
 
 impl WriteInput {
     pub fn run(&self, harness: &Harness) {
-        let params: Vec<Param> =
-            self.params.iter().filter(|p| pick(PARAMS, p.name) != "dryRun").cloned().collect();
+        let params: Vec<Param> = self.params.iter().filter(|p| pick(PARAMS, p.name) != "dryRun").cloned().collect();
         let name = if self.real { "scratch" } else { "base" };
         if self.real {
             let document = match self.target {
@@ -180,7 +223,8 @@ impl WriteInput {
                 Target::CronTab => Target::CronTab,
                 _ => Target::Gadget,
             };
-            harness.send(&Call::new(Method::POST, collection.collection()).body("application/json", document.to_string()));
+            harness
+                .send(&Call::new(Method::POST, collection.collection()).body("application/json", document.to_string()));
         }
         let mut extra: Vec<(&str, &str)> = if self.real { vec![] } else { vec![("dryRun", "All")] };
         if !params.iter().any(|p| pick(PARAMS, p.name) == "fieldManager") {
@@ -188,7 +232,9 @@ impl WriteInput {
         }
         let q = query(&params, &extra);
         let (method, path, content_type, base) = match self.write {
-            Write::Create => (Method::POST, self.target.collection().to_string(), "application/json", self.target.document(name)),
+            Write::Create => {
+                (Method::POST, self.target.collection().to_string(), "application/json", self.target.document(name))
+            }
             Write::Update => (Method::PUT, self.target.object(name), "application/json", self.target.document(name)),
             Write::JsonPatch => (
                 Method::PATCH,

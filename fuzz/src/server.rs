@@ -29,7 +29,15 @@ pub struct Call {
 
 impl std::fmt::Debug for Call {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} ({:?}, accept {:?}): {}", self.method, self.target, self.content_type, self.accept, String::from_utf8_lossy(&self.body))
+        write!(
+            f,
+            "{} {} ({:?}, accept {:?}): {}",
+            self.method,
+            self.target,
+            self.content_type,
+            self.accept,
+            String::from_utf8_lossy(&self.body)
+        )
     }
 }
 
@@ -131,22 +139,25 @@ impl Harness {
         }
         let Ok(mut request) = builder.body(request_body(call.body.clone())) else {
             // Not a request hyper would have accepted (bad URI or header): nothing to serve.
-            return Answer { status: StatusCode::BAD_REQUEST, body: Bytes::from_static(b"{\"kind\":\"Status\",\"code\":400}") };
+            return Answer {
+                status: StatusCode::BAD_REQUEST,
+                body: Bytes::from_static(b"{\"kind\":\"Status\",\"code\":400}"),
+            };
         };
         let info = match RequestInfo::parse(&call.method, path, &Query::parse(query)) {
             Ok(info) => info,
             Err(_) => {
-                return Answer { status: StatusCode::BAD_REQUEST, body: Bytes::from_static(b"{\"kind\":\"Status\",\"code\":400}") };
+                return Answer {
+                    status: StatusCode::BAD_REQUEST,
+                    body: Bytes::from_static(b"{\"kind\":\"Status\",\"code\":400}"),
+                };
             }
         };
         request.extensions_mut().insert(info);
         request.extensions_mut().insert(UserInfo::new("fuzzer", vec!["system:masters".into()]));
         let response = self.api.serve_resource(request).await;
         let status = response.status();
-        let watch = response
-            .headers()
-            .get(header::TRANSFER_ENCODING)
-            .is_some_and(|v| v.as_bytes() == b"chunked");
+        let watch = response.headers().get(header::TRANSFER_ENCODING).is_some_and(|v| v.as_bytes() == b"chunked");
         let body = if watch || is_watch(call) {
             // A watch streams until its timeout: its status says enough.
             Bytes::new()
@@ -161,7 +172,7 @@ impl Harness {
 }
 
 fn is_watch(call: &Call) -> bool {
-    call.target.contains("/watch/") || call.target.contains("watch=") 
+    call.target.contains("/watch/") || call.target.contains("watch=")
 }
 
 /// The promise: no 5xx; errors are `Status` objects with their own code.

@@ -62,8 +62,14 @@ fn durations_are_bounded_by_go_time_duration() {
 
 #[test]
 fn timestamps_shifted_past_year_9999_are_a_timestamp_overflow() {
-    fails_with("timestamp('9999-12-30T00:00:00Z') + duration('48h') > timestamp('2000-01-01T00:00:00Z')", "timestamp overflow");
-    fails_with("timestamp('0001-01-01T00:00:00Z') - duration('1s') < timestamp('2000-01-01T00:00:00Z')", "timestamp overflow");
+    fails_with(
+        "timestamp('9999-12-30T00:00:00Z') + duration('48h') > timestamp('2000-01-01T00:00:00Z')",
+        "timestamp overflow",
+    );
+    fails_with(
+        "timestamp('0001-01-01T00:00:00Z') - duration('1s') < timestamp('2000-01-01T00:00:00Z')",
+        "timestamp overflow",
+    );
 }
 
 #[test]

@@ -65,7 +65,9 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
                 Err(EvalError::new("modulus by zero"))
             }
             (Some(Value::Int(x)), Some(Value::Int(y))) => x.checked_rem(*y).map(Value::Int).ok_or_else(overflow),
-            (Some(Value::Uint(x)), Some(Value::Uint(y))) => x.checked_rem(*y).map(Value::Uint).ok_or_else(uint_overflow),
+            (Some(Value::Uint(x)), Some(Value::Uint(y))) => {
+                x.checked_rem(*y).map(Value::Uint).ok_or_else(uint_overflow)
+            }
             _ => Err(EvalError::no_overload()),
         },
         Func::Neg => match a0 {
