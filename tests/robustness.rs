@@ -128,3 +128,17 @@ fn apply_in_a_version_that_preserves_a_field_the_storage_version_lacks_is_not_a_
     // The storage version pruned the field v1 does not declare.
     assert!(answer.body.get("extra").is_none(), "{}", answer.text);
 }
+
+#[test]
+fn watch_timeouts_past_what_an_instant_holds_or_below_zero_are_served() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    // A negative timeout ends the watch at once (its body is complete); a huge one is capped.
+    let ended = server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=-1"), "", "");
+    assert_eq!(ended.code, 200, "{}", ended.text);
+    for seconds in ["9223372036854775807", "18446744073709551"] {
+        let code = server.status_of_stream(&format!("{COLLECTION}?watch=1&timeoutSeconds={seconds}"));
+        assert_eq!(code, 200, "timeoutSeconds={seconds}");
+    }
+    let refused = server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=18446744073709551616"), "", "");
+    assert_eq!(refused.code, 400, "{}", refused.text);
+}

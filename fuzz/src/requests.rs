@@ -341,8 +341,9 @@ impl ReadInput {
             extra.push(("dryRun", "All"));
         }
         if matches!(self.read, Read::Watch) {
-            params.retain(|p| pick(PARAMS, p.name) != "timeoutSeconds");
-            extra.push(("timeoutSeconds", "1"));
+            if !params.iter().any(|p| pick(PARAMS, p.name) == "timeoutSeconds") {
+                extra.push(("timeoutSeconds", "1"));
+            }
         } else {
             params.retain(|p| pick(PARAMS, p.name) != "watch");
         }

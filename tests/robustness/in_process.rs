@@ -8,7 +8,7 @@ use http::{Method, Request, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use crd_apiserver::api::body::request_body;
+use crd_apiserver::api::body::{ReqBody, request_body};
 use crd_apiserver::api::{Api, ApiOptions};
 use crd_apiserver::core::request_info::{Query, RequestInfo};
 use crd_apiserver::core::user::UserInfo;
@@ -71,7 +71,15 @@ impl InProcess {
         self.send(method, target, content_type, body.to_string())
     }
 
-    async fn serve(&self, method: Method, target: &str, content_type: &str, body: Bytes) -> Answer {
+    /// The status of a request whose body is a stream (a watch), which is dropped unread.
+    pub fn status_of_stream(&self, target: &str) -> u16 {
+        self.runtime.block_on(async {
+            let response = self.api.serve_resource(self.request(Method::GET, target, "", Bytes::new())).await;
+            response.status().as_u16()
+        })
+    }
+
+    fn request(&self, method: Method, target: &str, content_type: &str, body: Bytes) -> Request<ReqBody> {
         let (path, query) = target.split_once('?').map_or((target, None), |(p, q)| (p, Some(q)));
         let mut request = Request::builder()
             .method(method.clone())
@@ -82,7 +90,11 @@ impl InProcess {
         let info = RequestInfo::parse(&method, path, &Query::parse(query)).unwrap();
         request.extensions_mut().insert(info);
         request.extensions_mut().insert(UserInfo::new("tester", vec!["system:masters".into()]));
-        let response = self.api.serve_resource(request).await;
+        request
+    }
+
+    async fn serve(&self, method: Method, target: &str, content_type: &str, body: Bytes) -> Answer {
+        let response = self.api.serve_resource(self.request(method, target, content_type, body)).await;
         let code = response.status().as_u16();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         let text = String::from_utf8_lossy(&bytes).into_owned();
