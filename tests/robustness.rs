@@ -139,6 +139,7 @@ fn watch_timeouts_past_what_an_instant_holds_or_below_zero_are_served() {
         let code = server.status_of_stream(&format!("{COLLECTION}?watch=1&timeoutSeconds={seconds}"));
         assert_eq!(code, 200, "timeoutSeconds={seconds}");
     }
-    let refused = server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=18446744073709551616"), "", "");
+    let refused =
+        server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=18446744073709551616"), "", "");
     assert_eq!(refused.code, 400, "{}", refused.text);
 }

@@ -94,3 +94,47 @@ fn format_takes_go_precisions_beyond_rusts_formatter() {
         "error during formatting: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing \"99999999999999999999\": value out of range",
     );
 }
+
+/// The compile errors of one rule on a string property `v`, rendered.
+fn compile_errors(rule: &str) -> Vec<String> {
+    let schema = json!({"type": "object", "properties": {"v": {
+        "type": "string", "x-kubernetes-validations": [{"rule": rule}]}}});
+    let (_, errs) = Rules::compile(&schema, &Path::new("openAPIV3Schema"));
+    errs.iter().map(|e| e.detail.clone()).collect()
+}
+
+#[test]
+fn deeply_nested_expressions_are_refused_at_compile_time_not_a_stack_overflow() {
+    let recursion = "compilation failed: ERROR: <input>:-1:0: expression recursion limit exceeded: 250";
+    for depth in [300, 1_000, 20_000] {
+        let parens = format!("{}true{}", "(".repeat(depth), ")".repeat(depth));
+        assert_eq!(compile_errors(&parens), vec![recursion.to_string()], "{depth} parentheses");
+        let lists = format!("{}1{} != []", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(compile_errors(&lists), vec![recursion.to_string()], "{depth} lists");
+        let sum = format!("1{} > 0", " + 1".repeat(depth));
+        assert_eq!(compile_errors(&sum), vec![recursion.to_string()], "{depth} additions");
+    }
+    assert_eq!(compile_errors(&format!("{}true{}", "(".repeat(200), ")".repeat(200))), Vec::<String>::new());
+    // `||` and `&&` chains are balanced, as cel-go balances them: no depth limit.
+    assert_eq!(compile_errors(&vec!["self == 'x'"; 5_000].join(" || ")), Vec::<String>::new());
+}
+
+#[test]
+fn expressions_over_100000_code_points_are_refused() {
+    let rule = format!("self == '{}'", "é".repeat(100_000));
+    assert_eq!(
+        compile_errors(&rule),
+        vec![
+            "compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100010, limit 100000"
+        ]
+    );
+}
+
+#[test]
+fn the_deepest_expression_allowed_evaluates_on_a_runtime_workers_stack() {
+    // Tokio's workers have 2 MiB stacks: rules run there, per request.
+    let rule = format!("1{} > 0 && {}", " + 1".repeat(240), vec!["self == 'x'"; 2_000].join(" || "));
+    let errors =
+        std::thread::Builder::new().stack_size(2 << 20).spawn(move || runtime_errors(&rule)).unwrap().join().unwrap();
+    assert_eq!(errors, Vec::<String>::new());
+}
