@@ -175,11 +175,20 @@ fn is_watch(call: &Call) -> bool {
     call.target.contains("/watch/") || call.target.contains("watch=")
 }
 
+/// The 5xx Kubernetes itself answers: a list at a resource version the store has not reached
+/// (504 after waiting), and an apply over a stored object that does not fit the schema of the
+/// version it is compared in (another version's schema let it in), which structured-merge-diff
+/// cannot type.
+fn kubernetes_answers_5xx_too(code: u16, text: &str) -> bool {
+    (code == 504 && text.contains("ResourceVersionTooLarge"))
+        || (code == 500 && text.contains("failed to create typed live object"))
+}
+
 /// The promise: no 5xx; errors are `Status` objects with their own code.
 fn check(call: &Call, answer: &Answer) {
     let code = answer.status.as_u16();
     let text = String::from_utf8_lossy(&answer.body);
-    assert!(code < 500, "{call:?} answered {code}: {text}");
+    assert!(code < 500 || kubernetes_answers_5xx_too(code, &text), "{call:?} answered {code}: {text}");
     if code >= 400 && !answer.body.is_empty() && text.trim_start().starts_with('{') {
         let status: Value = serde_json::from_slice(&answer.body).unwrap_or_else(|e| panic!("{call:?}: {e}: {text}"));
         assert_eq!(status.get("kind"), Some(&json!("Status")), "{call:?}: {text}");
