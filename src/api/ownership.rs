@@ -31,9 +31,13 @@ impl Versions for DefinitionVersions<'_> {
     }
 
     fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
-        let version = api_version.rsplit_once('/').map(|(_, v)| v).unwrap_or(api_version);
+        let name = api_version.rsplit_once('/').map(|(_, v)| v).unwrap_or(api_version);
+        let target = self.0.version(name).ok_or_else(|| format!("no version {name}"))?;
         let mut out = object.clone();
-        crate::conversion::convert(self.0, &mut out, version).map_err(|e| e.to_string())?;
+        // As Kubernetes' schema-coercing converter: the target version's schema prunes the
+        // fields it does not declare (another version may preserve them), so that comparing
+        // in the target version never meets a field its type does not have.
+        super::write::convert_to(self.0, &mut out, target).map_err(|e| e.message)?;
         Ok(out)
     }
 }

@@ -28,6 +28,14 @@ use crate::store::{self, EventType, ListOptions, Revision, Store};
 
 /// How often a watch that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+/// Where a watch's deadline stops when its timeout reaches past what an instant can hold
+/// (`timeoutSeconds=9223372036854775807`): a hundred years.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn deadline_after(timeout: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(timeout).unwrap_or(now + FAR_FUTURE)
+}
 /// Encoded events buffered between the watch task and the connection.
 const STREAM_BUFFER: usize = 64;
 
@@ -52,16 +60,18 @@ fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
             }
         }
     };
-    let timeout = match q.get("timeoutSeconds").filter(|t| !t.is_empty()) {
-        Some(t) => Duration::from_secs(
-            t.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
-        ),
-        None => {
-            // A random time in [min, 2*min) spreads reconnects, as Kubernetes does.
-            let min = api.options().min_request_timeout.as_secs_f64();
-            let jitter = f64::from(uuid::Uuid::new_v4().as_bytes().first().copied().unwrap_or(0)) / 256.0;
-            Duration::from_secs_f64(min * (1.0 + jitter))
-        }
+    let seconds = match q.get("timeoutSeconds").filter(|t| !t.is_empty()) {
+        Some(t) => t.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+        None => 0,
+    };
+    let timeout = if seconds == 0 {
+        // A random time in [min, 2*min) spreads reconnects, as Kubernetes does.
+        let min = api.options().min_request_timeout.as_secs_f64();
+        let jitter = f64::from(uuid::Uuid::new_v4().as_bytes().first().copied().unwrap_or(0)) / 256.0;
+        Duration::from_secs_f64(min * (1.0 + jitter))
+    } else {
+        // A negative timeout ends the watch at once, as Kubernetes' timer does.
+        Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
     };
     let bookmarks = bool_param("allowWatchBookmarks")?.unwrap_or(false);
     let send_initial = bool_param("sendInitialEvents")?;
@@ -142,7 +152,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             columns: Columns::for_version(&call.served.version),
             tx,
             last: start,
-            deadline: tokio::time::Instant::now() + params.timeout,
+            deadline: deadline_after(params.timeout),
             store: api.store().clone(),
             headers_sent: false,
         };

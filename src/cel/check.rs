@@ -57,7 +57,14 @@ pub struct Checker<'d> {
     pub program_errors: Vec<String>,
     /// Set while checking the list literal of `format`, which may mix types.
     mixed_literal_ok: bool,
+    /// How deeply the expression being checked nests, and whether it passed the limit:
+    /// the program's depth bounds the evaluator's recursion on a request's stack.
+    depth: usize,
+    pub too_deep: bool,
 }
+
+/// The deepest expression tree checked (cel-go's per-rule recursion limit).
+const MAX_EXPRESSION_DEPTH: usize = 250;
 
 impl<'d> Checker<'d> {
     /// A checker with `self` (slot 0) and `oldSelf` (slot 1, usable only when `old_self`).
@@ -75,6 +82,8 @@ impl<'d> Checker<'d> {
             slots: 2,
             program_errors: Vec::new(),
             mixed_literal_ok: false,
+            depth: 0,
+            too_deep: false,
         }
     }
 
@@ -108,6 +117,17 @@ impl<'d> Checker<'d> {
     }
 
     pub fn check(&mut self, e: &IdedExpr) -> Checked<'d> {
+        if self.depth >= MAX_EXPRESSION_DEPTH {
+            self.too_deep = true;
+            return Checked::error();
+        }
+        self.depth += 1;
+        let checked = self.check_node(e);
+        self.depth -= 1;
+        checked
+    }
+
+    fn check_node(&mut self, e: &IdedExpr) -> Checked<'d> {
         match &e.expr {
             Expr::Literal(lit) => literal(lit),
             Expr::Ident(name) => self.ident(e.id, name),
@@ -507,13 +527,61 @@ impl<'d> Checker<'d> {
         Ir::Call { func, args: all.into_iter().map(|c| c.ir).collect() }
     }
 
+    /// `a || b || c` (and `&&`): the parser nests a chain to the left, one level per
+    /// operator; its operands are checked one by one and combined into a balanced tree, as
+    /// cel-go's parser balances them, so neither checking nor evaluation recurses once per
+    /// operand (a rule may chain thousands).
     fn logic(&mut self, e: &IdedExpr, name: &str, args: &[IdedExpr]) -> Checked<'d> {
-        let (Some(a), Some(b)) = (args.first(), args.get(1)) else { return Checked::error() };
-        let l = self.check(a);
-        let r = self.check(b);
+        let mut ops = vec![e.id];
+        let mut operands = Vec::new();
+        let mut here = args;
+        loop {
+            let (Some(a), Some(b)) = (here.first(), here.get(1)) else { return Checked::error() };
+            operands.push(b);
+            match &a.expr {
+                Expr::Call(c) if c.func_name == name && c.target.is_none() && c.args.len() == 2 => {
+                    ops.push(a.id);
+                    here = &c.args;
+                }
+                _ => {
+                    operands.push(a);
+                    break;
+                }
+            }
+        }
+        ops.reverse();
+        operands.reverse();
+        let mut checked: Vec<Option<Checked<'d>>> = operands.into_iter().map(|o| Some(self.check(o))).collect();
+        self.balanced(name, &ops, &mut checked, 0, ops.len().saturating_sub(1))
+    }
+
+    /// The tree of `ops[lo..=hi]` over their operands, split in the middle (cel-go's balancer).
+    fn balanced(
+        &mut self,
+        name: &str,
+        ops: &[u64],
+        operands: &mut [Option<Checked<'d>>],
+        lo: usize,
+        hi: usize,
+    ) -> Checked<'d> {
+        let mid = (lo + hi).div_ceil(2);
+        let l = if mid == lo {
+            operands.get_mut(mid).and_then(Option::take).unwrap_or_else(Checked::error)
+        } else {
+            self.balanced(name, ops, operands, lo, mid - 1)
+        };
+        let r = if mid == hi {
+            operands.get_mut(mid + 1).and_then(Option::take).unwrap_or_else(Checked::error)
+        } else {
+            self.balanced(name, ops, operands, mid + 1, hi)
+        };
+        self.logic_pair(ops.get(mid).copied().unwrap_or_default(), name, l, r)
+    }
+
+    fn logic_pair(&mut self, id: u64, name: &str, l: Checked<'d>, r: Checked<'d>) -> Checked<'d> {
         for t in [&l.ty, &r.ty] {
             if !matches!(t, Type::Bool | Type::Dyn | Type::Error) {
-                self.err(e.id, format!("found no matching overload for '{name}' applied to '({}, {})'", l.ty, r.ty));
+                self.err(id, format!("found no matching overload for '{name}' applied to '({}, {})'", l.ty, r.ty));
                 return Checked::error();
             }
         }

@@ -387,6 +387,15 @@ fn expression_cost(max_cost: u64, cardinality: Option<u64>, decl: Option<&Decl>)
     max_cost.saturating_mul(times)
 }
 
+/// cel-go's parser limits: the size of an expression in code points, and how deeply its
+/// grammar rules may nest (`expression recursion limit exceeded: 250`).
+const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
+const MAX_RECURSION_DEPTH: u16 = 250;
+/// Parsing and checking recurse once per nesting level, with the generated parser's large
+/// frames; they run on a thread whose stack holds the deepest expression the limits allow,
+/// never on the caller's (a runtime worker's 2 MiB). Only touched pages are committed.
+const COMPILE_STACK_BYTES: usize = 256 << 20;
+
 /// Parses and checks one expression against `self`'s declaration; the result must have type
 /// `want`. Returns the program (or Kubernetes' error text) and whether it uses `oldSelf`.
 pub fn compile_expr(
@@ -395,15 +404,59 @@ pub fn compile_expr(
     optional_old_self: bool,
     want: Type,
 ) -> (Result<Program, String>, bool) {
-    let parsed = Parser::new().enable_optional_syntax(true).parse_with_source_info(source);
+    let size = source.chars().count();
+    if size > MAX_EXPRESSION_CODE_POINTS {
+        return (
+            Err(limit_error(&format!(
+                "expression code point size exceeds limit: size: {size}, limit {MAX_EXPRESSION_CODE_POINTS}"
+            ))),
+            false,
+        );
+    }
+    let compiled = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn_scoped(scope, || compile_here(source, decl, optional_old_self, want))
+            .ok()
+            .and_then(|thread| thread.join().ok())
+    });
+    compiled.unwrap_or_else(|| (Err("compilation failed: the expression could not be compiled".into()), false))
+}
+
+/// A compile error without a position, as cel-go renders one (`<input>:-1:0`).
+fn limit_error(message: &str) -> String {
+    format!("compilation failed: ERROR: <input>:-1:0: {message}")
+}
+
+fn compile_here(
+    source: &str,
+    decl: Option<&Decl>,
+    optional_old_self: bool,
+    want: Type,
+) -> (Result<Program, String>, bool) {
+    let parsed = Parser::new()
+        .enable_optional_syntax(true)
+        .max_recursion_depth(MAX_RECURSION_DEPTH)
+        .parse_with_source_info(source);
     let (expr, info) = match parsed {
         Ok(p) => p,
+        Err(errs) if errs.errors.iter().any(|e| e.msg.contains("Recursion limit of")) => {
+            return (Err(limit_error(&format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"))), false);
+        }
         Err(errs) => return (Err(format!("compilation failed: {}", errors::parse_errors(source, &errs))), false),
     };
     let self_ty = decl.map_or(Type::Dyn, |d| d.ty.clone());
     let old_ty = if optional_old_self { Type::optional(self_ty.clone()) } else { self_ty.clone() };
     let mut checker = Checker::new(decl, self_ty, Some(old_ty));
     let checked = checker.check(&expr);
+    if checker.too_deep {
+        // Chains of one operator (`1 + 1 + ...`) nest a grammar rule once per operator too.
+        return (
+            Err(limit_error(&format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"))),
+            checker.uses_old_self,
+        );
+    }
     if !checker.errors.is_empty() {
         return (
             Err(format!("compilation failed: {}", errors::check_errors(source, &info, &checker.errors))),

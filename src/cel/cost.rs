@@ -209,6 +209,16 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
     }
 }
 
+/// The cost charged before a call runs, for calls whose result size follows from their
+/// arguments alone: `lists.range(n)` builds `n` elements, so a range larger than the budget
+/// is refused before anything is allocated.
+pub fn runtime_cost_before_call(func: Func, args: &[Value<'_>]) -> u64 {
+    match (func, args.first()) {
+        (Func::ListsRange, Some(Value::Int(n))) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// The cost charged for a call at run time, from the actual argument values.
 pub fn runtime_call_cost(func: Func, args: &[Value<'_>], result: Option<&Value<'_>>) -> u64 {
     let size = |i: usize| args.get(i).map_or(1, Value::cost_size);

@@ -7,7 +7,7 @@
 
 use std::rc::Rc;
 
-use super::cost::runtime_call_cost;
+use super::cost::{self, runtime_call_cost};
 use super::ir::{Const, Fold, Func, Ir, Loop, LoopKind, SelectMode};
 use super::library;
 use super::value::{EvalError, EvalResult, MapData, Str, Value, equals, map_get, map_keys, object_field};
@@ -178,6 +178,9 @@ impl<'a> Evaluator<'a> {
     }
 
     fn call(&mut self, func: Func, args: Vec<Value<'a>>) -> EvalResult<'a> {
+        // What a call must build before its cost can be known is charged first, so that a
+        // result larger than the budget is refused rather than allocated.
+        self.charge(cost::runtime_cost_before_call(func, &args))?;
         let result = library::call(func, &args);
         let cost = runtime_call_cost(func, &args, result.as_ref().ok());
         self.charge(cost)?;

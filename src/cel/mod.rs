@@ -95,4 +95,6 @@ pub fn resolve_field_path(schema_json: &Json, field_path: &str) -> Result<String
 }
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;

@@ -86,13 +86,18 @@ fn posix_class_end(chars: &[char], start: usize) -> Option<usize> {
     Some(start + 1 + close + 2)
 }
 
-/// Whether `{` (just consumed; `i` is past it) starts `{n}`, `{n,}` or `{n,m}`.
+/// Whether `{` (just consumed; `i` is past it) starts `{n}`, `{n,}` or `{n,m}`. Looks only at
+/// the digits and comma that follow, so a pattern of many braces is read in linear time.
 fn is_repetition(chars: &[char], i: usize) -> bool {
-    let rest: String = chars.get(i..).unwrap_or_default().iter().take_while(|c| **c != '}').collect();
-    if chars.get(i + rest.chars().count()) != Some(&'}') {
+    let rest = chars.get(i..).unwrap_or_default();
+    let Some(end) = rest.iter().position(|c| !(c.is_ascii_digit() || *c == ',')) else {
+        return false;
+    };
+    if rest.get(end) != Some(&'}') {
         return false;
     }
-    let mut parts = rest.splitn(2, ',');
+    let body: String = rest.get(..end).unwrap_or_default().iter().collect();
+    let mut parts = body.splitn(2, ',');
     let min = parts.next().unwrap_or_default();
     let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
     digits(min) && parts.next().is_none_or(|max| max.is_empty() || digits(max))
@@ -210,6 +215,16 @@ mod tests {
 
     fn matches(pattern: &str, text: &str) -> bool {
         compile(pattern).unwrap().is_match(text)
+    }
+
+    #[test]
+    fn a_pattern_of_many_braces_is_read_in_linear_time() {
+        // Each `{` used to scan to the next `}`: quadratic in the pattern's length.
+        assert_eq!(translate(&"{".repeat(200_000)), "\\{".repeat(200_000));
+        let commas = format!("a{}1}}", "{1,".repeat(50_000));
+        // Every brace is literal but the last, which repeats `,` once: `{1,1}`.
+        assert_eq!(translate(&commas), format!("a{}{{1,1}}", "\\{1,".repeat(49_999)));
+        assert!(matches("^a{2,3}$", "aaa") && matches("^a{,2}$", "a{,2}"));
     }
 
     #[test]

@@ -21,8 +21,17 @@ use super::ir::Func;
 use super::value::{EvalError, EvalResult, List, ListData, ListKind, MapData, Value, compare, equals, map_get};
 use time::{Duration, Timestamp};
 
+/// cel-go's errors for results outside int64, uint64 and the timestamp range.
 fn overflow() -> EvalError {
     EvalError::new("integer overflow")
+}
+
+fn uint_overflow() -> EvalError {
+    EvalError::new("unsigned integer overflow")
+}
+
+fn timestamp_overflow() -> EvalError {
+    EvalError::new("timestamp overflow")
 }
 
 /// Go's `%v` of a value, for error texts.
@@ -56,7 +65,9 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
                 Err(EvalError::new("modulus by zero"))
             }
             (Some(Value::Int(x)), Some(Value::Int(y))) => x.checked_rem(*y).map(Value::Int).ok_or_else(overflow),
-            (Some(Value::Uint(x)), Some(Value::Uint(y))) => x.checked_rem(*y).map(Value::Uint).ok_or_else(overflow),
+            (Some(Value::Uint(x)), Some(Value::Uint(y))) => {
+                x.checked_rem(*y).map(Value::Uint).ok_or_else(uint_overflow)
+            }
             _ => Err(EvalError::no_overload()),
         },
         Func::Neg => match a0 {
@@ -256,7 +267,7 @@ fn arith<'a>(
 ) -> EvalResult<'a> {
     match (a, b) {
         (Some(Value::Int(x)), Some(Value::Int(y))) => int(*x, *y).map(Value::Int).ok_or_else(overflow),
-        (Some(Value::Uint(x)), Some(Value::Uint(y))) => uint(*x, *y).map(Value::Uint).ok_or_else(overflow),
+        (Some(Value::Uint(x)), Some(Value::Uint(y))) => uint(*x, *y).map(Value::Uint).ok_or_else(uint_overflow),
         (Some(Value::Double(x)), Some(Value::Double(y))) => Ok(Value::Double(double(*x, *y))),
         _ => Err(EvalError::no_overload()),
     }
@@ -272,7 +283,7 @@ fn add<'a>(a: Option<&Value<'a>>, b: Option<&Value<'a>>) -> EvalResult<'a> {
         }
         (Some(Value::Timestamp(t)), Some(Value::Duration(d)))
         | (Some(Value::Duration(d)), Some(Value::Timestamp(t))) => {
-            t.shifted(t.0 + d.0).map(Value::Timestamp).map_err(|_| overflow())
+            t.shifted(t.0 + d.0).map(Value::Timestamp).map_err(|_| timestamp_overflow())
         }
         _ => arith(a, b, i64::checked_add, u64::checked_add, |x, y| x + y),
     }
@@ -284,7 +295,7 @@ fn sub<'a>(a: Option<&Value<'a>>, b: Option<&Value<'a>>) -> EvalResult<'a> {
             Duration::checked(x.0 - y.0).map(Value::Duration).map_err(|_| overflow())
         }
         (Some(Value::Timestamp(t)), Some(Value::Duration(d))) => {
-            t.shifted(t.0 - d.0).map(Value::Timestamp).map_err(|_| overflow())
+            t.shifted(t.0 - d.0).map(Value::Timestamp).map_err(|_| timestamp_overflow())
         }
         (Some(Value::Timestamp(x)), Some(Value::Timestamp(y))) => {
             Duration::checked(x.0 - y.0).map(Value::Duration).map_err(|_| overflow())
@@ -310,15 +321,17 @@ fn convert<'a>(func: Func, v: &Value<'a>) -> EvalResult<'a> {
             .parse::<i64>()
             .map(Value::Int)
             .map_err(|_| EvalError::new(format!("cannot convert string {:?} to int", s.as_str()))),
-        (Func::ToInt, Value::Timestamp(t)) => Ok(Value::Int(t.0.div_euclid(1_000_000_000) as i64)),
-        (Func::ToInt, Value::Duration(d)) => Ok(Value::Int(d.0 as i64)),
+        (Func::ToInt, Value::Timestamp(t)) => {
+            i64::try_from(t.0.div_euclid(1_000_000_000)).map(Value::Int).map_err(|_| overflow())
+        }
+        (Func::ToInt, Value::Duration(d)) => i64::try_from(d.0).map(Value::Int).map_err(|_| overflow()),
         (Func::ToUint, Value::Uint(u)) => Ok(Value::Uint(*u)),
-        (Func::ToUint, Value::Int(i)) => u64::try_from(*i).map(Value::Uint).map_err(|_| overflow()),
+        (Func::ToUint, Value::Int(i)) => u64::try_from(*i).map(Value::Uint).map_err(|_| uint_overflow()),
         (Func::ToUint, Value::Double(d)) => {
             if d.is_finite() && *d >= 0.0 && *d < 1.844_674_407_370_955_2e19 {
                 Ok(Value::Uint(*d as u64))
             } else {
-                Err(overflow())
+                Err(uint_overflow())
             }
         }
         (Func::ToUint, Value::Str(s)) => s.as_str().parse::<u64>().map(Value::Uint).map_err(|_| range()),

@@ -231,7 +231,7 @@ fn format(template: &str, args: &[Value<'_>]) -> Result<String, EvalError> {
                 digits.push(*d);
                 chars.next();
             }
-            precision = digits.parse().ok();
+            precision = Some(parse_precision(&digits)?);
         }
         let Some(verb) = chars.next() else {
             return Err(EvalError::new("error during formatting: unexpected end of string"));
@@ -248,7 +248,7 @@ fn format(template: &str, args: &[Value<'_>]) -> Result<String, EvalError> {
             ('s', v) => as_text(v)?,
             ('d', Value::Int(i)) => i.to_string(),
             ('d', Value::Uint(u)) => u.to_string(),
-            ('f', v) => format!("{:.*}", precision.unwrap_or(6), number(v)?),
+            ('f', v) => fixed(number(v)?, precision.unwrap_or(6)),
             ('e', v) => scientific(number(v)?, precision.unwrap_or(6)),
             ('b', Value::Int(i)) => format!("{i:b}"),
             ('b', Value::Uint(u)) => format!("{u:b}"),
@@ -279,8 +279,45 @@ fn number(v: &Value<'_>) -> Result<f64, EvalError> {
 }
 
 /// cel-go prints `%e` as `3.140000×10⁰⁰`.
+/// Digits past which an `f64`'s exact decimal expansion is all zeros (at most 1074 after the
+/// point, 767 significant), so longer precisions are the shorter text padded with zeros; Rust's
+/// formatter refuses precisions above `u16::MAX`, which Go takes.
+const EXACT_DIGITS: usize = 1100;
+/// Go's fmt ignores precisions above a million (`tooLarge`); they are refused here.
+const MAX_PRECISION: usize = 1_000_000;
+
+/// The precision of a clause (`%.3f`), as cel-go parses it.
+fn parse_precision(digits: &str) -> Result<usize, EvalError> {
+    let error = |why: String| EvalError::new(format!("error during formatting: error while parsing precision: {why}"));
+    let precision: usize = digits.parse().map_err(|_| {
+        error(format!(
+            "error while converting precision to integer: strconv.Atoi: parsing {digits:?}: value out of range"
+        ))
+    })?;
+    if precision > MAX_PRECISION {
+        return Err(error(format!("precision {precision} exceeds maximum allowed precision {MAX_PRECISION}")));
+    }
+    Ok(precision)
+}
+
+/// `%.Nf`: fixed notation with N decimals.
+fn fixed(d: f64, precision: usize) -> String {
+    if precision <= EXACT_DIGITS || !d.is_finite() {
+        return format!("{d:.precision$}");
+    }
+    let mut text = format!("{d:.EXACT_DIGITS$}");
+    text.extend(std::iter::repeat_n('0', precision - EXACT_DIGITS));
+    text
+}
+
 fn scientific(d: f64, precision: usize) -> String {
-    let s = format!("{d:.precision$e}");
+    let exact = precision.min(EXACT_DIGITS);
+    let mut s = format!("{d:.exact$e}");
+    if exact < precision
+        && let Some(at) = s.find('e')
+    {
+        s.insert_str(at, &"0".repeat(precision - exact));
+    }
     let Some((mantissa, exp)) = s.split_once('e') else { return s };
     let exp: i32 = exp.parse().unwrap_or(0);
     let sup = |c: char| match c {

@@ -6,8 +6,6 @@
 use std::fmt;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
-/// CEL's duration range: about 10,000 years either way.
-const MAX_DURATION_SECONDS: i128 = 315_576_000_000;
 /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999999Z in Unix seconds.
 const MIN_TIMESTAMP_SECONDS: i128 = -62_135_596_800;
 const MAX_TIMESTAMP_SECONDS: i128 = 253_402_300_799;
@@ -41,9 +39,11 @@ impl Ord for Timestamp {
 }
 
 impl Duration {
+    /// A duration within cel-go's range, Go's `time.Duration` (int64 nanoseconds, about 292
+    /// years either way); past it cel-go's arithmetic fails with `integer overflow`.
     pub fn checked(nanos: i128) -> Result<Duration, String> {
-        if nanos.abs() > MAX_DURATION_SECONDS * NANOS_PER_SECOND {
-            return Err("duration out of range".into());
+        if i64::try_from(nanos).is_err() {
+            return Err("integer overflow".into());
         }
         Ok(Duration(nanos))
     }
@@ -93,14 +93,13 @@ impl Duration {
                 frac_value = frac_value * 10 + i128::from(c.to_digit(10).unwrap_or(0));
                 divisor *= 10;
             }
-            part += frac_value * scale / divisor;
+            part = part.checked_add(frac_value * scale / divisor).ok_or_else(invalid)?;
             total = total.checked_add(part).ok_or_else(invalid)?;
             rest = after;
         }
-        if total > i128::from(i64::MAX) {
-            return Err(invalid());
-        }
-        Ok(Duration(if negative { -total } else { total }))
+        // Go's range: -2^63 ns is the one value whose magnitude exceeds int64's maximum.
+        let signed = if negative { -total } else { total };
+        Duration::checked(signed).map_err(|_| invalid())
     }
 
     pub fn seconds(self) -> i128 {

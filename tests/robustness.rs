@@ -1,0 +1,145 @@
+//! Bad input never breaks the server: random bodies sent to create, update and every patch
+//! type of the seed CronTab answer a 2xx or a 4xx `Status`, never a 5xx or a panic; and
+//! regression tests for what fuzzing (hack/fuzz.sh) found, named after what they guard.
+//! Runs the API in process through the library (`robustness/in_process.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod robustness {
+    pub mod in_process;
+    pub mod random;
+}
+
+use http::Method;
+use serde_json::{Value, json};
+
+use robustness::in_process::InProcess;
+use robustness::random::{self, Rng};
+
+const CRONTAB_CRD: &str = include_str!("../manifests/examples/crontabs.yaml");
+const COLLECTION: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+fn crontab(name: &str) -> Value {
+    json!({
+        "apiVersion": "stable.example.com/v1",
+        "kind": "CronTab",
+        "metadata": {"name": name, "labels": {"app": "a"}},
+        "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image", "replicas": 1}
+    })
+}
+
+/// Ways to write a CronTab, with a valid body of each.
+fn writes(name: &str) -> Vec<(Method, String, &'static str, Value)> {
+    let object = format!("{COLLECTION}/{name}");
+    vec![
+        (Method::POST, COLLECTION.to_string(), "application/json", crontab(name)),
+        (Method::POST, COLLECTION.to_string(), "application/yaml", crontab(name)),
+        (Method::PUT, object.clone(), "application/json", crontab(name)),
+        (Method::PATCH, object.clone(), "application/merge-patch+json", json!({"spec": {"replicas": 2}})),
+        (
+            Method::PATCH,
+            object.clone(),
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]),
+        ),
+        (Method::PATCH, object.clone(), "application/apply-patch+yaml", crontab(name)),
+        (Method::PATCH, object, "application/strategic-merge-patch+json", json!({"spec": {"replicas": 2}})),
+    ]
+}
+
+#[test]
+fn random_bodies_to_crontab_writes_answer_2xx_or_4xx_status() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    let created = server.send_json(Method::POST, COLLECTION, "application/json", &crontab("stored"));
+    assert_eq!(created.code, 201, "{}", created.text);
+    let mut rng = Rng::new(0x5eed_c0de);
+    let mut codes = std::collections::BTreeMap::new();
+    for round in 0..400 {
+        for (method, path, content_type, base) in writes("stored") {
+            let body = random::body(&mut rng, &base);
+            // Mostly dry runs, so that each round starts from the same stored object; some
+            // real writes, so that what a write stores is read back by the next.
+            let options = if round % 10 == 0 { "?fieldManager=t" } else { "?dryRun=All&fieldManager=t" };
+            let answer = server.send(method, &format!("{path}{options}"), content_type, body);
+            *codes.entry(answer.code).or_insert(0) += 1;
+        }
+    }
+    // The bodies reach past decoding: some writes succeed, most are refused as invalid.
+    assert!(codes.keys().any(|c| (200..300).contains(c)), "{codes:?}");
+    assert!(codes.contains_key(&422) && codes.contains_key(&400), "{codes:?}");
+}
+
+#[test]
+fn deeply_nested_bodies_are_refused_or_stored_never_crash() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    for depth in [100, 127, 128, 129, 200, 1_000, 10_000, 100_000] {
+        // Built as text: a `Value` this deep could not even be dropped on a test thread.
+        let mut object = crontab("deep");
+        object["spec"]["image"] = json!("HOLE");
+        let (open, close) = ("[{\"x\":".repeat(depth / 2), "}]".repeat(depth / 2));
+        let text = object.to_string().replace("\"HOLE\"", &format!("{open}\"x\"{close}"));
+        for (method, path, content_type, _) in writes("deep") {
+            server.send(method, &format!("{path}?dryRun=All&fieldManager=t"), content_type, text.clone());
+        }
+    }
+}
+
+/// A definition whose v2 preserves unknown fields at its root while v1 (the storage version)
+/// declares its fields: an apply in v2 carries a field v1 does not have.
+const TWO_VERSIONS_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.fuzz.example.com}
+spec:
+  group: fuzz.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {color: {type: string}}}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+#[test]
+fn apply_in_a_version_that_preserves_a_field_the_storage_version_lacks_is_not_a_500() {
+    let server = InProcess::new(&[TWO_VERSIONS_CRD]);
+    let v1 = "/apis/fuzz.example.com/v1/namespaces/default/gadgets";
+    let gadget = json!({"apiVersion": "fuzz.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"color": "red"}});
+    assert_eq!(server.send_json(Method::POST, v1, "application/json", &gadget).code, 201);
+    let applied = json!({"apiVersion": "fuzz.example.com/v2", "kind": "Gadget", "metadata": {"name": "g"},
+                         "extra": null, "spec": {"color": "blue"}});
+    let answer = server.send_json(
+        Method::PATCH,
+        "/apis/fuzz.example.com/v2/namespaces/default/gadgets/g?fieldManager=t&force=true",
+        "application/apply-patch+yaml",
+        &applied,
+    );
+    assert_eq!(answer.code, 200, "{}", answer.text);
+    assert_eq!(answer.body["spec"]["color"], "blue");
+    // The storage version pruned the field v1 does not declare.
+    assert!(answer.body.get("extra").is_none(), "{}", answer.text);
+}
+
+#[test]
+fn watch_timeouts_past_what_an_instant_holds_or_below_zero_are_served() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    // A negative timeout ends the watch at once (its body is complete); a huge one is capped.
+    let ended = server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=-1"), "", "");
+    assert_eq!(ended.code, 200, "{}", ended.text);
+    for seconds in ["9223372036854775807", "18446744073709551"] {
+        let code = server.status_of_stream(&format!("{COLLECTION}?watch=1&timeoutSeconds={seconds}"));
+        assert_eq!(code, 200, "timeoutSeconds={seconds}");
+    }
+    let refused =
+        server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=18446744073709551616"), "", "");
+    assert_eq!(refused.code, 400, "{}", refused.text);
+}
