@@ -29,6 +29,7 @@ pub mod selectors;
 pub mod strict;
 pub mod table;
 pub mod update;
+pub mod verbatim;
 pub mod watch;
 pub mod write;
 

@@ -10,25 +10,59 @@ use super::call::Call;
 use super::negotiate::{Output, View};
 use super::objects;
 use super::table::{self, Columns, IncludeObject};
+use super::verbatim;
 use crate::core::status::ApiError;
+use crate::definitions::{Definition, Version};
 use crate::store::Revision;
 
 /// Decodes a stored object and prepares it for the caller's version: coerced and defaulted
 /// with the schema of the version it is stored in (defaults are not written back), then
-/// converted.
+/// converted. Objects that provably need none of it (`verbatim`) are only parsed.
 pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
-    let mut object: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
-    read_coerce(&call.served.definition, &mut object);
+    let mut rendered = Vec::new();
+    if verbatim::render(&call.served.definition, &call.served.version, bytes, revision, &mut rendered) {
+        return serde_json::from_slice(&rendered).map_err(not_json);
+    }
+    read_stored(&call.served.definition, &call.served.version, bytes, revision)
+}
+
+/// The general read path: every stored object can take it.
+pub fn read_stored(definition: &Definition, version: &Version, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
+    let mut object: Value = serde_json::from_slice(bytes).map_err(not_json)?;
+    read_coerce(definition, &mut object);
     objects::set_resource_version(&mut object, revision);
-    super::write::convert_to(&call.served.definition, &mut object, &call.served.version)?;
+    super::write::convert_to(definition, &mut object, version)?;
     Ok(object)
+}
+
+fn not_json(e: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("stored object is not JSON: {e}"))
+}
+
+/// A stored object as the response to a read, in the negotiated view. A plain JSON object is
+/// written from the stored bytes when they provably need no coercion, defaulting or conversion.
+pub fn stored_response(
+    call: &Call,
+    output: Output,
+    bytes: &[u8],
+    revision: Revision,
+) -> Result<Response<RespBody>, ApiError> {
+    let (definition, version) = (&call.served.definition, &call.served.version);
+    if output == Output::JSON {
+        let mut rendered = Vec::new();
+        if verbatim::render(definition, version, bytes, revision, &mut rendered) {
+            return Ok(body::bytes_response(StatusCode::OK, "application/json", rendered));
+        }
+        let object = read_stored(definition, version, bytes, revision)?;
+        return object_response(call, output, StatusCode::OK, object);
+    }
+    object_response(call, output, StatusCode::OK, from_storage(call, bytes, revision)?)
 }
 
 /// What Kubernetes' storage decoder does to every object it reads: ObjectMeta coercion
 /// (dropping ill-typed fields of old objects), pruning, generation 0 repaired to 1, and the
 /// stored version's defaults.
-pub fn read_coerce(definition: &crate::definitions::Definition, object: &mut Value) {
+pub fn read_coerce(definition: &Definition, object: &mut Value) {
     let stored_version = object
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -111,6 +145,189 @@ pub fn list_response(
     Ok(body::value_response(StatusCode::OK, output.encoding, &value))
 }
 
+/// The items of a list, gathered as the store returns them. A plain JSON list is written as it
+/// goes (stored bytes where `verbatim` allows); other views keep the objects for the end.
+pub struct ListItems {
+    /// The JSON text so far (`{"apiVersion":...,"items":[` and the items), or the objects.
+    rendered: Result<Vec<u8>, Vec<Value>>,
+    count: usize,
+}
+
+impl ListItems {
+    pub fn new(call: &Call, output: Output) -> ListItems {
+        let rendered = if output == Output::JSON {
+            // Members in the order serde_json writes a map: apiVersion, items, kind, metadata.
+            let mut text = b"{\"apiVersion\":".to_vec();
+            let _ = serde_json::to_writer(&mut text, &call.api_version());
+            text.extend_from_slice(b",\"items\":[");
+            Ok(text)
+        } else {
+            Err(Vec::new())
+        };
+        ListItems { rendered, count: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Adds a stored object when `keep` accepts it (`keep` is `None` when every object is
+    /// kept); returns whether it was added.
+    pub fn add(
+        &mut self,
+        call: &Call,
+        bytes: &[u8],
+        revision: Revision,
+        keep: Option<&(dyn Fn(&Value) -> bool + Sync)>,
+    ) -> Result<bool, ApiError> {
+        let (definition, version) = (&call.served.definition, &call.served.version);
+        let separator = self.count > 0;
+        if let Ok(text) = &mut self.rendered {
+            let mark = text.len();
+            if separator {
+                text.push(b',');
+            }
+            let start = text.len();
+            if verbatim::render(definition, version, bytes, revision, text) {
+                let kept = match keep {
+                    None => true,
+                    Some(keep) => keep(&serde_json::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?),
+                };
+                if !kept {
+                    text.truncate(mark);
+                }
+                self.count += usize::from(kept);
+                return Ok(kept);
+            }
+            text.truncate(mark);
+        }
+        let object = from_storage(call, bytes, revision)?;
+        if keep.is_some_and(|keep| !keep(&object)) {
+            return Ok(false);
+        }
+        match &mut self.rendered {
+            Ok(text) => {
+                if separator {
+                    text.push(b',');
+                }
+                serde_json::to_writer(&mut *text, &object)
+                    .map_err(|e| ApiError::internal(format!("encoding JSON: {e}")))?;
+            }
+            Err(objects) => objects.push(object),
+        }
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// The list response with `metadata` (see [`list_metadata`]).
+    pub fn into_response(self, call: &Call, output: Output, metadata: Value) -> Result<Response<RespBody>, ApiError> {
+        match self.rendered {
+            Ok(mut text) => {
+                text.extend_from_slice(b"],\"kind\":");
+                let kind = serde_json::to_writer(&mut text, &call.served.definition.list_kind);
+                text.extend_from_slice(b",\"metadata\":");
+                let meta = serde_json::to_writer(&mut text, &metadata);
+                text.push(b'}');
+                kind.and(meta).map_err(|e| ApiError::internal(format!("encoding JSON: {e}")))?;
+                Ok(body::bytes_response(StatusCode::OK, "application/json", text))
+            }
+            Err(objects) => list_response(call, output, objects, metadata),
+        }
+    }
+}
+
 fn no_headers(call: &Call) -> bool {
     call.query.get("noHeaders").is_some_and(|v| v == "true")
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::call::Subresource;
+    use crate::core::request_info::Query;
+    use crate::core::user::UserInfo;
+    use crate::definitions::load::definition_from_value;
+    use crate::definitions::registry::Served;
+
+    fn call() -> Call {
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "crontabs.stable.example.com"},
+            "spec": {"group": "stable.example.com", "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+                    {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                        "image": {"type": "string"}, "replicas": {"type": "integer", "default": 1}}}}}}}]}});
+        let definition = std::sync::Arc::new(definition_from_value(raw, "test").unwrap());
+        let version = definition.storage.clone();
+        Call {
+            served: Served { definition, version },
+            verb: "list".into(),
+            namespace: Some("ns".into()),
+            name: String::new(),
+            subresource: Subresource::None,
+            query: Query::parse(None),
+            headers: http::HeaderMap::new(),
+            user: UserInfo::anonymous(),
+        }
+    }
+
+    async fn text(response: Response<RespBody>) -> String {
+        String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+    }
+
+    /// Stored objects, some the fast path takes (defaulted already) and some it does not.
+    fn stored() -> Vec<Vec<u8>> {
+        ["a", "b", "c", "d"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let spec = if i % 2 == 0 { json!({"replicas": 2, "image": "x\"y"}) } else { json!({"image": "z"}) };
+                serde_json::to_vec(&json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                    "metadata": {"generation": 1, "name": name, "namespace": "ns", "labels": {"n": name}}, "spec": spec}))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn written_lists_are_the_lists_of_objects() {
+        let call = call();
+        let metadata = || list_metadata(9, Some("token".into()));
+        let keep_b_and_c = |o: &Value| matches!(objects::name(o), "b" | "c");
+        for keep in [None, Some(&keep_b_and_c as &(dyn Fn(&Value) -> bool + Sync))] {
+            let mut items = ListItems::new(&call, Output::JSON);
+            let mut objects = Vec::new();
+            for (i, bytes) in stored().iter().enumerate() {
+                items.add(&call, bytes, i as u64 + 1, keep).unwrap();
+                let object = read_stored(&call.served.definition, &call.served.version, bytes, i as u64 + 1).unwrap();
+                if keep.is_none_or(|keep| keep(&object)) {
+                    objects.push(object);
+                }
+            }
+            assert_eq!(items.len(), objects.len());
+            let written = text(items.into_response(&call, Output::JSON, metadata()).unwrap()).await;
+            let general = text(list_response(&call, Output::JSON, objects, metadata()).unwrap()).await;
+            assert_eq!(written, general);
+        }
+        let empty = text(ListItems::new(&call, Output::JSON).into_response(&call, Output::JSON, metadata()).unwrap());
+        assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn single_objects_read_the_same_either_way() {
+        let call = call();
+        for (i, bytes) in stored().iter().enumerate() {
+            let written = text(stored_response(&call, Output::JSON, bytes, i as u64).unwrap()).await;
+            let object = read_stored(&call.served.definition, &call.served.version, bytes, i as u64).unwrap();
+            let general = text(object_response(&call, Output::JSON, StatusCode::OK, object).unwrap()).await;
+            assert_eq!(written, general);
+        }
+    }
 }

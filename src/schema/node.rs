@@ -76,6 +76,9 @@ pub struct Schema {
     pub has_embedded: bool,
     /// Whether this node or a node below is a `set` or `map` list (walks skip the rest).
     pub has_list_checks: bool,
+    /// Whether this node or a node of its structural subtree has a `default` (reads that
+    /// prove defaulting changes nothing skip the rest).
+    pub has_defaults: bool,
 }
 
 /// JSON types as bits of [`Schema::type_bits`].
