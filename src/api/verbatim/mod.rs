@@ -37,7 +37,8 @@ pub fn render(definition: &Definition, version: &Version, stored: &[u8], revisio
     let Some(schema) = definition.version(&version.name).and_then(|v| v.schema.as_deref()) else {
         return false;
     };
-    let mut reader = Reader::new(stored);
+    let Ok(text) = std::str::from_utf8(stored) else { return false };
+    let mut reader = Reader::new(text);
     let Ok(splice) = object(&mut reader, &definition.group, &version.name, schema) else {
         return false;
     };

@@ -64,13 +64,15 @@ pub struct Items {
 }
 
 pub struct Reader<'a> {
+    /// The text, checked to be UTF-8 once, so that strings need no check of their own.
+    source: &'a str,
     text: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(text: &'a [u8]) -> Reader<'a> {
-        Reader { text, pos: 0 }
+    pub fn new(source: &'a str) -> Reader<'a> {
+        Reader { source, text: source.as_bytes(), pos: 0 }
     }
 
     pub fn pos(&self) -> usize {
@@ -159,19 +161,19 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            match self.peek().ok_or(Refused)? {
-                b'"' => break,
-                b'\\' => {
+            let rest = self.text.get(self.pos..).ok_or(Refused)?;
+            self.pos += rest.iter().position(|&b| STRING_STOPS[usize::from(b)]).ok_or(Refused)?;
+            match self.peek() {
+                Some(b'"') => break,
+                Some(b'\\') => {
                     escaped = true;
                     self.escape()?;
                 }
-                0..=0x1f => return Err(Refused),
-                _ => self.pos += 1,
+                _ => return Err(Refused),
             }
         }
-        let raw = self.text.get(start..self.pos).ok_or(Refused)?;
+        let raw = self.source.get(start..self.pos).ok_or(Refused)?;
         self.pos += 1;
-        let raw = std::str::from_utf8(raw).map_err(|_| Refused)?;
         Ok(Text { raw, escaped })
     }
 
@@ -306,6 +308,19 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Bytes that end the plain run of a string: the quote, a backslash, control characters.
+static STRING_STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stops[b] = true;
+        b += 1;
+    }
+    stops[b'"' as usize] = true;
+    stops[b'\\' as usize] = true;
+    stops
+};
+
 /// Whether serde_json writes the number `token` parses to as `token` again.
 fn canonical_float(token: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Number>(token)
@@ -319,7 +334,7 @@ mod tests {
     use super::*;
 
     fn accepted(text: &str) -> bool {
-        let mut reader = Reader::new(text.as_bytes());
+        let mut reader = Reader::new(text);
         reader.any(0).is_ok() && reader.at_end()
     }
 
@@ -369,7 +384,7 @@ mod tests {
 
     #[test]
     fn numbers_come_back_as_serde_json_holds_them() {
-        let number = |t: &str| Reader::new(t.as_bytes()).number();
+        let number = |t: &str| Reader::new(t).number();
         assert_eq!(number("-5"), Ok(Number::Signed(-5)));
         assert_eq!(number("9223372036854775808"), Ok(Number::Unsigned(9_223_372_036_854_775_808)));
         assert_eq!(number("2.5"), Ok(Number::Float));
