@@ -107,6 +107,27 @@ pub fn object_response(
     Ok(body::value_response(status, output.encoding, &value))
 }
 
+/// The response to a write: `object` is the stored object in the request version, as
+/// `write::stored_to_response` made it from the `stored` bytes written at `revision`. A plain
+/// JSON object is the stored bytes with the revision spliced in when they provably read back
+/// unchanged (then `object` is what parsing them would give).
+pub fn written_response(
+    call: &Call,
+    output: Output,
+    status: StatusCode,
+    object: Value,
+    stored: &[u8],
+    revision: Revision,
+) -> Result<Response<RespBody>, ApiError> {
+    if output == Output::JSON {
+        let mut rendered = Vec::new();
+        if verbatim::render(&call.served.definition, &call.served.version, stored, revision, &mut rendered) {
+            return Ok(body::bytes_response(status, "application/json", rendered));
+        }
+    }
+    object_response(call, output, status, object)
+}
+
 /// List metadata: resourceVersion and, when more items exist, the continue token.
 pub fn list_metadata(revision: Revision, continue_token: Option<String>) -> Value {
     let mut meta = json!({"resourceVersion": revision.to_string()});
@@ -318,6 +339,19 @@ mod tests {
         }
         let empty = text(ListItems::new(&call, Output::JSON).into_response(&call, Output::JSON, metadata()).unwrap());
         assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn written_objects_answer_the_same_either_way() {
+        let call = call();
+        for (i, bytes) in stored().iter().enumerate() {
+            let object: Value = serde_json::from_slice(bytes).unwrap();
+            let (stored, encoded) = crate::api::write::into_storage(&call.served, object).unwrap();
+            let answer = crate::api::write::stored_to_response(&call, stored, i as u64).unwrap();
+            let general = text(object_response(&call, Output::JSON, StatusCode::CREATED, answer.clone()).unwrap());
+            let written = written_response(&call, Output::JSON, StatusCode::CREATED, answer, &encoded, i as u64);
+            assert_eq!(text(written.unwrap()).await, general.await);
+        }
     }
 
     #[tokio::test]
