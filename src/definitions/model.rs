@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceColumnDefinition, CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 
 use crate::core::gvr::{GroupKind, GroupResource, GroupVersion};
 
@@ -68,8 +66,6 @@ pub struct Definition {
     pub versions: Vec<Arc<Version>>,
     /// The version objects are stored in (one of `versions`).
     pub storage: Arc<Version>,
-    /// The definition as written, for publishing and for later checks.
-    pub manifest: Arc<CustomResourceDefinition>,
     /// Warnings Kubernetes would return when creating it (unrecognized formats, ...).
     pub warnings: Vec<String>,
 }

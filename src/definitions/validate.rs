@@ -367,23 +367,17 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         .iter()
         .map(|v| {
             let subresources = v.subresources.as_ref();
+            let openapi_schema =
+                v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok());
+            let schema = openapi_schema.as_ref().map(|raw| Arc::new(crate::schema::compile(raw)));
             Arc::new(Version {
                 name: v.name.clone(),
                 served: v.served,
                 storage: v.storage,
                 deprecated: v.deprecated.unwrap_or(false),
                 deprecation_warning: None,
-                openapi_schema: v
-                    .schema
-                    .as_ref()
-                    .and_then(|s| s.open_api_v3_schema.as_ref())
-                    .and_then(|s| serde_json::to_value(s).ok()),
-                schema: v
-                    .schema
-                    .as_ref()
-                    .and_then(|s| s.open_api_v3_schema.as_ref())
-                    .and_then(|s| serde_json::to_value(s).ok())
-                    .map(|raw| Arc::new(crate::schema::compile(&raw))),
+                openapi_schema,
+                schema,
                 printer_columns: v.additional_printer_columns.clone().unwrap_or_default(),
                 status_subresource: subresources.is_some_and(|s| s.status.is_some()),
                 scale: subresources.and_then(|s| s.scale.as_ref()).map(|s| Scale {
@@ -463,7 +457,6 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         scope: if spec.scope == "Cluster" { Scope::Cluster } else { Scope::Namespaced },
         versions,
         storage,
-        manifest: Arc::new(crd),
         warnings: Vec::new(),
     }
 }

@@ -129,7 +129,9 @@ impl Documents {
                 .iter()
                 .map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
                 .collect();
-            encode(&v2::document(&all, shared()))
+            let body = Bytes::from(v2::document(&all, shared()));
+            let hash = hex_sha512(&body);
+            Document { body, hash }
         })
     }
 }
