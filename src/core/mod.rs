@@ -10,6 +10,7 @@ pub mod names;
 pub mod namespace;
 pub mod paths;
 pub mod request_info;
+pub mod sorted_map;
 pub mod status;
 pub mod time;
 pub mod user;

@@ -73,7 +73,7 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
                 d.kind,
                 d.list_kind,
                 d.namespaced(),
-                s.version.openapi_schema,
+                s.version.openapi_schema.as_deref(),
                 s.version.status_subresource,
                 s.version.scale.is_some(),
                 s.version.selectable_fields

@@ -77,7 +77,7 @@ fn rewrite_refs(value: &Value) -> Value {
 
 fn object_schema(served: &Served, shared: &SharedSchemas) -> Value {
     let d = &served.definition;
-    let raw = served.version.openapi_schema.clone().unwrap_or_else(|| json!({"type": "object"}));
+    let raw = served.version.openapi_schema_value().unwrap_or_else(|| json!({"type": "object"}));
     let mut schema = if raw.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
         json!({"type": "object"})
     } else {

@@ -19,9 +19,6 @@ pub mod scan;
 #[cfg(test)]
 mod tests;
 
-use std::collections::btree_map;
-use std::iter::{Filter, Peekable};
-
 use scan::{Kind, MAX_DEPTH, Reader, Refused, Scan};
 
 use crate::definitions::{Definition, Version};
@@ -220,38 +217,30 @@ fn unspecified(reader: &mut Reader<'_>, depth: usize) -> Scan<()> {
     }
 }
 
-type WithDefault<'s> = Filter<btree_map::Iter<'s, String, Schema>, fn(&(&'s String, &'s Schema)) -> bool>;
-
 /// The properties of an object schema that have a default, checked off as the object's keys
 /// go by (both in ascending order): a missing one would be defaulted.
 struct Defaults<'s> {
-    pending: Option<Peekable<WithDefault<'s>>>,
+    /// Properties not passed yet; empty when no property below has a default.
+    pending: &'s [(String, Schema)],
 }
 
 impl<'s> Defaults<'s> {
     fn of(s: &'s Schema) -> Defaults<'s> {
-        let has_default: fn(&(&'s String, &'s Schema)) -> bool = |(_, p)| p.default.is_some();
-        Defaults { pending: s.has_defaults.then(|| s.properties.iter().filter(has_default).peekable()) }
+        Defaults { pending: if s.has_defaults { s.properties.as_slice() } else { &[] } }
     }
 
     fn saw(&mut self, key: &str) -> Scan<()> {
-        let Some(pending) = &mut self.pending else { return Ok(()) };
-        while let Some((name, _)) = pending.peek() {
+        while let Some(((name, property), rest)) = self.pending.split_first() {
             match name.as_str().cmp(key) {
-                std::cmp::Ordering::Less => return Err(Refused),
-                std::cmp::Ordering::Equal => {
-                    pending.next();
-                }
+                std::cmp::Ordering::Less if property.default.is_some() => return Err(Refused),
+                std::cmp::Ordering::Less | std::cmp::Ordering::Equal => self.pending = rest,
                 std::cmp::Ordering::Greater => break,
             }
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Scan<()> {
-        match self.pending.as_mut().and_then(Peekable::peek) {
-            Some(_) => Err(Refused),
-            None => Ok(()),
-        }
+    fn finish(self) -> Scan<()> {
+        if self.pending.iter().any(|(_, p)| p.default.is_some()) { Err(Refused) } else { Ok(()) }
     }
 }
