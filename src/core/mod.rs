@@ -8,6 +8,7 @@ pub mod field;
 pub mod gvr;
 pub mod names;
 pub mod namespace;
+pub mod parallel;
 pub mod paths;
 pub mod request_info;
 pub mod sorted_map;

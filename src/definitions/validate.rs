@@ -34,6 +34,15 @@ pub fn apply_defaults(crd: &mut CustomResourceDefinition) {
 /// Every problem with a (defaulted) definition. `raw` is the manifest as written, used to
 /// print offending values as they appeared.
 pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
+    check_and_compile(crd, raw).0
+}
+
+/// Each version's compiled CEL rules (`None`: the version has none), in version order.
+pub type CompiledRules = Vec<Option<Arc<crate::cel::Rules>>>;
+
+/// [`check`], also returning the CEL rules it compiled, for [`build_compiled`]: compiling
+/// them is most of the cost of loading a definition, and is done once.
+pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<FieldError>, CompiledRules) {
     let mut errs = Vec::new();
     check_metadata(crd, &mut errs);
     let spec = &crd.spec;
@@ -59,7 +68,7 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
     }
     check_names(crd, &mut errs);
     check_versions(crd, raw, &mut errs);
-    check_cel(crd, &mut errs); // CEL (issue 5)
+    let rules = check_cel(crd, &mut errs); // CEL (issue 5)
     if spec.preserve_unknown_fields == Some(true) {
         errs.push(FieldError::invalid(
             sp.child("preserveUnknownFields"),
@@ -91,7 +100,7 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
             ));
         }
     }
-    errs
+    (errs, rules)
 }
 
 fn check_metadata(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
@@ -342,13 +351,18 @@ fn version_schema(
     v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
 }
 
-fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
+fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) -> CompiledRules {
+    let mut compiled = Vec::new();
     for (i, v) in crd.spec.versions.iter().enumerate() {
-        if let Some(schema) = version_schema(v) {
+        let rules = version_schema(v).and_then(|schema| {
             let path = Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema");
-            errs.extend(crate::cel::Rules::compile(&schema, &path).1);
-        }
+            let (rules, problems) = crate::cel::Rules::compile(&schema, &path);
+            errs.extend(problems);
+            (!rules.is_empty()).then(|| Arc::new(rules))
+        });
+        compiled.push(rules);
     }
+    compiled
 }
 
 fn compiled_rules(
@@ -360,12 +374,20 @@ fn compiled_rules(
 // --- end CEL
 
 pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
+    let rules = crd.spec.versions.iter().map(compiled_rules).collect();
+    build_compiled(crd, source, rules)
+}
+
+/// [`build`] with the CEL rules [`check_and_compile`] compiled.
+pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: CompiledRules) -> Definition {
     let spec = &crd.spec;
     let kind = spec.names.kind.clone();
+    rules.resize(spec.versions.len(), None);
     let mut versions: Vec<Arc<Version>> = spec
         .versions
         .iter()
-        .map(|v| {
+        .zip(rules)
+        .map(|(v, cel_rules)| {
             let subresources = v.subresources.as_ref();
             let openapi_schema =
                 v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok());
@@ -393,7 +415,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                     .map(|f| f.json_path.trim_start_matches('.').to_string())
                     .collect(),
                 // --- CEL (issue 5)
-                cel_rules: compiled_rules(v),
+                cel_rules,
                 // --- end CEL
                 field_schema: crate::fieldmanager::Schema::of_version(v),
             })

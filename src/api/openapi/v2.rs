@@ -174,29 +174,10 @@ pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchem
     let mut paths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut definitions: BTreeMap<String, Vec<u8>> =
         shared.definitions.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
-    for (group, version, resources) in group_versions {
-        let refs: Vec<&Served> = resources.iter().collect();
-        let v3_doc = v3::document(group, version, &refs, shared);
-        for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
-            let Value::Object(item) = item else { continue };
-            let converted: Map<String, Value> = item
-                .iter()
-                .map(|(k, v)| match k.as_str() {
-                    "parameters" => {
-                        (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect()))
-                    }
-                    _ => (k.clone(), operation(v)),
-                })
-                .collect();
-            paths.insert(path.clone(), encoded(&Value::Object(converted)));
-        }
-        for served in resources.iter() {
-            let d = &served.definition;
-            let item = definition_name(group, version, &d.kind);
-            definitions.insert(item.clone(), encoded(&object_schema(served, shared)));
-            let list = v3::list_schema(d, version, &item, shared);
-            definitions.insert(definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list)));
-        }
+    // Group versions are encoded on every core, then merged in their order.
+    for part in crate::core::parallel::map(group_versions, |gv| group_version(gv, shared)) {
+        paths.extend(part.paths);
+        definitions.extend(part.definitions);
     }
     let size = paths.iter().chain(&definitions).map(|(k, v)| k.len() + v.len() + 4).sum::<usize>() + 256;
     let mut out = Vec::with_capacity(size);
@@ -208,6 +189,37 @@ pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchem
     write_members(&mut out, &paths);
     out.extend_from_slice(b",\"swagger\":\"2.0\"}");
     out
+}
+
+/// The encoded paths and definitions one group version contributes.
+struct Part {
+    paths: Vec<(String, Vec<u8>)>,
+    definitions: Vec<(String, Vec<u8>)>,
+}
+
+fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared: &SharedSchemas) -> Part {
+    let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
+    let refs: Vec<&Served> = resources.iter().collect();
+    let v3_doc = v3::document(group, version, &refs, shared);
+    for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
+        let Value::Object(item) = item else { continue };
+        let converted: Map<String, Value> = item
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "parameters" => (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect())),
+                _ => (k.clone(), operation(v)),
+            })
+            .collect();
+        part.paths.push((path.clone(), encoded(&Value::Object(converted))));
+    }
+    for served in resources {
+        let d = &served.definition;
+        let item = definition_name(group, version, &d.kind);
+        part.definitions.push((item.clone(), encoded(&object_schema(served, shared))));
+        let list = v3::list_schema(d, version, &item, shared);
+        part.definitions.push((definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
+    }
+    part
 }
 
 fn encoded(value: &Value) -> Vec<u8> {
