@@ -186,7 +186,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         wait_for_revision(api, call, revision).await?;
     }
     let prefix = call.prefix();
-    let mut items = present::ListItems::new(call, output);
+    let mut items = present::ListItems::new(call, output)?;
     let matches = |object: &Value| filter.matches(object);
     let keep: Option<&(dyn Fn(&Value) -> bool + Sync)> = if filter.is_empty() { None } else { Some(&matches) };
     let mut revision = start.revision;

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use super::body::{self, RespBody};
 use super::call::Call;
-use super::negotiate::{Output, View};
+use super::negotiate::{Encoding, Output, View};
 use super::objects;
-use super::table::{self, Columns, IncludeObject};
+use super::table::{self, Columns, IncludeObject, TableWriter};
 use super::verbatim;
 use crate::core::status::ApiError;
 use crate::definitions::{Definition, Version};
@@ -166,26 +166,48 @@ pub fn list_response(
     Ok(body::value_response(StatusCode::OK, output.encoding, &value))
 }
 
-/// The items of a list, gathered as the store returns them. A plain JSON list is written as it
-/// goes (stored bytes where `verbatim` allows); other views keep the objects for the end.
+/// The items of a list, gathered as the store returns them. JSON lists and Tables are written
+/// as they go (plain lists from the stored bytes where `verbatim` allows); other views keep
+/// the objects for the end.
 pub struct ListItems {
-    /// The JSON text so far (`{"apiVersion":...,"items":[` and the items), or the objects.
-    rendered: Result<Vec<u8>, Vec<Value>>,
+    gathered: Gathered,
     count: usize,
 }
 
+enum Gathered {
+    /// The JSON text so far: `{"apiVersion":...,"items":[` and the items.
+    Json(Vec<u8>),
+    Table(Box<TableWriter>),
+    Objects(Vec<Value>),
+}
+
 impl ListItems {
-    pub fn new(call: &Call, output: Output) -> ListItems {
-        let rendered = if output == Output::JSON {
-            // Members in the order serde_json writes a map: apiVersion, items, kind, metadata.
-            let mut text = b"{\"apiVersion\":".to_vec();
-            let _ = serde_json::to_writer(&mut text, &call.api_version());
-            text.extend_from_slice(b",\"items\":[");
-            Ok(text)
-        } else {
-            Err(Vec::new())
+    pub fn new(call: &Call, output: Output) -> Result<ListItems, ApiError> {
+        let gathered = Self::gathering(call, output)?;
+        Ok(ListItems { gathered, count: 0 })
+    }
+
+    fn gathering(call: &Call, output: Output) -> Result<Gathered, ApiError> {
+        let gathered = match (output.view, output.encoding) {
+            (View::Object, Encoding::Json) => {
+                // Members in the order serde_json writes a map: apiVersion, items, kind, metadata.
+                let mut text = b"{\"apiVersion\":".to_vec();
+                serde_json::to_writer(&mut text, &call.api_version()).map_err(encoding_error)?;
+                text.extend_from_slice(b",\"items\":[");
+                Gathered::Json(text)
+            }
+            // An unknown includeObject is refused after the store answered, as Kubernetes does:
+            // that list takes the general path.
+            (View::Table(version), Encoding::Json) => match IncludeObject::parse(call.query.get("includeObject")) {
+                Ok(include) => {
+                    let columns = Columns::for_version(&call.served.version);
+                    Gathered::Table(Box::new(TableWriter::new(version, columns, include, no_headers(call))))
+                }
+                Err(_) => Gathered::Objects(Vec::new()),
+            },
+            _ => Gathered::Objects(Vec::new()),
         };
-        ListItems { rendered, count: 0 }
+        Ok(gathered)
     }
 
     pub fn len(&self) -> usize {
@@ -207,7 +229,7 @@ impl ListItems {
     ) -> Result<bool, ApiError> {
         let (definition, version) = (&call.served.definition, &call.served.version);
         let separator = self.count > 0;
-        if let Ok(text) = &mut self.rendered {
+        if let Gathered::Json(text) = &mut self.gathered {
             let mark = text.len();
             if separator {
                 text.push(b',');
@@ -230,15 +252,15 @@ impl ListItems {
         if keep.is_some_and(|keep| !keep(&object)) {
             return Ok(false);
         }
-        match &mut self.rendered {
-            Ok(text) => {
+        match &mut self.gathered {
+            Gathered::Json(text) => {
                 if separator {
                     text.push(b',');
                 }
-                serde_json::to_writer(&mut *text, &object)
-                    .map_err(|e| ApiError::internal(format!("encoding JSON: {e}")))?;
+                serde_json::to_writer(&mut *text, &object).map_err(encoding_error)?;
             }
-            Err(objects) => objects.push(object),
+            Gathered::Table(table) => table.push(&object).map_err(encoding_error)?,
+            Gathered::Objects(objects) => objects.push(object),
         }
         self.count += 1;
         Ok(true)
@@ -246,19 +268,27 @@ impl ListItems {
 
     /// The list response with `metadata` (see [`list_metadata`]).
     pub fn into_response(self, call: &Call, output: Output, metadata: Value) -> Result<Response<RespBody>, ApiError> {
-        match self.rendered {
-            Ok(mut text) => {
+        match self.gathered {
+            Gathered::Json(mut text) => {
                 text.extend_from_slice(b"],\"kind\":");
                 let kind = serde_json::to_writer(&mut text, &call.served.definition.list_kind);
                 text.extend_from_slice(b",\"metadata\":");
                 let meta = serde_json::to_writer(&mut text, &metadata);
                 text.push(b'}');
-                kind.and(meta).map_err(|e| ApiError::internal(format!("encoding JSON: {e}")))?;
+                kind.and(meta).map_err(encoding_error)?;
                 Ok(body::bytes_response(StatusCode::OK, "application/json", text))
             }
-            Err(objects) => list_response(call, output, objects, metadata),
+            Gathered::Table(table) => {
+                let text = table.finish(&metadata).map_err(encoding_error)?;
+                Ok(body::bytes_response(StatusCode::OK, "application/json", text))
+            }
+            Gathered::Objects(objects) => list_response(call, output, objects, metadata),
         }
     }
+}
+
+fn encoding_error(e: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("encoding JSON: {e}"))
 }
 
 fn no_headers(call: &Call) -> bool {
@@ -323,7 +353,7 @@ mod tests {
         let metadata = || list_metadata(9, Some("token".into()));
         let keep_b_and_c = |o: &Value| matches!(objects::name(o), "b" | "c");
         for keep in [None, Some(&keep_b_and_c as &(dyn Fn(&Value) -> bool + Sync))] {
-            let mut items = ListItems::new(&call, Output::JSON);
+            let mut items = ListItems::new(&call, Output::JSON).unwrap();
             let mut objects = Vec::new();
             for (i, bytes) in stored().iter().enumerate() {
                 items.add(&call, bytes, i as u64 + 1, keep).unwrap();
@@ -337,7 +367,7 @@ mod tests {
             let general = text(list_response(&call, Output::JSON, objects, metadata()).unwrap()).await;
             assert_eq!(written, general);
         }
-        let empty = text(ListItems::new(&call, Output::JSON).into_response(&call, Output::JSON, metadata()).unwrap());
+        let empty = text(ListItems::new(&call, Output::JSON).unwrap().into_response(&call, Output::JSON, metadata()).unwrap());
         assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
     }
 
