@@ -296,7 +296,7 @@ fn no_headers(call: &Call) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use http_body_util::BodyExt;
     use serde_json::json;
 
@@ -307,7 +307,8 @@ mod tests {
     use crate::definitions::load::definition_from_value;
     use crate::definitions::registry::Served;
 
-    fn call() -> Call {
+    /// A CronTab list call (the watch tests use it too).
+    pub(crate) fn call() -> Call {
         let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "crontabs.stable.example.com"},
             "spec": {"group": "stable.example.com", "scope": "Namespaced",
@@ -334,7 +335,7 @@ mod tests {
     }
 
     /// Stored objects, some the fast path takes (defaulted already) and some it does not.
-    fn stored() -> Vec<Vec<u8>> {
+    pub(crate) fn stored() -> Vec<Vec<u8>> {
         ["a", "b", "c", "d"]
             .iter()
             .enumerate()
