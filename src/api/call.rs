@@ -42,7 +42,12 @@ pub struct Call {
 impl Call {
     /// Resolves a request as Kubernetes' CRD handler routes it: unknown resources, unserved
     /// versions and namespaced paths to cluster-scoped resources are not found.
-    pub fn resolve(catalog: &super::Catalog, info: RequestInfo, parts: Parts, user: UserInfo) -> Result<Call, ApiError> {
+    pub fn resolve(
+        catalog: &super::Catalog,
+        info: RequestInfo,
+        parts: Parts,
+        user: UserInfo,
+    ) -> Result<Call, ApiError> {
         let served = catalog
             .registry
             .lookup(&info.api_group, &info.api_version, &info.resource)

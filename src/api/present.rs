@@ -27,7 +27,12 @@ pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Val
 }
 
 /// The general read path: every stored object can take it.
-pub fn read_stored(definition: &Definition, version: &Version, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
+pub fn read_stored(
+    definition: &Definition,
+    version: &Version,
+    bytes: &[u8],
+    revision: Revision,
+) -> Result<Value, ApiError> {
     let mut object: Value = serde_json::from_slice(bytes).map_err(not_json)?;
     read_coerce(definition, &mut object);
     objects::set_resource_version(&mut object, revision);
@@ -238,7 +243,9 @@ impl ListItems {
             if verbatim::render(definition, version, bytes, revision, text) {
                 let kept = match keep {
                     None => true,
-                    Some(keep) => keep(&serde_json::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?),
+                    Some(keep) => {
+                        keep(&serde_json::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?)
+                    }
                 };
                 if !kept {
                     text.truncate(mark);
@@ -368,7 +375,8 @@ pub(crate) mod tests {
             let general = text(list_response(&call, Output::JSON, objects, metadata()).unwrap()).await;
             assert_eq!(written, general);
         }
-        let empty = text(ListItems::new(&call, Output::JSON).unwrap().into_response(&call, Output::JSON, metadata()).unwrap());
+        let empty =
+            text(ListItems::new(&call, Output::JSON).unwrap().into_response(&call, Output::JSON, metadata()).unwrap());
         assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
     }
 

@@ -320,7 +320,8 @@ mod tests {
         for (i, bytes) in stored().into_iter().enumerate() {
             for kind in [EventType::Added, EventType::Modified, EventType::Deleted] {
                 let revision = i as u64 + 1;
-                let event = store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
+                let event =
+                    store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
                 let Some(line) = verbatim_line(&call, &event) else { continue };
                 let object = present::from_storage(&call, &bytes, revision).unwrap();
                 let name = match kind {

@@ -119,10 +119,8 @@ impl Authenticator for ClientCertAuthenticator {
                 })
                 .map_err(AuthnError)?;
             let mut user = UserInfo::new(name, groups);
-            user.extra.insert(
-                "authentication.kubernetes.io/credential-id".into(),
-                vec![format!("X509SHA256={fingerprint}")],
-            );
+            user.extra
+                .insert("authentication.kubernetes.io/credential-id".into(), vec![format!("X509SHA256={fingerprint}")]);
             Ok(Some(user))
         })
     }

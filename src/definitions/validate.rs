@@ -389,8 +389,11 @@ pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: 
         .zip(rules)
         .map(|(v, cel_rules)| {
             let subresources = v.subresources.as_ref();
-            let openapi_schema =
-                v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok());
+            let openapi_schema = v
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok());
             let schema = openapi_schema.as_ref().map(|raw| Arc::new(crate::schema::compile(raw)));
             let openapi_schema = openapi_schema.and_then(|raw| serde_json::to_string(&raw).ok()).map(Arc::from);
             Arc::new(Version {

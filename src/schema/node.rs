@@ -187,8 +187,7 @@ mod tests {
 
     #[test]
     fn cursors_find_properties_in_any_order() {
-        let properties: Properties =
-            ["a", "c", "e"].iter().map(|k| (k.to_string(), Schema::default())).collect();
+        let properties: Properties = ["a", "c", "e"].iter().map(|k| (k.to_string(), Schema::default())).collect();
         let mut cursor = Cursor::new(&properties);
         let found: Vec<bool> = ["a", "b", "c", "d", "e", "f"].iter().map(|k| cursor.get(k).is_some()).collect();
         assert_eq!(found, [true, false, true, false, true, false]);

@@ -309,7 +309,9 @@ mod tests {
         assert_eq!(value["swagger"], "2.0");
         assert!(value["definitions"]["com.example.stable.v1.CronTabList"].is_object());
         assert!(value["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
-        assert!(value["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["get"].is_object());
+        assert!(
+            value["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["get"].is_object()
+        );
     }
 
     #[test]

@@ -162,7 +162,8 @@ impl<'a> Reader<'a> {
         let mut escaped = false;
         loop {
             let rest = self.text.get(self.pos..).ok_or(Refused)?;
-            self.pos += rest.iter().position(|&b| STRING_STOPS[usize::from(b)]).ok_or(Refused)?;
+            // The quote, a backslash or a control character ends the plain run.
+            self.pos += rest.iter().position(|&b| matches!(b, 0..=0x1f | b'"' | b'\\')).ok_or(Refused)?;
             match self.peek() {
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -307,19 +308,6 @@ impl<'a> Reader<'a> {
         }
     }
 }
-
-/// Bytes that end the plain run of a string: the quote, a backslash, control characters.
-static STRING_STOPS: [bool; 256] = {
-    let mut stops = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        stops[b] = true;
-        b += 1;
-    }
-    stops[b'"' as usize] = true;
-    stops[b'\\' as usize] = true;
-    stops
-};
 
 /// Whether serde_json writes the number `token` parses to as `token` again.
 fn canonical_float(token: &[u8]) -> bool {

@@ -32,9 +32,7 @@ fn widgets() -> Definition {
         }},
         "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
     }});
-    let version = |name: &str, storage: bool| {
-        json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": schema.clone()}})
-    };
+    let version = |name: &str, storage: bool| json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": schema.clone()}});
     let raw = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -108,7 +106,10 @@ fn accepts_only_what_reading_leaves_unchanged() {
     let cases = [
         (json!({"replicas": 2, "image": "i", "ratio": 1.5, "port": "http", "tags": ["a", "b"]}), true),
         (json!({"replicas": 2, "containers": [{"name": "c", "pull": "Always"}]}), true),
-        (json!({"replicas": 2, "note": null, "env": {"A": "x"}, "plain": {}, "list": [{"anything": {"goes": null}}]}), true),
+        (
+            json!({"replicas": 2, "note": null, "env": {"A": "x"}, "plain": {}, "list": [{"anything": {"goes": null}}]}),
+            true,
+        ),
         (json!({"replicas": 2, "raw": {"free": [1, {"x": null}], "known": {"a": "b"}}}), true),
         (json!({}), false),
         (json!({"replicas": 2, "containers": [{"name": "c"}]}), false),
@@ -179,9 +180,11 @@ fn refuses_other_versions_and_other_forms() {
     assert!(both(&d, version(&d, "v2"), &text(&v2)));
     let pretty = serde_json::to_vec_pretty(&object).unwrap();
     assert!(!both(&d, version(&d, "v1"), &pretty));
-    let unsorted = br#"{"kind":"Widget","apiVersion":"example.com/v1","metadata":{"generation":1},"spec":{"replicas":2}}"#;
+    let unsorted =
+        br#"{"kind":"Widget","apiVersion":"example.com/v1","metadata":{"generation":1},"spec":{"replicas":2}}"#;
     assert!(!both(&d, version(&d, "v1"), unsorted));
-    let sorted = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"generation":1},"spec":{"replicas":2}}"#;
+    let sorted =
+        br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"generation":1},"spec":{"replicas":2}}"#;
     assert!(both(&d, version(&d, "v1"), sorted));
     for broken in [&b""[..], b"[]", b"{\"apiVersion\":\"example.com/v1\"", b"{} "] {
         assert!(!both(&d, version(&d, "v1"), broken));
@@ -229,7 +232,8 @@ fn scalar(r: &mut Random) -> Value {
 
 fn spec(r: &mut Random) -> Value {
     let mut spec = serde_json::Map::new();
-    let fields = ["containers", "env", "image", "list", "note", "plain", "port", "raw", "ratio", "replicas", "tags", "x"];
+    let fields =
+        ["containers", "env", "image", "list", "note", "plain", "port", "raw", "ratio", "replicas", "tags", "x"];
     for field in fields {
         if !r.chance(if field == "replicas" { 90 } else { 40 }) {
             continue;
@@ -251,7 +255,13 @@ fn spec(r: &mut Random) -> Value {
             }
             "env" => json!({"A": if r.chance(90) { json!("a") } else { scalar(r) }}),
             "raw" => json!({"free": scalar(r), "known": {"a": if r.chance(80) { json!("x") } else { scalar(r) }}}),
-            "plain" => if r.chance(80) { json!({}) } else { json!({"a": 1}) },
+            "plain" => {
+                if r.chance(80) {
+                    json!({})
+                } else {
+                    json!({"a": 1})
+                }
+            }
             "list" => json!([{"any": scalar(r)}, scalar(r)]),
             "tags" => json!([scalar(r), "b"]),
             _ if r.chance(85) => match field {
@@ -277,7 +287,10 @@ fn metadata(r: &mut Random) -> Value {
         ("finalizers", json!(["x"])),
         ("resourceVersion", json!("3")),
         ("generation", json!(5)),
-        ("managedFields", json!([{"manager": "m", "operation": "Apply", "time": "2024-01-02T03:04:05Z", "fieldsV1": {"f:spec": {}}}])),
+        (
+            "managedFields",
+            json!([{"manager": "m", "operation": "Apply", "time": "2024-01-02T03:04:05Z", "fieldsV1": {"f:spec": {}}}]),
+        ),
     ];
     for (field, value) in extras {
         if r.chance(30) {
