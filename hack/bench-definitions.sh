@@ -2,15 +2,16 @@
 # Many definitions: generates N realistic CustomResourceDefinitions (examples/gen_definitions.rs:
 # nested schemas with defaults, printer columns, status and scale, three CEL rules each, two
 # versions), starts a release build on them, and measures start-up time to /readyz, resident
-# memory, discovery and OpenAPI response times (median of 5 over one keep-alive connection)
-# and the time of one create and one get.
+# memory, discovery and OpenAPI response times (median of 5 over one keep-alive connection;
+# the first OpenAPI request builds the document) and the time of one create and one get; then
+# the same steps in process, one by one (examples/definitions_bench.rs).
 # Usage: hack/bench-definitions.sh [N...]        (default: 1000 5000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=("${@:-1000 5000}")
 # shellcheck disable=SC2206
 counts=(${counts[*]})
-cargo build --release --quiet --bin crd-apiserver --example gen_definitions
+cargo build --release --quiet --bin crd-apiserver --example gen_definitions --example definitions_bench
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 work=$(mktemp -d)
 server=""
@@ -59,4 +60,6 @@ for n in "${counts[@]}"; do
   kill "$server"
   wait "$server" 2>/dev/null || true
   server=""
+  echo "-- in process, step by step (examples/definitions_bench.rs):"
+  "$target/release/examples/definitions_bench" "$work/run/definitions"
 done
