@@ -2,17 +2,19 @@
 # Measures create/get/list throughput and latency of a release build over 1 and 8 HTTPS
 # connections (client certificate, HTTP/1.1 keep-alive), against a fresh sled store.
 # Usage: hack/bench.sh [SECONDS_PER_PHASE]
+#        SERVER=path/to/crd-apiserver hack/bench.sh   (another build of the server, to compare)
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
 cd "$(dirname "$0")/.."
 seconds="${1:-5}"
 cargo build --release --quiet --bin crd-apiserver --example load --example watchload
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
+binary="${SERVER:-$target/release/crd-apiserver}"
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 port=$((20000 + RANDOM % 20000))
 cp -r manifests "$work/"
-(cd "$work" && exec "$target/release/crd-apiserver" serve --dev --secure-port "$port" --bind-address 127.0.0.1 >/dev/null 2>"$work/log") &
+(cd "$work" && exec "$binary" serve --dev --secure-port "$port" --bind-address 127.0.0.1 >/dev/null 2>"$work/log") &
 server=$!
 for _ in $(seq 100); do
   curl -sk "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break || sleep 0.1
