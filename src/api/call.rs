@@ -44,8 +44,8 @@ impl Call {
     /// versions and namespaced paths to cluster-scoped resources are not found.
     pub fn resolve(
         catalog: &super::Catalog,
-        info: &RequestInfo,
-        parts: &Parts,
+        info: RequestInfo,
+        parts: Parts,
         user: UserInfo,
     ) -> Result<Call, ApiError> {
         let served = catalog
@@ -73,15 +73,15 @@ impl Call {
             return Err(ApiError::path_not_found());
         }
         // A list or watch pinned to a name by a field selector is still a collection request.
-        let name = if collection_verb { String::new() } else { info.name.clone() };
+        let name = if collection_verb { String::new() } else { info.name };
         Ok(Call {
             served,
-            verb: info.verb.clone(),
-            namespace: (!info.namespace.is_empty()).then(|| info.namespace.clone()),
+            verb: info.verb,
+            namespace: (!info.namespace.is_empty()).then_some(info.namespace),
             name,
             subresource,
             query: Query::parse(parts.uri.query()),
-            headers: parts.headers.clone(),
+            headers: parts.headers,
             user,
         })
     }

@@ -28,21 +28,31 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     ownership::track_create(call, &mut object);
-    let (response_object, more) = insert(api, call, object, dry_run).await?;
+    let (response_object, written, more) = insert_written(api, call, object, dry_run).await?;
     warnings.extend(more);
-    let mut response = present::object_response(call, output, StatusCode::CREATED, response_object)?;
+    let mut response = match written {
+        Some((encoded, revision)) => {
+            present::written_response(call, output, StatusCode::CREATED, response_object, &encoded, revision)?
+        }
+        None => present::object_response(call, output, StatusCode::CREATED, response_object)?,
+    };
     add_warnings(&mut response, &warnings);
     Ok(response)
 }
 
 /// Prepares, validates and stores a new object (create, and apply to a missing object):
 /// the object as stored, in the request version, with the validation warnings.
-pub async fn insert(
+pub async fn insert(api: &Api, call: &Call, object: Value, dry_run: bool) -> Result<(Value, Vec<String>), ApiError> {
+    insert_written(api, call, object, dry_run).await.map(|(object, _, warnings)| (object, warnings))
+}
+
+/// [`insert`], with the stored bytes and their revision when the object was written.
+async fn insert_written(
     api: &Api,
     call: &Call,
     mut object: Value,
     dry_run: bool,
-) -> Result<(Value, Vec<String>), ApiError> {
+) -> Result<(Value, Option<(bytes::Bytes, u64)>, Vec<String>), ApiError> {
     // Admission comes before validation, as in Kubernetes.
     super::namespaces::check_create(api, call, objects::name(&object)).await?;
     let placement =
@@ -50,18 +60,17 @@ pub async fn insert(
     let errors = objects::prepare_create(&mut object, &placement)?;
     let warnings = write::validate(&call.served, false, &object, None, errors)?;
     let name = objects::name(&object).to_string();
-    let (stored, encoded) = write::to_storage(&call.served, &object)?;
-    let response_object = if dry_run {
-        write::stored_to_response(call, stored, 0).map(|mut o| {
+    let (stored, encoded) = write::into_storage(&call.served, object)?;
+    if dry_run {
+        let response_object = write::stored_to_response(call, stored, 0).map(|mut o| {
             if let Some(meta) = objects::metadata_mut(&mut o) {
                 meta.remove("resourceVersion");
             }
             o
-        })?
-    } else {
-        let revision =
-            api.store().create(&call.key_of(&name), encoded).await.map_err(|e| errors::storage(e, call, &name))?;
-        write::stored_to_response(call, stored, revision)?
-    };
-    Ok((response_object, warnings))
+        })?;
+        return Ok((response_object, None, warnings));
+    }
+    let revision =
+        api.store().create(&call.key_of(&name), encoded.clone()).await.map_err(|e| errors::storage(e, call, &name))?;
+    Ok((write::stored_to_response(call, stored, revision)?, Some((encoded, revision)), warnings))
 }

@@ -23,7 +23,11 @@ pub struct Document {
 
 impl Document {
     fn new(value: &Value) -> Document {
-        let body = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+        Document::of_bytes(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    fn of_bytes(body: Vec<u8>) -> Document {
+        let body = Bytes::from(body);
         let digest = ring::digest::digest(&ring::digest::SHA256, &body);
         let hex: String = digest.as_ref().iter().take(16).map(|b| format!("{b:02X}")).collect();
         Document { body, etag: format!("\"{hex}\"") }
@@ -73,17 +77,10 @@ impl Discovery {
                     "freshness": "Current",
                 }));
             }
-            aggregated
-                .push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": aggregated_versions}));
+            // Each group is encoded once, for both aggregated documents.
+            let item = json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": aggregated_versions});
+            aggregated.push(serde_json::to_vec(&item).unwrap_or_default());
         }
-        let aggregated_doc = |version: &str, items: &[Value]| {
-            Document::new(&json!({
-                "kind": "APIGroupDiscoveryList",
-                "apiVersion": format!("apidiscovery.k8s.io/{version}"),
-                "metadata": {},
-                "items": items,
-            }))
-        };
         Discovery {
             api_versions: Document::new(&json!({
                 "kind": "APIVersions",
@@ -107,6 +104,23 @@ impl Discovery {
     pub fn group_version(&self, group: &str, version: &str) -> Option<&Document> {
         self.group_versions.get(&(group.to_string(), version.to_string()))
     }
+}
+
+/// An `APIGroupDiscoveryList` of encoded items: the bytes serde_json writes for
+/// `{"kind", "apiVersion", "metadata": {}, "items"}`, members in its order.
+fn aggregated_doc(version: &str, items: &[Vec<u8>]) -> Document {
+    let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
+    body.extend_from_slice(b"{\"apiVersion\":\"apidiscovery.k8s.io/");
+    body.extend_from_slice(version.as_bytes());
+    body.extend_from_slice(b"\",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(b"],\"kind\":\"APIGroupDiscoveryList\",\"metadata\":{}}");
+    Document::of_bytes(body)
 }
 
 fn api_group(group: &str, versions: &[String]) -> Value {
@@ -187,4 +201,20 @@ fn aggregated_resource(served: &Served) -> Value {
         crate::api::objects::put(&mut resource, "subresources", Value::Array(subresources));
     }
     resource
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregated_documents_are_what_serde_json_writes() {
+        let items = [json!({"metadata": {"name": "a.io", "creationTimestamp": null}, "versions": []}), json!({"x": 1})];
+        let encoded: Vec<Vec<u8>> = items.iter().map(|i| serde_json::to_vec(i).unwrap()).collect();
+        for (version, items, encoded) in [("v2", &items[..], &encoded[..]), ("v2beta1", &[], &[])] {
+            let expected = json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+                "metadata": {}, "items": items});
+            assert_eq!(aggregated_doc(version, encoded).body, serde_json::to_vec(&expected).unwrap());
+        }
+    }
 }

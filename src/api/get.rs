@@ -1,6 +1,6 @@
 //! GET of one object.
 
-use http::{Response, StatusCode};
+use http::Response;
 
 use super::Api;
 use super::body::RespBody;
@@ -22,6 +22,5 @@ pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError>
         .await
         .map_err(|e| errors::storage(e, call, &call.name))?
         .ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))?;
-    let object = present::from_storage(call, &stored.value, stored.revision)?;
-    present::object_response(call, output, StatusCode::OK, object)
+    present::stored_response(call, output, &stored.value, stored.revision)
 }

@@ -186,7 +186,9 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         wait_for_revision(api, call, revision).await?;
     }
     let prefix = call.prefix();
-    let mut items = Vec::new();
+    let mut items = present::ListItems::new(call, output)?;
+    let matches = |object: &Value| filter.matches(object);
+    let keep: Option<&(dyn Fn(&Value) -> bool + Sync)> = if filter.is_empty() { None } else { Some(&matches) };
     let mut revision = start.revision;
     let mut start_after = start.start_after;
     let mut continue_from: Option<String> = None;
@@ -200,10 +202,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         revision = Some(page.revision);
         let count = page.items.len();
         for (i, kv) in page.items.into_iter().enumerate() {
-            let object = present::from_storage(call, &kv.value, kv.revision)?;
-            if filter.matches(&object) {
-                items.push(object);
-            }
+            items.add(call, &kv.value, kv.revision, keep)?;
             if limit.is_some_and(|l| items.len() >= l) {
                 if i + 1 < count || page.more {
                     continue_from = Some(kv.key);
@@ -218,7 +217,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     }
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
     let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
-    present::list_response(call, output, items, present::list_metadata(revision, token))
+    items.into_response(call, output, present::list_metadata(revision, token))
 }
 
 #[cfg(test)]

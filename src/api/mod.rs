@@ -29,6 +29,7 @@ pub mod selectors;
 pub mod strict;
 pub mod table;
 pub mod update;
+pub mod verbatim;
 pub mod watch;
 pub mod write;
 
@@ -122,14 +123,14 @@ impl Api {
     /// Serves a resource request (`/apis/<g>/<v>/...` with a resource).
     pub async fn serve_resource(&self, request: Request<ReqBody>) -> Response<RespBody> {
         let encoding = plain_encoding(request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-        let info = request.extensions().get::<RequestInfo>().cloned();
-        let user = request.extensions().get::<UserInfo>().cloned().unwrap_or_else(UserInfo::anonymous);
-        let Some(info) = info else {
+        let catalog = self.catalog();
+        // The filters put them there for this handler; it takes them rather than copy them.
+        let (mut parts, request_body) = request.into_parts();
+        let user = parts.extensions.remove::<UserInfo>().unwrap_or_else(UserInfo::anonymous);
+        let Some(info) = parts.extensions.remove::<RequestInfo>() else {
             return body::error_response(&ApiError::internal("request info missing"), encoding);
         };
-        let catalog = self.catalog();
-        let (parts, request_body) = request.into_parts();
-        let call = match call::Call::resolve(&catalog, &info, &parts, user) {
+        let call = match call::Call::resolve(&catalog, info, parts, user) {
             Ok(c) => c,
             Err(e) => return body::error_response(&e, encoding),
         };

@@ -7,28 +7,67 @@ use serde_json::{Value, json};
 
 use super::body::{self, RespBody};
 use super::call::{Call, Subresource};
-use super::negotiate::{Output, View};
+use super::negotiate::{Encoding, Output, View};
 use super::objects;
-use super::table::{self, Columns, IncludeObject};
+use super::table::{self, Columns, IncludeObject, TableWriter};
+use super::verbatim;
 use crate::core::status::ApiError;
+use crate::definitions::{Definition, Version};
 use crate::store::Revision;
 
 /// Decodes a stored object and prepares it for the caller's version: coerced and defaulted
 /// with the schema of the version it is stored in (defaults are not written back), then
-/// converted.
+/// converted. Objects that provably need none of it (`verbatim`) are only parsed.
 pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
-    let mut object: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
-    read_coerce(&call.served.definition, &mut object);
+    let mut rendered = Vec::new();
+    if verbatim::render(&call.served.definition, &call.served.version, bytes, revision, &mut rendered) {
+        return serde_json::from_slice(&rendered).map_err(not_json);
+    }
+    read_stored(&call.served.definition, &call.served.version, bytes, revision)
+}
+
+/// The general read path: every stored object can take it.
+pub fn read_stored(
+    definition: &Definition,
+    version: &Version,
+    bytes: &[u8],
+    revision: Revision,
+) -> Result<Value, ApiError> {
+    let mut object: Value = serde_json::from_slice(bytes).map_err(not_json)?;
+    read_coerce(definition, &mut object);
     objects::set_resource_version(&mut object, revision);
-    super::write::convert_to(&call.served.definition, &mut object, &call.served.version)?;
+    super::write::convert_to(definition, &mut object, version)?;
     Ok(object)
+}
+
+fn not_json(e: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("stored object is not JSON: {e}"))
+}
+
+/// A stored object as the response to a read, in the negotiated view. A plain JSON object is
+/// written from the stored bytes when they provably need no coercion, defaulting or conversion.
+pub fn stored_response(
+    call: &Call,
+    output: Output,
+    bytes: &[u8],
+    revision: Revision,
+) -> Result<Response<RespBody>, ApiError> {
+    let (definition, version) = (&call.served.definition, &call.served.version);
+    if output == Output::JSON {
+        let mut rendered = Vec::new();
+        if verbatim::render(definition, version, bytes, revision, &mut rendered) {
+            return Ok(body::bytes_response(StatusCode::OK, "application/json", rendered));
+        }
+        let object = read_stored(definition, version, bytes, revision)?;
+        return object_response(call, output, StatusCode::OK, object);
+    }
+    object_response(call, output, StatusCode::OK, from_storage(call, bytes, revision)?)
 }
 
 /// What Kubernetes' storage decoder does to every object it reads: ObjectMeta coercion
 /// (dropping ill-typed fields of old objects), pruning, generation 0 repaired to 1, and the
 /// stored version's defaults.
-pub fn read_coerce(definition: &crate::definitions::Definition, object: &mut Value) {
+pub fn read_coerce(definition: &Definition, object: &mut Value) {
     let stored_version = object
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -76,6 +115,27 @@ pub fn object_response(
     Ok(body::value_response(status, output.encoding, &value))
 }
 
+/// The response to a write: `object` is the stored object in the request version, as
+/// `write::stored_to_response` made it from the `stored` bytes written at `revision`. A plain
+/// JSON object is the stored bytes with the revision spliced in when they provably read back
+/// unchanged (then `object` is what parsing them would give).
+pub fn written_response(
+    call: &Call,
+    output: Output,
+    status: StatusCode,
+    object: Value,
+    stored: &[u8],
+    revision: Revision,
+) -> Result<Response<RespBody>, ApiError> {
+    if output == Output::JSON {
+        let mut rendered = Vec::new();
+        if verbatim::render(&call.served.definition, &call.served.version, stored, revision, &mut rendered) {
+            return Ok(body::bytes_response(status, "application/json", rendered));
+        }
+    }
+    object_response(call, output, status, object)
+}
+
 /// List metadata: resourceVersion and, when more items exist, the continue token.
 pub fn list_metadata(revision: Revision, continue_token: Option<String>) -> Value {
     let mut meta = json!({"resourceVersion": revision.to_string()});
@@ -114,6 +174,236 @@ pub fn list_response(
     Ok(body::value_response(StatusCode::OK, output.encoding, &value))
 }
 
+/// The items of a list, gathered as the store returns them. JSON lists and Tables are written
+/// as they go (plain lists from the stored bytes where `verbatim` allows); other views keep
+/// the objects for the end.
+pub struct ListItems {
+    gathered: Gathered,
+    count: usize,
+}
+
+enum Gathered {
+    /// The JSON text so far: `{"apiVersion":...,"items":[` and the items.
+    Json(Vec<u8>),
+    Table(Box<TableWriter>),
+    Objects(Vec<Value>),
+}
+
+impl ListItems {
+    pub fn new(call: &Call, output: Output) -> Result<ListItems, ApiError> {
+        let gathered = Self::gathering(call, output)?;
+        Ok(ListItems { gathered, count: 0 })
+    }
+
+    fn gathering(call: &Call, output: Output) -> Result<Gathered, ApiError> {
+        let gathered = match (output.view, output.encoding) {
+            (View::Object, Encoding::Json) => {
+                // Members in the order serde_json writes a map: apiVersion, items, kind, metadata.
+                let mut text = b"{\"apiVersion\":".to_vec();
+                serde_json::to_writer(&mut text, &call.api_version()).map_err(encoding_error)?;
+                text.extend_from_slice(b",\"items\":[");
+                Gathered::Json(text)
+            }
+            // An unknown includeObject is refused after the store answered, as Kubernetes does:
+            // that list takes the general path.
+            (View::Table(version), Encoding::Json) => match IncludeObject::parse(call.query.get("includeObject")) {
+                Ok(include) => {
+                    let columns = Columns::for_version(&call.served.version);
+                    Gathered::Table(Box::new(TableWriter::new(version, columns, include, no_headers(call))))
+                }
+                Err(_) => Gathered::Objects(Vec::new()),
+            },
+            _ => Gathered::Objects(Vec::new()),
+        };
+        Ok(gathered)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Adds a stored object when `keep` accepts it (`keep` is `None` when every object is
+    /// kept); returns whether it was added.
+    pub fn add(
+        &mut self,
+        call: &Call,
+        bytes: &[u8],
+        revision: Revision,
+        keep: Option<&(dyn Fn(&Value) -> bool + Sync)>,
+    ) -> Result<bool, ApiError> {
+        let (definition, version) = (&call.served.definition, &call.served.version);
+        let separator = self.count > 0;
+        if let Gathered::Json(text) = &mut self.gathered {
+            let mark = text.len();
+            if separator {
+                text.push(b',');
+            }
+            let start = text.len();
+            if verbatim::render(definition, version, bytes, revision, text) {
+                let kept = match keep {
+                    None => true,
+                    Some(keep) => {
+                        keep(&serde_json::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?)
+                    }
+                };
+                if !kept {
+                    text.truncate(mark);
+                }
+                self.count += usize::from(kept);
+                return Ok(kept);
+            }
+            text.truncate(mark);
+        }
+        let object = from_storage(call, bytes, revision)?;
+        if keep.is_some_and(|keep| !keep(&object)) {
+            return Ok(false);
+        }
+        match &mut self.gathered {
+            Gathered::Json(text) => {
+                if separator {
+                    text.push(b',');
+                }
+                serde_json::to_writer(&mut *text, &object).map_err(encoding_error)?;
+            }
+            Gathered::Table(table) => table.push(&object).map_err(encoding_error)?,
+            Gathered::Objects(objects) => objects.push(object),
+        }
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// The list response with `metadata` (see [`list_metadata`]).
+    pub fn into_response(self, call: &Call, output: Output, metadata: Value) -> Result<Response<RespBody>, ApiError> {
+        match self.gathered {
+            Gathered::Json(mut text) => {
+                text.extend_from_slice(b"],\"kind\":");
+                let kind = serde_json::to_writer(&mut text, &call.served.definition.list_kind);
+                text.extend_from_slice(b",\"metadata\":");
+                let meta = serde_json::to_writer(&mut text, &metadata);
+                text.push(b'}');
+                kind.and(meta).map_err(encoding_error)?;
+                Ok(body::bytes_response(StatusCode::OK, "application/json", text))
+            }
+            Gathered::Table(table) => {
+                let text = table.finish(&metadata).map_err(encoding_error)?;
+                Ok(body::bytes_response(StatusCode::OK, "application/json", text))
+            }
+            Gathered::Objects(objects) => list_response(call, output, objects, metadata),
+        }
+    }
+}
+
+fn encoding_error(e: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("encoding JSON: {e}"))
+}
+
 fn no_headers(call: &Call) -> bool {
     call.query.get("noHeaders").is_some_and(|v| v == "true")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use http_body_util::BodyExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::call::Subresource;
+    use crate::core::request_info::Query;
+    use crate::core::user::UserInfo;
+    use crate::definitions::load::definition_from_value;
+    use crate::definitions::registry::Served;
+
+    /// A CronTab list call (the watch tests use it too).
+    pub(crate) fn call() -> Call {
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "crontabs.stable.example.com"},
+            "spec": {"group": "stable.example.com", "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+                    {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                        "image": {"type": "string"}, "replicas": {"type": "integer", "default": 1}}}}}}}]}});
+        let definition = std::sync::Arc::new(definition_from_value(raw, "test").unwrap());
+        let version = definition.storage.clone();
+        Call {
+            served: Served { definition, version },
+            verb: "list".into(),
+            namespace: Some("ns".into()),
+            name: String::new(),
+            subresource: Subresource::None,
+            query: Query::parse(None),
+            headers: http::HeaderMap::new(),
+            user: UserInfo::anonymous(),
+        }
+    }
+
+    async fn text(response: Response<RespBody>) -> String {
+        String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+    }
+
+    /// Stored objects, some the fast path takes (defaulted already) and some it does not.
+    pub(crate) fn stored() -> Vec<Vec<u8>> {
+        ["a", "b", "c", "d"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let spec = if i % 2 == 0 { json!({"replicas": 2, "image": "x\"y"}) } else { json!({"image": "z"}) };
+                serde_json::to_vec(&json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                    "metadata": {"generation": 1, "name": name, "namespace": "ns", "labels": {"n": name}}, "spec": spec}))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn written_lists_are_the_lists_of_objects() {
+        let call = call();
+        let metadata = || list_metadata(9, Some("token".into()));
+        let keep_b_and_c = |o: &Value| matches!(objects::name(o), "b" | "c");
+        for keep in [None, Some(&keep_b_and_c as &(dyn Fn(&Value) -> bool + Sync))] {
+            let mut items = ListItems::new(&call, Output::JSON).unwrap();
+            let mut objects = Vec::new();
+            for (i, bytes) in stored().iter().enumerate() {
+                items.add(&call, bytes, i as u64 + 1, keep).unwrap();
+                let object = read_stored(&call.served.definition, &call.served.version, bytes, i as u64 + 1).unwrap();
+                if keep.is_none_or(|keep| keep(&object)) {
+                    objects.push(object);
+                }
+            }
+            assert_eq!(items.len(), objects.len());
+            let written = text(items.into_response(&call, Output::JSON, metadata()).unwrap()).await;
+            let general = text(list_response(&call, Output::JSON, objects, metadata()).unwrap()).await;
+            assert_eq!(written, general);
+        }
+        let empty =
+            text(ListItems::new(&call, Output::JSON).unwrap().into_response(&call, Output::JSON, metadata()).unwrap());
+        assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn written_objects_answer_the_same_either_way() {
+        let call = call();
+        for (i, bytes) in stored().iter().enumerate() {
+            let object: Value = serde_json::from_slice(bytes).unwrap();
+            let (stored, encoded) = crate::api::write::into_storage(&call.served, object).unwrap();
+            let answer = crate::api::write::stored_to_response(&call, stored, i as u64).unwrap();
+            let general = text(object_response(&call, Output::JSON, StatusCode::CREATED, answer.clone()).unwrap());
+            let written = written_response(&call, Output::JSON, StatusCode::CREATED, answer, &encoded, i as u64);
+            assert_eq!(text(written.unwrap()).await, general.await);
+        }
+    }
+
+    #[tokio::test]
+    async fn single_objects_read_the_same_either_way() {
+        let call = call();
+        for (i, bytes) in stored().iter().enumerate() {
+            let written = text(stored_response(&call, Output::JSON, bytes, i as u64).unwrap()).await;
+            let object = read_stored(&call.served.definition, &call.served.version, bytes, i as u64).unwrap();
+            let general = text(object_response(&call, Output::JSON, StatusCode::OK, object).unwrap()).await;
+            assert_eq!(written, general);
+        }
+    }
 }

@@ -205,6 +205,72 @@ pub fn build(
     table
 }
 
+/// A Table written row by row, for lists: the bytes serde_json writes for [`build`]'s value,
+/// without that value (nor the objects of every row) ever existing at once.
+pub struct TableWriter {
+    version: MetaVersion,
+    columns: Columns,
+    include: IncludeObject,
+    no_headers: bool,
+    now: jiff::Timestamp,
+    /// The rows written so far, comma separated.
+    rows: Vec<u8>,
+    count: usize,
+}
+
+impl TableWriter {
+    pub fn new(version: MetaVersion, columns: Columns, include: IncludeObject, no_headers: bool) -> TableWriter {
+        TableWriter { version, columns, include, no_headers, now: jiff::Timestamp::now(), rows: Vec::new(), count: 0 }
+    }
+
+    /// Writes the row of `object`: `{"cells":[...],"object":...}`.
+    pub fn push(&mut self, object: &Value) -> serde_json::Result<()> {
+        let rows = &mut self.rows;
+        if self.count > 0 {
+            rows.push(b',');
+        }
+        self.count += 1;
+        rows.extend_from_slice(b"{\"cells\":");
+        serde_json::to_writer(&mut *rows, &self.columns.cells(object, self.now))?;
+        match self.include {
+            IncludeObject::None => {}
+            IncludeObject::Metadata => {
+                rows.extend_from_slice(b",\"object\":{\"apiVersion\":");
+                serde_json::to_writer(&mut *rows, self.version.api_version())?;
+                rows.extend_from_slice(b",\"kind\":\"PartialObjectMetadata\",\"metadata\":");
+                match object.get("metadata") {
+                    Some(metadata) => serde_json::to_writer(&mut *rows, metadata)?,
+                    None => rows.extend_from_slice(b"{}"),
+                }
+                rows.push(b'}');
+            }
+            IncludeObject::Object => {
+                rows.extend_from_slice(b",\"object\":");
+                serde_json::to_writer(&mut *rows, object)?;
+            }
+        }
+        rows.push(b'}');
+        Ok(())
+    }
+
+    /// The whole Table, with the list's metadata, in serde_json's member order.
+    pub fn finish(self, list_metadata: &Value) -> serde_json::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.rows.len() + 4096);
+        out.extend_from_slice(b"{\"apiVersion\":");
+        serde_json::to_writer(&mut out, self.version.api_version())?;
+        if !self.no_headers {
+            out.extend_from_slice(b",\"columnDefinitions\":");
+            serde_json::to_writer(&mut out, &self.columns.definitions())?;
+        }
+        out.extend_from_slice(b",\"kind\":\"Table\",\"metadata\":");
+        serde_json::to_writer(&mut out, list_metadata)?;
+        out.extend_from_slice(b",\"rows\":[");
+        out.extend_from_slice(&self.rows);
+        out.extend_from_slice(b"]}");
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +289,39 @@ mod tests {
             json!({"kind": "Scale", "metadata": {"name": "w"}, "spec": {"replicas": 3}, "status": {"replicas": 1}});
         let cells = columns.cells(&object, jiff::Timestamp::now());
         assert_eq!(cells, [json!("w"), json!(3), json!(1), Value::Null]);
+    }
+
+    #[test]
+    fn written_tables_are_the_built_tables() {
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "shirts.stable.example.com"},
+            "spec": {"group": "stable.example.com", "scope": "Namespaced",
+                "names": {"plural": "shirts", "singular": "shirt", "kind": "Shirt"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "additionalPrinterColumns": [{"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]}]}});
+        let definition = crate::definitions::load::definition_from_value(raw, "test").unwrap();
+        let objects = [
+            json!({"apiVersion": "stable.example.com/v1", "kind": "Shirt", "metadata": {"name": "a", "resourceVersion": "3"},
+                "spec": {"color": "blue \"navy\"", "size": 3}}),
+            json!({"apiVersion": "stable.example.com/v1", "kind": "Shirt", "spec": {"size": 1.5}}),
+            json!({"apiVersion": "stable.example.com/v1", "kind": "Shirt", "metadata": null}),
+        ];
+        let list_metadata = json!({"continue": "x", "resourceVersion": "9"});
+        for include in [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object] {
+            for no_headers in [false, true] {
+                for version in [MetaVersion::V1, MetaVersion::V1beta1] {
+                    let columns = || Columns::for_version(&definition.storage);
+                    let mut writer = TableWriter::new(version, columns(), include, no_headers);
+                    objects.iter().for_each(|o| writer.push(o).unwrap());
+                    let written = writer.finish(&list_metadata).unwrap();
+                    let built = build(version, &columns(), &objects, list_metadata.clone(), include, no_headers);
+                    let built = serde_json::to_vec(&built).unwrap();
+                    assert_eq!(String::from_utf8(written).unwrap(), String::from_utf8(built).unwrap());
+                }
+            }
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::negotiate::{Output, View, negotiate};
 use super::objects;
 use super::present;
 use super::table::{self, Columns, IncludeObject};
+use super::verbatim;
 use crate::core::request_info::parse_go_bool;
 use crate::core::status::ApiError;
 use crate::store::{self, EventType, ListOptions, Revision, Store};
@@ -166,6 +167,25 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
     Ok(response)
 }
 
+/// The line of an unfiltered plain-object event written from the stored bytes, when they
+/// read back unchanged (`verbatim`): what `encode_event` writes for the object read from them.
+fn verbatim_line(call: &Call, event: &store::Event) -> Option<Bytes> {
+    let kind = match event.kind {
+        EventType::Added => "ADDED",
+        EventType::Modified => "MODIFIED",
+        EventType::Deleted => "DELETED",
+    };
+    let (definition, version) = (&call.served.definition, &call.served.version);
+    let mut line = b"{\"object\":".to_vec();
+    if !verbatim::render(definition, version, &event.value, event.revision, &mut line) {
+        return None;
+    }
+    line.extend_from_slice(b",\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\"}\n");
+    Some(Bytes::from(line))
+}
+
 fn encode_event(kind: &str, object: &Value) -> Bytes {
     let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
@@ -232,6 +252,12 @@ impl Stream {
     /// Sends an event if it concerns the watcher's selection. An object that leaves the
     /// selection is reported as deleted, one that enters it as added.
     async fn deliver(&mut self, event: store::Event) -> bool {
+        if self.filter.is_empty()
+            && self.output.view == View::Object
+            && let Some(line) = verbatim_line(&self.call, &event)
+        {
+            return self.send_line(line).await;
+        }
         let Ok(object) = present::from_storage(&self.call, &event.value, event.revision) else {
             return true;
         };
@@ -290,6 +316,39 @@ impl Stream {
     /// Hands an event to the connection. A client that stops reading blocks only this task,
     /// and only until the watch's deadline.
     async fn send_raw(&self, kind: &str, object: &Value) -> bool {
-        matches!(tokio::time::timeout_at(self.deadline, self.tx.send(encode_event(kind, object))).await, Ok(Ok(())))
+        self.send_line(encode_event(kind, object)).await
+    }
+
+    async fn send_line(&self, line: Bytes) -> bool {
+        matches!(tokio::time::timeout_at(self.deadline, self.tx.send(line)).await, Ok(Ok(())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::present::tests::{call, stored};
+
+    #[test]
+    fn verbatim_lines_are_the_encoded_events() {
+        let call = call();
+        let mut written = 0;
+        for (i, bytes) in stored().into_iter().enumerate() {
+            for kind in [EventType::Added, EventType::Modified, EventType::Deleted] {
+                let revision = i as u64 + 1;
+                let event =
+                    store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
+                let Some(line) = verbatim_line(&call, &event) else { continue };
+                let object = present::from_storage(&call, &bytes, revision).unwrap();
+                let name = match kind {
+                    EventType::Added => "ADDED",
+                    EventType::Modified => "MODIFIED",
+                    EventType::Deleted => "DELETED",
+                };
+                assert_eq!(line, encode_event(name, &object));
+                written += 1;
+            }
+        }
+        assert_eq!(written, 6, "the defaulted objects are written from their bytes");
     }
 }

@@ -126,8 +126,9 @@ pub fn validate(
 ) -> Result<Vec<String>, ApiError> {
     let version = &served.version;
     let schema = version.schema.as_deref();
-    let meta = objects::metadata(object).cloned().unwrap_or_default();
-    errors.extend(meta_rules::validate_details(&meta, &Path::new("metadata"), old.is_none()));
+    let no_metadata = serde_json::Map::new();
+    let meta = objects::metadata(object).unwrap_or(&no_metadata);
+    errors.extend(meta_rules::validate_details(meta, &Path::new("metadata"), old.is_none()));
     let scale = version.scale.as_ref();
     if status_only {
         let status_schema = schema.and_then(|s| s.properties.get("status"));
@@ -174,8 +175,12 @@ pub fn validate(
 
 /// The object in the storage version, encoded.
 pub fn to_storage(served: &Served, object: &Value) -> Result<(Value, Bytes), ApiError> {
+    into_storage(served, object.clone())
+}
+
+/// [`to_storage`] of an object the caller no longer needs.
+pub fn into_storage(served: &Served, mut stored: Value) -> Result<(Value, Bytes), ApiError> {
     let definition = &served.definition;
-    let mut stored = object.clone();
     if let Some(meta) = objects::metadata_mut(&mut stored) {
         meta.remove("resourceVersion");
     }

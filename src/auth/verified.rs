@@ -3,8 +3,13 @@
 //! certificate; so the outcome is remembered per chain for a minute (never past the leaf's
 //! expiry), and forgotten whole when the trusted configuration is swapped (a rotated CA takes
 //! effect at once).
+//!
+//! A remembered outcome is found by a cheap hash of the chain (lengths and signature bytes)
+//! and used only when the stored chain is byte for byte the presented one: no digest is
+//! computed per request, and a hash collision costs a verification, never a wrong answer.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,41 +20,45 @@ const VERIFIED_TTL: Duration = Duration::from_secs(60);
 /// How long a refused chain stays refused without checking again.
 const REFUSED_TTL: Duration = Duration::from_secs(10);
 const CAPACITY: usize = 1024;
+/// Bytes of each certificate's end (its signature) that the lookup hash reads.
+const HASHED_TAIL: usize = 64;
 
 /// The subject of a verified leaf: CN and every O.
 pub type Subject = (String, Vec<String>);
 
-struct Entry {
+struct Entry<S> {
+    chain: Vec<CertificateDer<'static>>,
     expires: Instant,
-    outcome: Result<Subject, String>,
+    outcome: Result<S, String>,
 }
 
-struct State<T> {
+struct State<T, S> {
     /// The configuration the entries were verified against. Held weakly: while it is held,
     /// a new configuration cannot be allocated at the same address.
     anchor: Weak<T>,
-    entries: HashMap<[u8; 32], Entry>,
+    entries: HashMap<u64, Entry<S>>,
 }
 
-pub struct VerifiedChains<T> {
-    state: Mutex<State<T>>,
+/// Outcomes of verifying chains under an anchor of type `T`; `S` is what a success yields.
+pub struct VerifiedChains<T, S = Subject> {
+    state: Mutex<State<T, S>>,
 }
 
-impl<T> Default for VerifiedChains<T> {
+impl<T, S> Default for VerifiedChains<T, S> {
     fn default() -> Self {
         VerifiedChains { state: Mutex::new(State { anchor: Weak::new(), entries: HashMap::new() }) }
     }
 }
 
-fn digest(chain: &[CertificateDer<'_>]) -> [u8; 32] {
-    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+/// Where a chain is looked up: its shape and signatures, not a digest of every byte.
+fn lookup_hash(chain: &[CertificateDer<'_>]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for cert in chain {
-        context.update(&(cert.len() as u64).to_be_bytes());
-        context.update(cert);
+        let bytes: &[u8] = cert;
+        bytes.len().hash(&mut hasher);
+        bytes.get(bytes.len().saturating_sub(HASHED_TAIL)..).unwrap_or_default().hash(&mut hasher);
     }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(context.finish().as_ref());
-    out
+    hasher.finish()
 }
 
 /// Seconds until the leaf's notAfter (zero when unreadable or past).
@@ -62,16 +71,16 @@ fn remaining_validity(leaf: &CertificateDer<'_>) -> Duration {
     Duration::from_secs(u64::try_from(not_after - now).unwrap_or_default())
 }
 
-impl<T> VerifiedChains<T> {
+impl<T, S: Clone> VerifiedChains<T, S> {
     /// The outcome of `verify` for `chain` under `anchor`, from memory when it is there.
-    /// `verify` checks the chain and returns the leaf's subject.
+    /// `verify` checks the chain and returns what a verified chain yields (the leaf's subject).
     pub fn check(
         &self,
         anchor: &Arc<T>,
         chain: &[CertificateDer<'static>],
-        verify: impl FnOnce() -> Result<Subject, String>,
-    ) -> Result<Subject, String> {
-        let key = digest(chain);
+        verify: impl FnOnce() -> Result<S, String>,
+    ) -> Result<S, String> {
+        let key = lookup_hash(chain);
         let now = Instant::now();
         {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -79,7 +88,7 @@ impl<T> VerifiedChains<T> {
                 state.anchor = Arc::downgrade(anchor);
                 state.entries.clear();
             }
-            if let Some(entry) = state.entries.get(&key).filter(|e| e.expires > now) {
+            if let Some(entry) = state.entries.get(&key).filter(|e| e.expires > now && e.chain == chain) {
                 return entry.outcome.clone();
             }
         }
@@ -96,7 +105,8 @@ impl<T> VerifiedChains<T> {
                     state.entries.clear();
                 }
             }
-            state.entries.insert(key, Entry { expires: now + ttl, outcome: outcome.clone() });
+            let entry = Entry { chain: chain.to_vec(), expires: now + ttl, outcome: outcome.clone() };
+            state.entries.insert(key, entry);
         }
         outcome
     }
@@ -126,5 +136,17 @@ mod tests {
         let second = Arc::new(1u8);
         assert!(cache.check(&second, &chain, verify).is_err());
         assert_eq!(calls.get(), 3, "a new configuration checks again");
+        // Same length and signature bytes, another certificate: never taken for the first.
+        let mut forged = vec![9u8; 200];
+        forged.extend_from_slice(&[7u8; HASHED_TAIL]);
+        let mut genuine = vec![8u8; 200];
+        genuine.extend_from_slice(&[7u8; HASHED_TAIL]);
+        let (forged, genuine) = ([CertificateDer::from(forged)], [CertificateDer::from(genuine)]);
+        assert_eq!(lookup_hash(&forged), lookup_hash(&genuine));
+        let subject = |name: &str| ("cn".to_string(), vec![name.to_string()]);
+        let named: VerifiedChains<u8> = VerifiedChains::default();
+        assert_eq!(named.check(&second, &genuine, || Ok(subject("genuine"))).unwrap(), subject("genuine"));
+        assert_eq!(named.check(&second, &forged, || Err("refused".into())), Err("refused".to_string()));
+        assert_eq!(named.check(&second, &genuine, || Ok(subject("again"))).unwrap(), subject("again"));
     }
 }

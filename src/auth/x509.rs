@@ -87,7 +87,8 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
 /// CA).
 pub struct ClientCertAuthenticator {
     ca: Arc<ArcSwap<CaBundle>>,
-    verified: VerifiedChains<CaBundle>,
+    /// Verified chains, with the leaf's subject and SHA-256 fingerprint.
+    verified: VerifiedChains<CaBundle, ((String, Vec<String>), String)>,
 }
 
 impl ClientCertAuthenticator {
@@ -110,18 +111,16 @@ impl Authenticator for ClientCertAuthenticator {
                 return Ok(None);
             }
             let chain = credentials.peer_certificates;
-            let (name, groups) = self
+            let ((name, groups), fingerprint) = self
                 .verified
                 .check(&ca, chain, || {
                     ca.verify_client(chain)?;
-                    subject(leaf)
+                    Ok((subject(leaf)?, fingerprint(leaf)))
                 })
                 .map_err(AuthnError)?;
             let mut user = UserInfo::new(name, groups);
-            user.extra.insert(
-                "authentication.kubernetes.io/credential-id".into(),
-                vec![format!("X509SHA256={}", fingerprint(leaf))],
-            );
+            user.extra
+                .insert("authentication.kubernetes.io/credential-id".into(), vec![format!("X509SHA256={fingerprint}")]);
             Ok(Some(user))
         })
     }

@@ -5,9 +5,9 @@
 //! Owns: reading schema JSON into [`Node`]s. Must not touch: validation of the schema itself
 //! (the schema module's job), HTTP, storage.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value as Json;
+
+use crate::core::sorted_map::SortedMap;
 
 /// What a schema node holds, as CEL sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +42,7 @@ pub struct Node {
     pub nullable: bool,
     pub preserve_unknown: bool,
     pub embedded: bool,
-    pub properties: BTreeMap<String, Node>,
+    pub properties: SortedMap<Node>,
     pub additional: Option<Box<Node>>,
     pub items: Option<Box<Node>>,
     /// `x-kubernetes-list-type`: atomic (default), set or map.
@@ -90,13 +90,15 @@ impl Node {
                 _ => Shape::Unknown,
             }
         };
-        let mut properties = BTreeMap::new();
-        if let Some(props) = get("properties").and_then(Json::as_object) {
-            for (name, prop) in props {
+        let properties: SortedMap<Node> = get("properties")
+            .and_then(Json::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(name, prop)| {
                 let embedded = prop.get("x-kubernetes-embedded-resource").and_then(Json::as_bool).unwrap_or(false);
-                properties.insert(name.clone(), Node::from_json(prop, embedded));
-            }
-        }
+                (name.clone(), Node::from_json(prop, embedded))
+            })
+            .collect();
         let child = |k: &str| -> Option<Box<Node>> {
             let sub = get(k)?;
             if !sub.is_object() {
@@ -176,7 +178,7 @@ impl Node {
             nullable: false,
             preserve_unknown: false,
             embedded: false,
-            properties: BTreeMap::new(),
+            properties: SortedMap::default(),
             additional: None,
             items: None,
             list_type: "atomic".into(),

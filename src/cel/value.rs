@@ -481,7 +481,7 @@ fn objects_equal<'a>(x: &Obj<'a>, y: &Obj<'a>) -> Result<bool, EvalError> {
     // Unknown fields kept by x-kubernetes-preserve-unknown-fields take part in equality.
     if x.node.preserve_unknown {
         let unknown = |o: &Obj<'a>| -> Vec<(&'a String, &'a Json)> {
-            o.fields.iter().filter(|(k, _)| !o.node.properties.contains_key(*k)).collect()
+            o.fields.iter().filter(|(k, _)| !o.node.properties.contains_key(k)).collect()
         };
         if unknown(x) != unknown(y) {
             return Ok(false);

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::model::{Definition, Scale, Scope, Version};
-use super::validate::version_schema;
+use super::validate::{CompiledRules, version_schema};
 use super::version_order;
 use crate::core::field::Path;
 
-/// The CEL rules of a version, compiled once (errors were reported by `check`).
+/// The CEL rules of a version, compiled (errors were reported by `check`).
 fn compiled_rules(
     v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion,
 ) -> Option<Arc<crate::cel::Rules>> {
@@ -20,30 +20,33 @@ fn compiled_rules(
 
 /// The served model of a definition that passed [`super::validate::check`].
 pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
+    let rules = crd.spec.versions.iter().map(compiled_rules).collect();
+    build_compiled(crd, source, rules)
+}
+
+/// [`build`] with the CEL rules [`super::validate::check_and_compile`] compiled: compiling
+/// them is most of the cost of loading a definition, and is done once.
+pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: CompiledRules) -> Definition {
     let spec = &crd.spec;
     let kind = spec.names.kind.clone();
+    rules.resize(spec.versions.len(), None);
     let mut versions: Vec<Arc<Version>> = spec
         .versions
         .iter()
-        .map(|v| {
+        .zip(rules)
+        .map(|(v, cel_rules)| {
             let subresources = v.subresources.as_ref();
+            let openapi_schema = version_schema(v);
+            let schema = openapi_schema.as_ref().map(|raw| Arc::new(crate::schema::compile(raw)));
+            let openapi_schema = openapi_schema.and_then(|raw| serde_json::to_string(&raw).ok()).map(Arc::from);
             Arc::new(Version {
                 name: v.name.clone(),
                 served: v.served,
                 storage: v.storage,
                 deprecated: v.deprecated.unwrap_or(false),
                 deprecation_warning: None,
-                openapi_schema: v
-                    .schema
-                    .as_ref()
-                    .and_then(|s| s.open_api_v3_schema.as_ref())
-                    .and_then(|s| serde_json::to_value(s).ok()),
-                schema: v
-                    .schema
-                    .as_ref()
-                    .and_then(|s| s.open_api_v3_schema.as_ref())
-                    .and_then(|s| serde_json::to_value(s).ok())
-                    .map(|raw| Arc::new(crate::schema::compile(&raw))),
+                openapi_schema,
+                schema,
                 printer_columns: v.additional_printer_columns.clone().unwrap_or_default(),
                 status_subresource: subresources.is_some_and(|s| s.status.is_some()),
                 scale: subresources.and_then(|s| s.scale.as_ref()).map(|s| Scale {
@@ -58,7 +61,7 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
                     .map(|f| f.json_path.trim_start_matches('.').to_string())
                     .collect(),
                 // --- CEL (issue 5)
-                cel_rules: compiled_rules(v),
+                cel_rules,
                 // --- end CEL
                 field_schema: crate::fieldmanager::Schema::of_version(v),
             })
@@ -124,7 +127,6 @@ pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
         scope: if spec.scope == "Cluster" { Scope::Cluster } else { Scope::Namespaced },
         versions,
         storage,
-        manifest: Arc::new(crd),
         warnings: Vec::new(),
     }
 }

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::model::Definition;
 use super::validate;
-use crate::core::field::FieldError;
 
 /// A definition that could not be served, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,11 +108,11 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     let mut crd: CustomResourceDefinition =
         serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
     validate::apply_defaults(&mut crd);
-    let errors: Vec<FieldError> = validate::check(&crd, &raw);
+    let (errors, rules) = validate::check_and_compile(&crd, &raw);
     if !errors.is_empty() {
         return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
     }
-    let mut definition = super::build::build(crd, source.to_string());
+    let mut definition = super::build::build_compiled(crd, source.to_string(), rules);
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
     definition.warnings =
         schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();
@@ -121,6 +120,8 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
 }
 
 /// Loads every definition from files and directories. Problems are collected, not fatal.
+/// Files are loaded on every core (checking and compiling a definition is CPU work); the
+/// report lists them in file order whatever the order they finished in.
 pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
     let mut report = LoadReport::default();
     let files = match manifest_files(paths) {
@@ -130,32 +131,35 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
             return report;
         }
     };
-    for file in files {
-        let shown = file.display().to_string();
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(e) => {
-                report.problems.push(Problem::new(shown, None, vec![format!("cannot read: {e}")]));
-                continue;
-            }
-        };
-        let docs = match parse_documents(&text) {
-            Ok(d) => d,
-            Err(e) => {
-                report.problems.push(Problem::new(shown, None, vec![format!("cannot parse: {e}")]));
-                continue;
-            }
-        };
-        let many = docs.len() > 1;
-        for (i, doc) in expand_lists(docs).into_iter().enumerate() {
-            let source = if many { format!("{shown} (document {})", i + 1) } else { shown.clone() };
-            match definition_from_value(doc, &source) {
-                Ok(d) => report.definitions.push(d),
-                Err(p) => report.problems.push(p),
-            }
+    for outcome in crate::core::parallel::map(&files, |file| load_file(file)).into_iter().flatten() {
+        match outcome {
+            Ok(d) => report.definitions.push(d),
+            Err(p) => report.problems.push(p),
         }
     }
     report
+}
+
+/// The definitions of one file, and its problems, in document order.
+fn load_file(file: &Path) -> Vec<Result<Definition, Problem>> {
+    let shown = file.display().to_string();
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot read: {e}")]))],
+    };
+    let docs = match parse_documents(&text) {
+        Ok(d) => d,
+        Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot parse: {e}")]))],
+    };
+    let many = docs.len() > 1;
+    expand_lists(docs)
+        .into_iter()
+        .enumerate()
+        .map(|(i, doc)| {
+            let source = if many { format!("{shown} (document {})", i + 1) } else { shown.clone() };
+            definition_from_value(doc, &source)
+        })
+        .collect()
 }
 
 /// `kind: List` documents (as `kubectl get -o yaml` writes) contribute their items.

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceColumnDefinition, CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 
 use crate::core::gvr::{GroupKind, GroupResource, GroupVersion};
 
@@ -32,8 +30,9 @@ pub struct Version {
     pub deprecated: bool,
     /// The warning every request to this version gets, if deprecated.
     pub deprecation_warning: Option<String>,
-    /// The version's `openAPIV3Schema`, as JSON.
-    pub openapi_schema: Option<serde_json::Value>,
+    /// The version's `openAPIV3Schema`, as compact JSON text (what publishing reads, rarely;
+    /// text takes a fraction of a value's memory).
+    pub openapi_schema: Option<Arc<str>>,
     /// The same schema compiled once for the write and read paths (pruning, defaulting,
     /// validation); shared, never recompiled per request.
     pub schema: Option<Arc<crate::schema::Schema>>,
@@ -47,6 +46,13 @@ pub struct Version {
     // --- end CEL
     /// The type tree server-side apply merges and tracks ownership with.
     pub field_schema: Arc<crate::fieldmanager::Schema>,
+}
+
+impl Version {
+    /// The version's `openAPIV3Schema` as a value.
+    pub fn openapi_schema_value(&self) -> Option<serde_json::Value> {
+        self.openapi_schema.as_deref().and_then(|text| serde_json::from_str(text).ok())
+    }
 }
 
 /// A loaded, valid definition.
@@ -70,8 +76,6 @@ pub struct Definition {
     pub storage: Arc<Version>,
     /// How objects change version.
     pub conversion: super::conversion::Conversion,
-    /// The definition as written, for publishing and for later checks.
-    pub manifest: Arc<CustomResourceDefinition>,
     /// Warnings Kubernetes would return when creating it (unrecognized formats, ...).
     pub warnings: Vec<String>,
 }

@@ -4,6 +4,8 @@
 //!
 //! Paths use the v1 layout (`spec.versions[0]...`).
 
+use std::sync::Arc;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
@@ -24,6 +26,15 @@ pub fn apply_defaults(crd: &mut CustomResourceDefinition) {
 /// Every problem with a (defaulted) definition. `raw` is the manifest as written, used to
 /// print offending values as they appeared.
 pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
+    check_and_compile(crd, raw).0
+}
+
+/// Each version's compiled CEL rules (`None`: the version has none), in version order.
+pub type CompiledRules = Vec<Option<Arc<crate::cel::Rules>>>;
+
+/// [`check`], also returning the CEL rules it compiled, for [`build_compiled`]: compiling
+/// them is most of the cost of loading a definition, and is done once.
+pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<FieldError>, CompiledRules) {
     let mut errs = Vec::new();
     check_metadata(crd, &mut errs);
     let spec = &crd.spec;
@@ -49,7 +60,7 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
     }
     check_names(crd, &mut errs);
     super::versions::check_versions(crd, raw, &mut errs);
-    check_cel(crd, &mut errs); // CEL (issue 5)
+    let rules = check_cel(crd, &mut errs); // CEL (issue 5)
     if spec.preserve_unknown_fields == Some(true) {
         errs.push(FieldError::invalid(
             sp.child("preserveUnknownFields"),
@@ -67,7 +78,7 @@ pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
             ));
         }
     }
-    errs
+    (errs, rules)
 }
 
 fn check_metadata(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
@@ -158,13 +169,18 @@ pub fn version_schema(
     v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
 }
 
-fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
+fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) -> CompiledRules {
+    let mut compiled = Vec::new();
     for (i, v) in crd.spec.versions.iter().enumerate() {
-        if let Some(schema) = version_schema(v) {
+        let rules = version_schema(v).and_then(|schema| {
             let path = Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema");
-            errs.extend(crate::cel::Rules::compile(&schema, &path).1);
-        }
+            let (rules, problems) = crate::cel::Rules::compile(&schema, &path);
+            errs.extend(problems);
+            (!rules.is_empty()).then(|| Arc::new(rules))
+        });
+        compiled.push(rules);
     }
+    compiled
 }
 
 // --- end CEL

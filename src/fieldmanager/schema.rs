@@ -104,6 +104,8 @@ impl Schema {
         };
         let mut builder = Builder { atoms: base_atoms(), object_meta: None };
         let root = builder.node(root, false, true);
+        // Kept for the definition's lifetime: without the room left by growth.
+        builder.atoms.shrink_to_fit();
         Schema { atoms: builder.atoms, root }
     }
 

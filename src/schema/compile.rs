@@ -96,6 +96,7 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
         has_rules: m.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|r| !r.is_empty()),
         has_embedded: false,
         has_list_checks: false,
+        has_defaults: false,
     };
     let below = |flag: fn(&Schema) -> bool| {
         schema.items().is_some_and(flag)
@@ -103,9 +104,11 @@ fn compile_map(m: &Map<String, Value>) -> Schema {
             || schema.properties.values().any(flag)
     };
     let (rules, embedded, lists) = (below(|c| c.has_rules), below(|c| c.has_embedded), below(|c| c.has_list_checks));
+    let defaults = below(|c| c.has_defaults);
     schema.has_rules |= rules;
     schema.has_embedded = schema.embedded_resource || embedded;
     schema.has_list_checks = schema.is_list_type("set") || schema.is_list_type("map") || lists;
+    schema.has_defaults = schema.default.is_some() || defaults;
     schema
 }
 

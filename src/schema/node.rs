@@ -4,14 +4,13 @@
 //!
 //! Built once by `compile`; read-only afterwards. Holds no request state.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map;
-use std::iter::Peekable;
-
 use serde_json::Value;
 
 use super::formats::Format;
 use super::pattern::Pattern;
+
+/// The `properties` of a node, by name.
+pub type Properties = crate::core::sorted_map::SortedMap<Schema>;
 
 /// A schema node.
 ///
@@ -65,7 +64,7 @@ pub struct Schema {
     pub one_of: Vec<Schema>,
     pub not: Option<Box<Schema>>,
 
-    pub properties: BTreeMap<String, Schema>,
+    pub properties: Properties,
     pub items: Option<Box<Schema>>,
     pub additional_properties: Option<Additional>,
 
@@ -76,6 +75,9 @@ pub struct Schema {
     pub has_embedded: bool,
     /// Whether this node or a node below is a `set` or `map` list (walks skip the rest).
     pub has_list_checks: bool,
+    /// Whether this node or a node of its structural subtree has a `default` (reads that
+    /// prove defaulting changes nothing skip the rest).
+    pub has_defaults: bool,
 }
 
 /// JSON types as bits of [`Schema::type_bits`].
@@ -146,16 +148,17 @@ impl Schema {
 }
 
 /// Looks up properties for keys visited in ascending order (JSON objects iterate sorted here):
-/// one comparison per step instead of a tree search per key. Keys out of order still work.
+/// one comparison per step instead of a search per key. Keys out of order still work.
 pub struct Cursor<'a> {
-    properties: &'a BTreeMap<String, Schema>,
-    iter: Peekable<btree_map::Iter<'a, String, Schema>>,
+    properties: &'a Properties,
+    /// Entries not passed yet.
+    rest: &'a [(String, Schema)],
     last: Option<&'a str>,
 }
 
 impl<'a> Cursor<'a> {
-    pub fn new(properties: &'a BTreeMap<String, Schema>) -> Cursor<'a> {
-        Cursor { properties, iter: properties.iter().peekable(), last: None }
+    pub fn new(properties: &'a Properties) -> Cursor<'a> {
+        Cursor { properties, rest: properties.as_slice(), last: None }
     }
 
     /// The property named `key`.
@@ -163,15 +166,12 @@ impl<'a> Cursor<'a> {
         if self.last.is_some_and(|last| key <= last) {
             return self.properties.get(key);
         }
-        while let Some((name, schema)) = self.iter.peek() {
+        while let Some(((name, schema), rest)) = self.rest.split_first() {
             match name.as_str().cmp(key) {
-                std::cmp::Ordering::Less => {
-                    self.iter.next();
-                }
+                std::cmp::Ordering::Less => self.rest = rest,
                 std::cmp::Ordering::Equal => {
-                    let (name, schema) = (name.as_str(), *schema);
                     self.last = Some(name);
-                    self.iter.next();
+                    self.rest = rest;
                     return Some(schema);
                 }
                 std::cmp::Ordering::Greater => return None,
@@ -187,8 +187,7 @@ mod tests {
 
     #[test]
     fn cursors_find_properties_in_any_order() {
-        let properties: BTreeMap<String, Schema> =
-            ["a", "c", "e"].iter().map(|k| (k.to_string(), Schema::default())).collect();
+        let properties: Properties = ["a", "c", "e"].iter().map(|k| (k.to_string(), Schema::default())).collect();
         let mut cursor = Cursor::new(&properties);
         let found: Vec<bool> = ["a", "b", "c", "d", "e", "f"].iter().map(|k| cursor.get(k).is_some()).collect();
         assert_eq!(found, [true, false, true, false, true, false]);

@@ -120,10 +120,10 @@ impl Router {
     pub async fn route(&self, request: Request<ReqBody>) -> Response<RespBody> {
         let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let encoding = plain_encoding(accept.as_deref());
-        let Some(info) = request.extensions().get::<RequestInfo>().cloned() else {
+        let Some(info) = request.extensions().get::<RequestInfo>() else {
             return body::error_response(&ApiError::internal("request info missing"), encoding);
         };
-        let endpoint = parse(request.method(), request.uri().path(), &info);
+        let endpoint = parse(request.method(), request.uri().path(), info);
         let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
         if endpoint != Endpoint::Resource && endpoint != Endpoint::NotFound && !read_only {
             return body::error_response(&ApiError::method_not_allowed(), encoding);

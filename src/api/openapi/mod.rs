@@ -75,7 +75,7 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
                 d.kind,
                 d.list_kind,
                 d.namespaced(),
-                s.version.openapi_schema,
+                s.version.openapi_schema.as_deref(),
                 s.version.status_subresource,
                 s.version.scale.is_some(),
                 s.version.selectable_fields
@@ -128,21 +128,26 @@ impl Documents {
         }))
     }
 
-    fn v2_value(&self) -> Value {
-        let all: Vec<(&str, &str, &[Served])> =
-            self.group_versions.iter().map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice())).collect();
-        v2::document(&all, shared())
-    }
-
     /// The v2 document of everything served.
     pub fn v2(&self) -> &Document {
-        self.v2.get_or_init(|| encode(&self.v2_value()))
+        self.v2.get_or_init(|| {
+            let all: Vec<(&str, &str, &[Served])> = self
+                .group_versions
+                .iter()
+                .map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
+                .collect();
+            let body = Bytes::from(v2::document(&all, shared()));
+            let hash = hex_sha512(&body);
+            Document { body, hash }
+        })
     }
 
-    /// The v2 document in the protobuf form older kubectl releases read.
+    /// The v2 document in the protobuf form older kubectl releases read, transcoded from the
+    /// JSON document (asked for rarely: only kubectl before 1.28 reads it).
     pub fn v2_protobuf(&self) -> &Document {
         self.v2_protobuf.get_or_init(|| {
-            let body = Bytes::from(v2_proto::encode(&self.v2_value()));
+            let value: Value = serde_json::from_slice(&self.v2().body).unwrap_or(Value::Null);
+            let body = Bytes::from(v2_proto::encode(&value));
             let hash = hex_sha512(&body);
             Document { body, hash }
         })

@@ -3,6 +3,8 @@
 //! (`ToStructuralOpenAPIV2`): no allOf/anyOf/oneOf/not, nullable fields untyped and not
 //! required, preserve-unknown-fields nodes without properties or items, int-or-string untyped.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::{META, SharedSchemas, definition_name, gvk, v3};
@@ -75,7 +77,7 @@ fn rewrite_refs(value: &Value) -> Value {
 
 fn object_schema(served: &Served, shared: &SharedSchemas) -> Value {
     let d = &served.definition;
-    let raw = served.version.openapi_schema.clone().unwrap_or_else(|| json!({"type": "object"}));
+    let raw = served.version.openapi_schema_value().unwrap_or_else(|| json!({"type": "object"}));
     let mut schema = if raw.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
         json!({"type": "object"})
     } else {
@@ -165,41 +167,77 @@ fn parameter(p: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The v2 document of every served group version.
-pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Value {
-    let mut paths = Map::new();
-    let mut definitions: Map<String, Value> =
-        shared.definitions.iter().map(|(k, v)| (k.clone(), rewrite_refs(v))).collect();
-    for (group, version, resources) in group_versions {
-        let refs: Vec<&Served> = resources.iter().collect();
-        let v3_doc = v3::document(group, version, &refs, shared);
-        for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
-            let Value::Object(item) = item else { continue };
-            let converted: Map<String, Value> = item
-                .iter()
-                .map(|(k, v)| match k.as_str() {
-                    "parameters" => {
-                        (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect()))
-                    }
-                    _ => (k.clone(), operation(v)),
-                })
-                .collect();
-            paths.insert(path.clone(), Value::Object(converted));
-        }
-        for served in resources.iter() {
-            let d = &served.definition;
-            let item = definition_name(group, version, &d.kind);
-            definitions.insert(item.clone(), object_schema(served, shared));
-            let list = v3::list_schema(d, version, &item, shared);
-            definitions.insert(definition_name(group, version, &d.list_kind), rewrite_refs(&list));
-        }
+/// The v2 document of every served group version, encoded. Paths and definitions are encoded
+/// group version by group version and written in key order, as serde_json writes the whole
+/// document: the value of the whole (many times the size of its text) never exists at once.
+pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Vec<u8> {
+    let mut paths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut definitions: BTreeMap<String, Vec<u8>> =
+        shared.definitions.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
+    // Group versions are encoded on every core, then merged in their order.
+    for part in crate::core::parallel::map(group_versions, |gv| group_version(gv, shared)) {
+        paths.extend(part.paths);
+        definitions.extend(part.definitions);
     }
-    json!({
-        "swagger": "2.0",
-        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
-        "paths": paths,
-        "definitions": definitions,
-    })
+    let size = paths.iter().chain(&definitions).map(|(k, v)| k.len() + v.len() + 4).sum::<usize>() + 256;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(b"{\"definitions\":");
+    write_members(&mut out, &definitions);
+    out.extend_from_slice(b",\"info\":");
+    out.extend_from_slice(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
+    out.extend_from_slice(b",\"paths\":");
+    write_members(&mut out, &paths);
+    out.extend_from_slice(b",\"swagger\":\"2.0\"}");
+    out
+}
+
+/// The encoded paths and definitions one group version contributes.
+struct Part {
+    paths: Vec<(String, Vec<u8>)>,
+    definitions: Vec<(String, Vec<u8>)>,
+}
+
+fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared: &SharedSchemas) -> Part {
+    let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
+    let refs: Vec<&Served> = resources.iter().collect();
+    let v3_doc = v3::document(group, version, &refs, shared);
+    for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
+        let Value::Object(item) = item else { continue };
+        let converted: Map<String, Value> = item
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "parameters" => (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect())),
+                _ => (k.clone(), operation(v)),
+            })
+            .collect();
+        part.paths.push((path.clone(), encoded(&Value::Object(converted))));
+    }
+    for served in resources {
+        let d = &served.definition;
+        let item = definition_name(group, version, &d.kind);
+        part.definitions.push((item.clone(), encoded(&object_schema(served, shared))));
+        let list = v3::list_schema(d, version, &item, shared);
+        part.definitions.push((definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
+    }
+    part
+}
+
+fn encoded(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// An object of already encoded members.
+fn write_members(out: &mut Vec<u8>, members: &BTreeMap<String, Vec<u8>>) {
+    out.push(b'{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&encoded(&Value::String(key.clone())));
+        out.push(b':');
+        out.extend_from_slice(value);
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
@@ -248,6 +286,31 @@ mod tests {
         check(
             json!({"type": "string", "format": "date", "maxLength": 4}),
             json!({"type": "string", "format": "date", "maxLength": 4}),
+        );
+    }
+
+    #[test]
+    fn the_encoded_document_is_what_serde_json_writes_for_it() {
+        let report = crate::definitions::load_paths(&[std::path::PathBuf::from("manifests/examples")]);
+        let (registry, _) = crate::definitions::Registry::build(report.definitions);
+        let groups: Vec<(String, String, Vec<Served>)> = registry
+            .groups()
+            .flat_map(|(g, vs)| vs.iter().map(move |v| (g.to_string(), v.clone())))
+            .map(|(g, v)| {
+                let resources = registry.resources(&g, &v).into_iter().cloned().collect();
+                (g, v, resources)
+            })
+            .collect();
+        let all: Vec<(&str, &str, &[Served])> =
+            groups.iter().map(|(g, v, r)| (g.as_str(), v.as_str(), r.as_slice())).collect();
+        let bytes = document(&all, super::super::shared());
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
+        assert_eq!(value["swagger"], "2.0");
+        assert!(value["definitions"]["com.example.stable.v1.CronTabList"].is_object());
+        assert!(value["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
+        assert!(
+            value["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["get"].is_object()
         );
     }
 

@@ -37,7 +37,7 @@ fn publishable_child(key: &str, value: &Value) -> Value {
 
 pub fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
     let mut schema =
-        served.version.openapi_schema.as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
+        served.version.openapi_schema_value().as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
     if let Value::Object(map) = &mut schema {
         let properties = map.entry("properties").or_insert_with(|| json!({}));
         if let Value::Object(props) = properties {

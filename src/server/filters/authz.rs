@@ -34,17 +34,17 @@ impl Filter for Authorization {
         let chain = self.chain.clone();
         Box::pin(async move {
             let (Some(user), Some(info)) =
-                (request.extensions().get::<UserInfo>().cloned(), request.extensions().get::<RequestInfo>().cloned())
+                (request.extensions().get::<UserInfo>(), request.extensions().get::<RequestInfo>())
             else {
                 return error_response(
                     &ApiError::internal("request reached authorization without identity"),
                     Encoding::Json,
                 );
             };
-            match chain.authorize(&user, &info).await {
+            match chain.authorize(user, info).await {
                 Ok(Decision::Allow) => run(next, request).await,
-                Ok(Decision::Deny(reason)) => error_response(&forbidden(&user, &info, &reason), Encoding::Json),
-                Ok(Decision::NoOpinion) => error_response(&forbidden(&user, &info, ""), Encoding::Json),
+                Ok(Decision::Deny(reason)) => error_response(&forbidden(user, info, &reason), Encoding::Json),
+                Ok(Decision::NoOpinion) => error_response(&forbidden(user, info, ""), Encoding::Json),
                 Err(e) => {
                     tracing::warn!(error = %e, "authorization failed");
                     error_response(&ApiError::internal(e.to_string()), Encoding::Json)

@@ -11,17 +11,20 @@ pub mod panic;
 pub mod request_info;
 pub mod timeout;
 
-use std::convert::Infallible;
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
-use tower::util::BoxCloneSyncService;
-use tower::{Layer, Service, ServiceExt};
+use tower::Layer;
 
 use crate::api::body::{ReqBody, RespBody};
 
-/// The rest of the chain.
-pub type Next = BoxCloneSyncService<Request<ReqBody>, Response<RespBody>, Infallible>;
+type Handler = dyn Fn(Request<ReqBody>) -> BoxFuture<'static, Response<RespBody>> + Send + Sync;
+
+/// The rest of the chain. Cloning it (once per filter per request) only counts a reference:
+/// the chain is built once and shared by every request.
+#[derive(Clone)]
+pub struct Next(Arc<Handler>);
 
 /// One step of the request path.
 pub trait Filter: Clone + Send + Sync + 'static {
@@ -37,23 +40,13 @@ impl<F: Filter> Layer<Next> for FilterLayer<F> {
 
     fn layer(&self, inner: Next) -> Next {
         let filter = self.0.clone();
-        BoxCloneSyncService::new(tower::service_fn(move |request: Request<ReqBody>| {
-            let filter = filter.clone();
-            let next = inner.clone();
-            async move { Ok::<_, Infallible>(filter.call(request, next).await) }
-        }))
+        Next(Arc::new(move |request| filter.call(request, inner.clone())))
     }
 }
 
 /// Calls the rest of the chain.
-pub async fn run(mut next: Next, request: Request<ReqBody>) -> Response<RespBody> {
-    match next.ready().await {
-        Ok(service) => match service.call(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        },
-        Err(never) => match never {},
-    }
+pub async fn run(next: Next, request: Request<ReqBody>) -> Response<RespBody> {
+    (next.0)(request).await
 }
 
 /// Wraps an async function as the end of a chain (tests, and the router).
@@ -62,8 +55,5 @@ where
     F: Fn(Request<ReqBody>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<RespBody>> + Send + 'static,
 {
-    BoxCloneSyncService::new(tower::service_fn(move |request| {
-        let f = f.clone();
-        async move { Ok::<_, Infallible>(f(request).await) }
-    }))
+    Next(Arc::new(move |request| Box::pin(f(request))))
 }

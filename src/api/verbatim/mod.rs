@@ -1,0 +1,246 @@
+//! Stored objects served from their stored bytes. The general read path
+//! (`present::from_storage`) parses every object, coerces and defaults it with the schema of the
+//! version it is stored in, stamps its `resourceVersion`, converts it, and writes it again. For
+//! nearly every object all of that changes nothing but the `resourceVersion`: the write path
+//! did the same work before storing it. This module proves it per object, in one pass over the
+//! bytes without building a value, and then writes the stored bytes with `resourceVersion`
+//! spliced into `metadata` — the same bytes the general path produces.
+//!
+//! The proof mirrors, step by step, `schema::coerce` (ObjectMeta round trip, pruning, non-nullable
+//! `null`s), the generation repair and `schema::default`, and `conversion` (only when the stored
+//! version is the requested one); `scan` proves the text is in serde_json's own form. Whatever
+//! it cannot prove is refused, and the caller takes the general path. `tests` runs both paths
+//! on the same objects.
+//!
+//! Owns no request semantics: callers decide when a plain JSON object is what is asked for.
+
+mod metadata;
+pub mod scan;
+#[cfg(test)]
+mod tests;
+
+use scan::{Kind, MAX_DEPTH, Reader, Refused, Scan};
+
+use crate::definitions::{Definition, Version};
+use crate::schema::Schema;
+use crate::schema::node::Cursor;
+
+/// Appends the object stored as `stored` at `revision`, as the general read path renders it
+/// in `version` (JSON), to `out`, when the stored bytes prove that path would change nothing
+/// but `metadata.resourceVersion`. Returns false (and leaves `out` as it was) otherwise.
+pub fn render(definition: &Definition, version: &Version, stored: &[u8], revision: u64, out: &mut Vec<u8>) -> bool {
+    // The general path reads with the schema of the version named in the object; the proof
+    // requires that version to be the requested one, so that conversion changes nothing.
+    let Some(schema) = definition.version(&version.name).and_then(|v| v.schema.as_deref()) else {
+        return false;
+    };
+    let Ok(text) = std::str::from_utf8(stored) else { return false };
+    let mut reader = Reader::new(text);
+    let Ok(splice) = object(&mut reader, &definition.group, &version.name, schema) else {
+        return false;
+    };
+    splice.write(stored, revision, out)
+}
+
+/// Where `resourceVersion` goes in the stored text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Splice {
+    /// Inserted at this offset; with a comma before it (after an earlier member) or after it
+    /// (before the first member).
+    Insert { at: usize, comma_before: bool },
+    /// The stored value at `start..end` replaced.
+    Replace { start: usize, end: usize },
+}
+
+impl Splice {
+    fn write(self, stored: &[u8], revision: u64, out: &mut Vec<u8>) -> bool {
+        let (head, tail, comma_before, comma_after) = match self {
+            Splice::Insert { at, comma_before } => (stored.get(..at), stored.get(at..), comma_before, !comma_before),
+            Splice::Replace { start, end } => (stored.get(..start), stored.get(end..), false, false),
+        };
+        let (Some(head), Some(tail)) = (head, tail) else { return false };
+        out.reserve(stored.len() + 48);
+        out.extend_from_slice(head);
+        if matches!(self, Splice::Insert { .. }) {
+            if comma_before {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"resourceVersion\":");
+        }
+        out.push(b'"');
+        out.extend_from_slice(revision.to_string().as_bytes());
+        out.push(b'"');
+        if comma_after {
+            out.push(b',');
+        }
+        out.extend_from_slice(tail);
+        true
+    }
+}
+
+/// The root object: `apiVersion` must name the requested version, `metadata` must survive the
+/// ObjectMeta round trip unchanged, every other member must survive pruning and defaulting.
+fn object(reader: &mut Reader<'_>, group: &str, version: &str, schema: &Schema) -> Scan<Splice> {
+    // Embedded resources have their own metadata rules; a declared `metadata` with defaults
+    // would be defaulted. Both are rare: left to the general path.
+    if schema.has_embedded || schema.properties.get("metadata").is_some_and(|m| m.has_defaults) {
+        return Err(Refused);
+    }
+    let mut members = reader.begin_object()?;
+    let mut defaults = Defaults::of(schema);
+    let mut properties = Cursor::new(&schema.properties);
+    let mut api_version = false;
+    let mut splice = None;
+    while let Some(key) = reader.next_key(&mut members)? {
+        defaults.saw(key)?;
+        match key {
+            "apiVersion" => {
+                let text = reader.string()?.plain().ok_or(Refused)?;
+                let named = text.strip_prefix(group).and_then(|rest| rest.strip_prefix('/'));
+                api_version = named == Some(version);
+            }
+            "kind" => {
+                reader.string()?;
+            }
+            "metadata" => splice = Some(metadata::check(reader)?),
+            _ => member(reader, schema, schema.preserve_unknown_fields, key, &mut properties, 1)?,
+        }
+    }
+    defaults.finish()?;
+    match splice {
+        Some(splice) if api_version && reader.at_end() => Ok(splice),
+        _ => Err(Refused),
+    }
+}
+
+/// One member of an object read with schema `s` (`preserving`: below
+/// x-kubernetes-preserve-unknown-fields), as pruning, null pruning and defaulting treat it.
+fn member(
+    reader: &mut Reader<'_>,
+    s: &Schema,
+    preserving: bool,
+    key: &str,
+    properties: &mut Cursor<'_>,
+    depth: usize,
+) -> Scan<()> {
+    let child = match (properties.get(key), &s.additional_properties) {
+        (Some(property), _) => Some(property),
+        (None, Some(_)) => s.additional_schema(),
+        // Kept and never looked at below x-kubernetes-preserve-unknown-fields.
+        (None, None) if preserving => return reader.any(depth),
+        // Pruned.
+        (None, None) => return Err(Refused),
+    };
+    if reader.kind()? == Kind::Null {
+        // Dropped, or replaced by the default, unless the schema allows null.
+        if child.is_some_and(|c| !c.nullable) {
+            return Err(Refused);
+        }
+        return reader.null();
+    }
+    value(reader, child, depth)
+}
+
+/// A value that pruning walks with schema `s` (`prune_node`).
+fn value(reader: &mut Reader<'_>, s: Option<&Schema>, depth: usize) -> Scan<()> {
+    if depth > MAX_DEPTH {
+        return Err(Refused);
+    }
+    match s {
+        None => unspecified(reader, depth),
+        Some(s) => structured(reader, s, s.preserve_unknown_fields, depth),
+    }
+}
+
+/// A value with a schema: members must be specified (unless `preserving`), defaults present,
+/// non-nullable members not null.
+fn structured(reader: &mut Reader<'_>, s: &Schema, preserving: bool, depth: usize) -> Scan<()> {
+    match reader.kind()? {
+        Kind::Object => {
+            let mut members = reader.begin_object()?;
+            let mut defaults = Defaults::of(s);
+            let mut properties = Cursor::new(&s.properties);
+            while let Some(key) = reader.next_key(&mut members)? {
+                defaults.saw(key)?;
+                member(reader, s, preserving, key, &mut properties, depth + 1)?;
+            }
+            defaults.finish()
+        }
+        Kind::Array => {
+            let item_schema = s.items();
+            let mut items = reader.begin_array()?;
+            while reader.next_item(&mut items)? {
+                if reader.kind()? == Kind::Null {
+                    // Replaced by the items' default.
+                    if item_schema.is_some_and(|i| !i.nullable && i.default.is_some()) {
+                        return Err(Refused);
+                    }
+                    reader.null()?;
+                    continue;
+                }
+                match (preserving, item_schema) {
+                    (false, item_schema) => value(reader, item_schema, depth + 1)?,
+                    // Items below x-kubernetes-preserve-unknown-fields keep unknown members.
+                    (true, Some(i)) if depth < MAX_DEPTH => structured(reader, i, true, depth + 1)?,
+                    (true, Some(_)) => return Err(Refused),
+                    (true, None) => reader.any(depth + 1)?,
+                }
+            }
+            Ok(())
+        }
+        _ => reader.any(depth),
+    }
+}
+
+/// A value pruning walks without a schema: objects lose every member, so only empty ones
+/// stay as they are.
+fn unspecified(reader: &mut Reader<'_>, depth: usize) -> Scan<()> {
+    match reader.kind()? {
+        Kind::Object => {
+            let mut members = reader.begin_object()?;
+            match reader.next_key(&mut members)? {
+                None => Ok(()),
+                Some(_) => Err(Refused),
+            }
+        }
+        Kind::Array => {
+            let mut items = reader.begin_array()?;
+            while reader.next_item(&mut items)? {
+                if depth >= MAX_DEPTH {
+                    return Err(Refused);
+                }
+                unspecified(reader, depth + 1)?;
+            }
+            Ok(())
+        }
+        _ => reader.any(depth),
+    }
+}
+
+/// The properties of an object schema that have a default, checked off as the object's keys
+/// go by (both in ascending order): a missing one would be defaulted.
+struct Defaults<'s> {
+    /// Properties not passed yet; empty when no property below has a default.
+    pending: &'s [(String, Schema)],
+}
+
+impl<'s> Defaults<'s> {
+    fn of(s: &'s Schema) -> Defaults<'s> {
+        Defaults { pending: if s.has_defaults { s.properties.as_slice() } else { &[] } }
+    }
+
+    fn saw(&mut self, key: &str) -> Scan<()> {
+        while let Some(((name, property), rest)) = self.pending.split_first() {
+            match name.as_str().cmp(key) {
+                std::cmp::Ordering::Less if property.default.is_some() => return Err(Refused),
+                std::cmp::Ordering::Less | std::cmp::Ordering::Equal => self.pending = rest,
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Scan<()> {
+        if self.pending.iter().any(|(_, p)| p.default.is_some()) { Err(Refused) } else { Ok(()) }
+    }
+}
