@@ -2,11 +2,15 @@
 """Replays Kubernetes' end-to-end HTTP cases (integration_http.json, kept outside the
 repository) against the real server: for each case, start a development-mode server serving
 the case's definition, create its objects, send its request, and compare the status code,
-reason, message fragments, warning headers, listed names and Table contents.
+reason, message fragments, warning headers, listed names and Table contents. Cases whose
+definition names "<test webhook that renames spec.color <-> spec.hue>" get such a webhook,
+served here over HTTPS with a throwaway certificate.
 
 Usage: hack/conformance_http.py [DIR] [-v]     (DIR defaults to ../shared/conformance)
 """
+import base64
 import http.client
+import http.server
 import json
 import os
 import socket
@@ -14,6 +18,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -125,10 +130,73 @@ def check_table(expect, body):
     return problems
 
 
+RENAMING_WEBHOOK = "<test webhook that renames spec.color <-> spec.hue>"
+
+
+class RenamingWebhook(http.server.BaseHTTPRequestHandler):
+    """ConversionReview answers: v1 spec.color is v1beta1 spec.hue."""
+
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        request = review["request"]
+        desired = request["desiredAPIVersion"]
+        (old, new) = ("color", "hue") if desired.endswith("/v1beta1") else ("hue", "color")
+        converted = []
+        for obj in request["objects"]:
+            spec = obj.get("spec") or {}
+            if old in spec:
+                spec[new] = spec.pop(old)
+            obj["apiVersion"] = desired
+            converted.append(obj)
+        answer = json.dumps({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+                             "response": {"uid": request["uid"], "result": {"status": "Success"},
+                                          "convertedObjects": converted}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_webhook():
+    """Serves RenamingWebhook over HTTPS; returns its clientConfig."""
+    d = tempfile.mkdtemp()
+    cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=webhook",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE"],
+                   check=True, capture_output=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RenamingWebhook)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with open(cert, "rb") as f:
+        bundle = base64.b64encode(f.read()).decode()
+    return {"url": "https://127.0.0.1:%d/convert" % server.server_address[1], "caBundle": bundle}
+
+
+WEBHOOK = None
+
+
+def with_webhook(crd):
+    global WEBHOOK
+    webhook = crd["spec"].get("conversion", {}).get("webhook")
+    if webhook and webhook.get("clientConfig") == RENAMING_WEBHOOK:
+        WEBHOOK = WEBHOOK or start_webhook()
+        crd = json.loads(json.dumps(crd))
+        crd["spec"]["conversion"]["webhook"]["clientConfig"] = WEBHOOK
+    return crd
+
+
 def run_case(case):
     crd = case["crd"]
     if not isinstance(crd, dict):
         return "skip", "fixture not spelled out"
+    crd = with_webhook(crd)
     server = Server(crd)
     try:
         req = case["request"]

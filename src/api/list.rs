@@ -201,8 +201,12 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         })?;
         revision = Some(page.revision);
         let count = page.items.len();
+        let mut converted = present::convert_page(call, &page.items)?.map(Vec::into_iter);
         for (i, kv) in page.items.into_iter().enumerate() {
-            items.add(call, &kv.value, kv.revision, keep)?;
+            match converted.as_mut().and_then(Iterator::next) {
+                Some(object) => items.add_object(object, keep)?,
+                None => items.add(call, &kv.value, kv.revision, keep)?,
+            };
             if limit.is_some_and(|l| items.len() >= l) {
                 if i + 1 < count || page.more {
                     continue_from = Some(kv.key);

@@ -40,6 +40,26 @@ pub fn read_stored(
     Ok(object)
 }
 
+/// A list page read for the call's version in one conversion, when the definition's webhook
+/// must convert some of its objects (`None`: each object takes [`ListItems::add`]).
+pub fn convert_page(call: &Call, page: &[crate::store::KeyValue]) -> Result<Option<Vec<Value>>, ApiError> {
+    let (definition, version) = (&call.served.definition, &call.served.version);
+    if !matches!(definition.conversion, crate::definitions::conversion::Conversion::Webhook(_)) {
+        return Ok(None);
+    }
+    let mut objects = Vec::with_capacity(page.len());
+    for kv in page {
+        let mut object: Value = serde_json::from_slice(&kv.value).map_err(not_json)?;
+        read_coerce(definition, &mut object);
+        objects::set_resource_version(&mut object, kv.revision);
+        objects.push(object);
+    }
+    if !crate::conversion::needs_webhook(definition, &objects, &version.name) {
+        return Ok(None);
+    }
+    super::write::convert_all_to(definition, objects, version).map(Some)
+}
+
 fn not_json(e: serde_json::Error) -> ApiError {
     ApiError::internal(format!("stored object is not JSON: {e}"))
 }
@@ -258,7 +278,17 @@ impl ListItems {
             }
             text.truncate(mark);
         }
-        let object = from_storage(call, bytes, revision)?;
+        self.add_object(from_storage(call, bytes, revision)?, keep)
+    }
+
+    /// Adds an object read already for the call's version (see [`convert_page`]) when `keep`
+    /// accepts it.
+    pub fn add_object(
+        &mut self,
+        object: Value,
+        keep: Option<&(dyn Fn(&Value) -> bool + Sync)>,
+    ) -> Result<bool, ApiError> {
+        let separator = self.count > 0;
         if keep.is_some_and(|keep| !keep(&object)) {
             return Ok(false);
         }

@@ -198,14 +198,35 @@ pub fn convert_to(
 ) -> Result<(), ApiError> {
     let before = object.get("apiVersion").and_then(Value::as_str).map(str::to_string);
     crate::conversion::convert(definition, object, &target.name).map_err(errors::conversion)?;
+    prune_converted(before.as_deref(), object, target);
+    Ok(())
+}
+
+/// [`convert_to`] of many objects: a conversion webhook converts them in one call.
+pub fn convert_all_to(
+    definition: &crate::definitions::Definition,
+    objects: Vec<Value>,
+    target: &crate::definitions::Version,
+) -> Result<Vec<Value>, ApiError> {
+    let before: Vec<Option<String>> =
+        objects.iter().map(|o| o.get("apiVersion").and_then(Value::as_str).map(str::to_string)).collect();
+    let mut converted =
+        crate::conversion::convert_many(definition, objects, &target.name).map_err(errors::conversion)?;
+    for (object, before) in converted.iter_mut().zip(&before) {
+        prune_converted(before.as_deref(), object, target);
+    }
+    Ok(converted)
+}
+
+/// A converted object whose version changed is pruned with the target version's schema.
+fn prune_converted(before: Option<&str>, object: &mut Value, target: &crate::definitions::Version) {
     let after = object.get("apiVersion").and_then(Value::as_str);
-    if before.as_deref() != after
+    if before != after
         && let Some(schema) = target.schema.as_deref()
     {
         // Metadata was coerced on decode already; an error here leaves the object as it is.
         let _ = schema::coerce(object, Some(schema), true);
     }
-    Ok(())
 }
 
 /// The stored object, as the response to a write: stamped with its revision and converted to

@@ -1,20 +1,18 @@
 //! Conversion of objects between the versions of a definition.
 //!
 //! Owns the `None` strategy (only `apiVersion` changes) and the `Webhook` strategy
-//! (ConversionReview over HTTPS, checked as Kubernetes checks it). Callers prune the result with
-//! the target version's schema, as Kubernetes' converter does. Must not touch storage or the
-//! API's HTTP layer.
+//! (ConversionReview over HTTPS, checked as Kubernetes checks it), and the bridge that lets the
+//! synchronous read and write paths wait for a webhook. Callers prune the result with the
+//! target version's schema, as Kubernetes' converter does. Must not touch storage or the API's
+//! HTTP layer.
 
 pub mod none;
 pub mod review;
 pub mod webhook;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-
-pub use none::convert;
 
 use crate::definitions::Definition;
 use crate::definitions::conversion::Conversion;
@@ -31,103 +29,140 @@ pub enum Error {
     Webhook(String),
 }
 
-/// The webhook clients of a registry's definitions, built once per registry.
-#[derive(Default)]
-pub struct Converters {
-    /// By definition name; a client that could not be built keeps its reason.
-    clients: HashMap<String, Result<Arc<webhook::Client>, String>>,
+/// Converts `object` (of some version of `definition`) to `version`, in place. A webhook is
+/// called only when the object is in another version; the caller's thread waits for it.
+pub fn convert(definition: &Definition, object: &mut Value, version: &str) -> Result<(), Error> {
+    if !needs_webhook(definition, std::slice::from_ref(object), version) {
+        return none::convert(definition, object, version);
+    }
+    let converted = wait_for(|clients| convert_all(definition, vec![object.clone()], version, clients))?;
+    *object = converted.into_iter().next().ok_or_else(|| Error::Invalid("conversion returned no object".into()))?;
+    Ok(())
 }
 
-impl Converters {
-    pub fn build<'a>(definitions: impl Iterator<Item = &'a Arc<Definition>>) -> Converters {
-        let mut clients = HashMap::new();
-        for definition in definitions {
-            if let Conversion::Webhook(hook) = &definition.conversion {
-                let client = webhook::Client::new(hook).map(Arc::new);
-                if let Err(e) = &client {
-                    tracing::error!(definition = %definition.name, error = %e, "conversion webhook client");
-                }
-                clients.insert(definition.name.clone(), client);
-            }
+/// Converts objects to `version`; with a webhook, one ConversionReview carries all of those in
+/// another version (a list page costs one call, as in Kubernetes).
+pub fn convert_many(definition: &Definition, mut objects: Vec<Value>, version: &str) -> Result<Vec<Value>, Error> {
+    if !needs_webhook(definition, &objects, version) {
+        for object in &mut objects {
+            none::convert(definition, object, version)?;
         }
-        Converters { clients }
+        return Ok(objects);
     }
+    wait_for(|clients| convert_all(definition, objects, version, clients))
+}
 
-    /// Converts objects (in any versions of `definition`) to `version`. With a webhook, one
-    /// ConversionReview carries every object not already in that version; objects already in
-    /// it are left as they are.
-    pub async fn convert_all(
-        &self,
-        definition: &Definition,
-        mut objects: Vec<Value>,
-        version: &str,
-    ) -> Result<Vec<Value>, Error> {
-        let Conversion::Webhook(hook) = &definition.conversion else {
-            for object in &mut objects {
-                none::convert(definition, object, version)?;
-            }
-            return Ok(objects);
-        };
-        if definition.version(version).is_none() {
-            return Err(Error::UnknownVersion {
-                group: definition.group.clone(),
-                version: version.to_string(),
-                kind: definition.kind.clone(),
-            });
-        }
-        let desired = format!("{}/{}", definition.group, version);
-        let indices = review::to_convert(&objects, &desired);
-        let Some(first) = indices.first().and_then(|i| objects.get(*i)) else { return Ok(objects) };
-        let source = format!(
-            "{}, Kind={}",
-            first.get("apiVersion").and_then(Value::as_str).unwrap_or_default(),
-            first.get("kind").and_then(Value::as_str).unwrap_or_default()
-        );
-        let fail = |why: String| Error::Webhook(format!("conversion webhook for {source} failed: {why}"));
-        let client = match self.clients.get(&definition.name) {
-            Some(Ok(client)) => client.clone(),
-            Some(Err(why)) => return Err(fail(why.clone())),
-            None => return Err(fail("no client for the webhook".into())),
-        };
-        let uid = uuid::Uuid::new_v4().to_string();
-        let sent: Vec<Value> = indices.iter().filter_map(|i| objects.get(*i).cloned()).collect();
-        let request = review::request(&hook.review_version, &uid, &desired, sent);
-        let response = client.call(&request).await.map_err(fail)?;
-        let converted = review::converted_objects(&hook.review_version, &uid, &response).map_err(fail)?;
-        if converted.len() != indices.len() {
-            return Err(Error::Webhook(format!(
-                "conversion webhook for {source} returned {} objects, expected {}",
-                converted.len(),
-                indices.len()
-            )));
-        }
-        for (position, (index, mut object)) in indices.iter().zip(converted).enumerate() {
-            let Some(original) = objects.get(*index) else { continue };
-            let invalid = |why: String| {
-                Error::Webhook(format!(
-                    "conversion webhook for {source} returned invalid converted object at index {position}: {why}"
-                ))
-            };
-            let got_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-            if got_version != desired {
-                return Err(invalid(format!("invalid groupVersion (expected {desired}, received {got_version})")));
-            }
-            review::check_identity(original, &object).map_err(invalid)?;
-            review::restore_metadata(original, &mut object).map_err(|why| {
-                Error::Webhook(format!(
-                    "conversion webhook for {source} returned invalid metadata in object at index {position}: {why}"
-                ))
-            })?;
-            if let Some(slot) = objects.get_mut(*index) {
-                *slot = object;
-            }
-        }
-        Ok(objects)
-    }
+/// Whether converting `objects` to `version` calls the definition's webhook.
+pub fn needs_webhook(definition: &Definition, objects: &[Value], version: &str) -> bool {
+    matches!(definition.conversion, Conversion::Webhook(_))
+        && definition.version(version).is_some()
+        && !review::to_convert(objects, &format!("{}/{}", definition.group, version)).is_empty()
+}
 
-    /// Converts one object.
-    pub async fn convert_one(&self, definition: &Definition, object: Value, version: &str) -> Result<Value, Error> {
-        let mut converted = self.convert_all(definition, vec![object], version).await?;
-        converted.pop().ok_or_else(|| Error::Invalid("conversion returned no object".into()))
+/// Which webhook clients a conversion may use.
+#[derive(Clone, Copy)]
+enum Clients {
+    /// The process-wide clients, whose pooled connections live on the server's runtime.
+    Shared,
+    /// A client for this conversion only (its connections die with a temporary runtime).
+    Own,
+}
+
+/// Runs a conversion to completion from synchronous code. On the server's multi-threaded
+/// runtime the worker hands its other tasks away while it waits (`block_in_place`); anywhere
+/// else (the offline commands, single-threaded test runtimes) a scoped thread runs the
+/// conversion on a runtime of its own, with its own client.
+fn wait_for<C, F>(conversion: C) -> Result<Vec<Value>, Error>
+where
+    C: FnOnce(Clients) -> F + Send,
+    F: std::future::Future<Output = Result<Vec<Value>, Error>>,
+{
+    use tokio::runtime::{Builder, Handle, RuntimeFlavor};
+    if let Ok(handle) = Handle::try_current()
+        && handle.runtime_flavor() == RuntimeFlavor::MultiThread
+    {
+        return tokio::task::block_in_place(|| handle.block_on(conversion(Clients::Shared)));
     }
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            let runtime = Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Webhook(format!("starting a runtime for the conversion webhook: {e}")))?;
+            runtime.block_on(conversion(Clients::Own))
+        });
+        worker.join().unwrap_or_else(|_| Err(Error::Webhook("the conversion webhook call panicked".into())))
+    })
+}
+
+/// Converts objects (in any versions of `definition`) to `version`. With a webhook, one
+/// ConversionReview carries every object not already in that version; objects already in it
+/// are left as they are.
+async fn convert_all(
+    definition: &Definition,
+    mut objects: Vec<Value>,
+    version: &str,
+    clients: Clients,
+) -> Result<Vec<Value>, Error> {
+    let Conversion::Webhook(hook) = &definition.conversion else {
+        for object in &mut objects {
+            none::convert(definition, object, version)?;
+        }
+        return Ok(objects);
+    };
+    if definition.version(version).is_none() {
+        return Err(Error::UnknownVersion {
+            group: definition.group.clone(),
+            version: version.to_string(),
+            kind: definition.kind.clone(),
+        });
+    }
+    let desired = format!("{}/{}", definition.group, version);
+    let indices = review::to_convert(&objects, &desired);
+    let Some(first) = indices.first().and_then(|i| objects.get(*i)) else { return Ok(objects) };
+    let source = format!(
+        "{}, Kind={}",
+        first.get("apiVersion").and_then(Value::as_str).unwrap_or_default(),
+        first.get("kind").and_then(Value::as_str).unwrap_or_default()
+    );
+    let fail = |why: String| Error::Webhook(format!("conversion webhook for {source} failed: {why}"));
+    let client: Arc<webhook::Client> = match clients {
+        Clients::Shared => webhook::shared_client(hook),
+        Clients::Own => webhook::Client::new(hook).map(Arc::new),
+    }
+    .map_err(fail)?;
+    let uid = uuid::Uuid::new_v4().to_string();
+    let sent: Vec<Value> = indices.iter().filter_map(|i| objects.get(*i).cloned()).collect();
+    let request = review::request(&hook.review_version, &uid, &desired, sent);
+    let response = client.call(&request).await.map_err(fail)?;
+    let converted = review::converted_objects(&hook.review_version, &uid, &response).map_err(fail)?;
+    if converted.len() != indices.len() {
+        return Err(Error::Webhook(format!(
+            "conversion webhook for {source} returned {} objects, expected {}",
+            converted.len(),
+            indices.len()
+        )));
+    }
+    for (position, (index, mut object)) in indices.iter().zip(converted).enumerate() {
+        let Some(original) = objects.get(*index) else { continue };
+        let invalid = |why: String| {
+            Error::Webhook(format!(
+                "conversion webhook for {source} returned invalid converted object at index {position}: {why}"
+            ))
+        };
+        let got_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        if got_version != desired {
+            return Err(invalid(format!("invalid groupVersion (expected {desired}, received {got_version})")));
+        }
+        review::check_identity(original, &object).map_err(invalid)?;
+        review::restore_metadata(original, &mut object).map_err(|why| {
+            Error::Webhook(format!(
+                "conversion webhook for {source} returned invalid metadata in object at index {position}: {why}"
+            ))
+        })?;
+        if let Some(slot) = objects.get_mut(*index) {
+            *slot = object;
+        }
+    }
+    Ok(objects)
 }

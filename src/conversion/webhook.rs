@@ -2,6 +2,8 @@
 //! `https://<name>.<namespace>.svc:<port><path>`), the roots it trusts (the definition's
 //! `caBundle`, else the system's), pooled connections, and Kubernetes' 30 s call timeout.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +22,21 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest response accepted.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
 
+/// The clients of every webhook configuration in use, shared by the definitions that name the
+/// same one (as Kubernetes' webhook client manager caches them) and kept across reloads, so
+/// their pooled connections are reused.
+pub fn shared_client(webhook: &Webhook) -> Result<Arc<Client>, String> {
+    static CLIENTS: OnceLock<Mutex<HashMap<Webhook, Arc<Client>>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Default::default);
+    let mut clients = clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(client) = clients.get(webhook) {
+        return Ok(client.clone());
+    }
+    let client = Arc::new(Client::new(webhook)?);
+    clients.insert(webhook.clone(), client.clone());
+    Ok(client)
+}
+
 pub struct Client {
     http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     uri: http::Uri,
@@ -34,7 +51,7 @@ fn url_of(endpoint: &Endpoint) -> String {
 
 impl Client {
     pub fn new(webhook: &Webhook) -> Result<Client, String> {
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
         let builder = if webhook.ca_bundle.is_empty() {
             builder.with_provider_and_native_roots(provider).map_err(|e| format!("system roots: {e}"))?

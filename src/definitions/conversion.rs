@@ -9,16 +9,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use crate::core::field::{FieldError, Path};
 use crate::core::names;
 
-/// Whether definitions with conversion webhooks are served (the API calls webhooks).
-pub const WEBHOOKS_SERVED: bool = false;
-
 /// The ConversionReview versions this server speaks, in Kubernetes' sorted order.
 const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
 /// The webhook URL form in Kubernetes' messages.
 const URL_FORM: &str = "; desired format: https://host[/path]";
 
 /// Where a conversion webhook is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     Url(String),
     /// A Service in the cluster: `https://<name>.<namespace>.svc:<port><path>`.
@@ -31,7 +28,7 @@ pub enum Endpoint {
 }
 
 /// A definition's conversion webhook.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Webhook {
     pub endpoint: Endpoint,
     /// PEM roots to trust for the webhook's serving certificate (empty: the system's).

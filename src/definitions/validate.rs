@@ -70,13 +70,6 @@ pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<Fi
     }
     if let Some(conversion) = &spec.conversion {
         super::conversion::check(conversion, spec.preserve_unknown_fields == Some(true), &mut errs);
-        if conversion.strategy == "Webhook" && !super::conversion::WEBHOOKS_SERVED {
-            // Serving a Webhook definition with None semantics would silently corrupt objects.
-            errs.push(FieldError::forbidden(
-                sp.child("conversion").child("strategy"),
-                "conversion webhooks are not supported by this server; use strategy None",
-            ));
-        }
     }
     (errs, rules)
 }

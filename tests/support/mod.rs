@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod http;
 pub mod kubectl;
+pub mod webhook;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
