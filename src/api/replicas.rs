@@ -4,23 +4,10 @@
 
 use serde_json::Value;
 
-use crate::core::field::{FieldError, Path};
+use crate::core::field::{FieldError, Path, go_type};
 use crate::definitions::Scale;
 
 const MAX_INT32: i64 = 2_147_483_647;
-
-/// Go's `%T` of an unstructured value.
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::String(_) => "string",
-        Value::Number(n) if n.as_i64().is_none() => "float64",
-        Value::Number(_) => "int64",
-        Value::Bool(_) => "bool",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-        Value::Null => "<nil>",
-    }
-}
 
 /// Go's `%v` of an unstructured value.
 fn go_value(value: &Value) -> String {

@@ -15,6 +15,7 @@ use super::objects;
 use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::update::{self, Committed, read_current};
+use crate::core::field::go_type;
 use crate::core::status::ApiError;
 use crate::definitions::Scale;
 
@@ -39,18 +40,6 @@ fn nested_int(object: &Value, path: &str) -> Result<Option<i64>, ApiError> {
             "{path} accessor error: {other} is of the type {}, expected int64",
             go_type(other)
         ))),
-    }
-}
-
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::String(_) => "string",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::Bool(_) => "bool",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-        Value::Null => "<nil>",
     }
 }
 

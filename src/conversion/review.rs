@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::core::field::{Path, aggregate};
+use crate::core::field::{Path, aggregate, go_type};
 use crate::schema::objectmeta::rules::validate_annotations;
 
 const REVIEW_GROUP: &str = "apiextensions.k8s.io";
@@ -139,19 +139,6 @@ pub fn restore_metadata(original: &Value, converted: &mut Value) -> Result<(), S
     }
     converted_map.insert("metadata".into(), Value::Object(restored));
     Ok(())
-}
-
-/// How Go's `%T` names a decoded JSON value.
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
 }
 
 #[cfg(test)]

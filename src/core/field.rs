@@ -254,6 +254,20 @@ pub fn go_json(value: &Value) -> String {
     text.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
 }
 
+/// Go's `%T` of a value decoded the way Kubernetes decodes unstructured JSON: integers that fit
+/// an int64 are `int64`, every other number `float64`.
+pub fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.as_i64().is_some() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
 /// A string quoted as Go's `strconv.Quote` quotes it.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

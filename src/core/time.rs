@@ -50,6 +50,18 @@ pub fn human_duration(seconds: i64) -> String {
     }
 }
 
+/// The number of days in a month of the proleptic Gregorian calendar (`None`: no such month).
+pub fn days_in_month(year: u32, month: u32) -> Option<u32> {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => Some(31),
+        4 | 6 | 9 | 11 => Some(30),
+        2 if leap => Some(29),
+        2 => Some(28),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

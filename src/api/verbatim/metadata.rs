@@ -8,7 +8,7 @@
 
 use super::Splice;
 use super::scan::{Kind, Number, Reader, Refused, Scan};
-use crate::core::time::{format_rfc3339, parse_rfc3339};
+use crate::core::time::{days_in_month, format_rfc3339, parse_rfc3339};
 
 const RESOURCE_VERSION: &str = "resourceVersion";
 
@@ -92,14 +92,7 @@ fn plainly_encoded_time(text: &str) -> bool {
     let number = |ds: &[u8]| ds.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
     let (year, month, day) = (number(&[y1, y2, y3, y4]), number(&[m1, m2]), number(&[d1, d2]));
     let (hour, minute, second) = (number(&[h1, h2]), number(&[i1, i2]), number(&[s1, s2]));
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
+    let Some(days) = days_in_month(year, month) else { return false };
     (1000..=9998).contains(&year) && (1..=days).contains(&day) && hour < 24 && minute < 60 && second < 60
 }
 

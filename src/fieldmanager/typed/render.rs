@@ -4,20 +4,8 @@
 
 use serde_json::Value;
 
+pub use crate::core::field::go_type;
 use crate::core::field::{go_float, go_quote};
-
-/// `%T` of the value's Go form.
-pub fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
-}
 
 /// `%v` of a `value.Value`: `&{...}` around the plain value.
 pub fn value_v(value: &Value) -> String {

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::core::field::go_type;
 use crate::core::time::{format_rfc3339, parse_rfc3339};
 
 /// Normalized metadata and the unknown fields that were dropped from it.
@@ -67,7 +68,7 @@ pub fn coerce(raw: &Value, prefix: &str, drop_malformed: bool) -> Result<Coerced
         Value::Null => return Ok(Coerced::default()),
         Value::Object(map) => map,
         other if drop_malformed => {
-            return Err(format!("invalid metadata: expected object, got {}", go_type_name(other)));
+            return Err(format!("invalid metadata: expected object, got {}", go_type(other)));
         }
         other => {
             return Err(format!("json: cannot unmarshal {} into Go value of type v1.ObjectMeta", json_kind(other)));
@@ -91,19 +92,6 @@ pub fn coerce(raw: &Value, prefix: &str, drop_malformed: bool) -> Result<Coerced
         }
     }
     Ok(out)
-}
-
-/// Go's `%T` of an unstructured value.
-fn go_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.as_i64().is_some() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
 }
 
 /// One field; `None` when it encodes as absent (empty, or null).
