@@ -74,6 +74,19 @@ mod tests {
     }
 
     #[test]
+    fn numbers_decode_to_the_nearest_float() {
+        // The largest float32, written by Go's strconv: one unit in the last place off under
+        // serde_json's default fast parser, which made `self.val == 3.40...e+38` rules fail.
+        let body = Bytes::from_static(br#"{"f": 3.4028234663852886e+38, "g": 2.2250738585072014e-308}"#);
+        let decoded = decode_object(&body, None).unwrap();
+        assert_eq!(decoded.value["f"].as_f64(), Some(f64::from(f32::MAX)));
+        assert_eq!(decoded.value["g"].as_f64(), Some(f64::MIN_POSITIVE));
+        let yaml =
+            decode_object(&Bytes::from_static(b"f: 3.4028234663852886e+38\n"), Some("application/yaml")).unwrap();
+        assert_eq!(yaml.value["f"].as_f64(), Some(f64::from(f32::MAX)));
+    }
+
+    #[test]
     fn refuses_non_objects_and_unknown_types() {
         assert_eq!(decode_object(&Bytes::from_static(b"[1]"), None).unwrap_err().code, 400);
         assert_eq!(decode_object(&Bytes::from_static(b"{"), None).unwrap_err().code, 400);
