@@ -57,10 +57,54 @@ pub fn parse_errors(source: &str, errs: &ParseErrors) -> String {
                 }
                 col = i;
             }
-            display(source, line, col, &e.msg)
+            match reserved_member(&e.msg) {
+                // cel-go's parser stops at the keyword itself where the Rust one reports the
+                // whole `.keyword`: say what cel-go says, where it says it.
+                Some(word) => {
+                    let text: Vec<char> = source.split('\n').nth(line - 1).unwrap_or("").chars().collect();
+                    let dotted: Vec<char> = format!(".{word}").chars().collect();
+                    let at = (0..=col.min(text.len()))
+                        .rev()
+                        .find(|i| text.get(*i..i + dotted.len()) == Some(dotted.as_slice()))
+                        .map_or(col, |i| i + 1);
+                    display(source, line, at, &format!("Syntax error: mismatched input '{word}' expecting IDENTIFIER"))
+                }
+                None => display(source, line, col, &e.msg),
+            }
         })
         .collect();
     shown.join("\n")
+}
+
+/// CEL's reserved words, which cannot name a field after `.`.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// The reserved word of a `no viable alternative at input '.word'` error.
+fn reserved_member(msg: &str) -> Option<&str> {
+    let word = msg.strip_prefix("Syntax error: no viable alternative at input '.")?.strip_suffix('\'')?;
+    RESERVED.contains(&word).then_some(word)
 }
 
 pub fn check_errors(source: &str, info: &SourceInfo, errs: &[(u64, String)]) -> String {

@@ -248,6 +248,12 @@ fn docs_compile_errors_word_for_word() {
     assert!(first_line(errs).ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'nonExistingField'"));
     let errs = on(int(), "has(self)");
     assert!(first_line(errs).ends_with("compilation failed: ERROR: <input>:1:4: invalid argument to has() macro"));
+    // A reserved word cannot name a field after `.`: cel-go points at the word.
+    let errs = on(json!({"type": "object", "properties": {"a": int()}}), "self.true == 1");
+    assert!(
+        errs[0].ends_with("ERROR: <input>:1:6: Syntax error: mismatched input 'true' expecting IDENTIFIER\n | self.true == 1\n | .....^"),
+        "{errs:?}"
+    );
     // cel-go shows the source line and a caret under the error.
     let errs = on(int(), "self == true");
     assert!(errs[0].ends_with("\n | self == true\n | .....^"), "{errs:?}");
