@@ -76,35 +76,10 @@ pub fn parse_errors(source: &str, errs: &ParseErrors) -> String {
     shown.join("\n")
 }
 
-/// CEL's reserved words, which cannot name a field after `.`.
-const RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
 /// The reserved word of a `no viable alternative at input '.word'` error.
 fn reserved_member(msg: &str) -> Option<&str> {
     let word = msg.strip_prefix("Syntax error: no viable alternative at input '.")?.strip_suffix('\'')?;
-    RESERVED.contains(&word).then_some(word)
+    super::escaping::RESERVED.contains(&word).then_some(word)
 }
 
 pub fn check_errors(source: &str, info: &SourceInfo, errs: &[(u64, String)]) -> String {

@@ -4,7 +4,7 @@
 //! Owns: the escaping rules. Must not touch: anything else.
 
 /// Words CEL reserves; a property named exactly so is spelled `__word__`.
-const RESERVED: &[&str] = &[
+pub(super) const RESERVED: &[&str] = &[
     "true",
     "false",
     "null",
