@@ -134,22 +134,8 @@ pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
-
-    fn crontab() -> Value {
-        json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": "crontabs.stable.example.com"},
-            "spec": {
-                "group": "stable.example.com",
-                "scope": "Namespaced",
-                "names": {"plural": "crontabs", "kind": "CronTab", "shortNames": ["ct"]},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object"}}}]
-            }
-        })
-    }
+    use crate::definitions::validate::tests::crontab;
+    use serde_json::json;
 
     #[test]
     fn deprecation_warnings_name_the_newer_version() {

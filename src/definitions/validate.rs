@@ -179,11 +179,12 @@ fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) -> Comp
 // --- end CEL
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn crontab() -> Value {
+    /// The seeds' CronTab definition, with one version and an empty object schema.
+    pub(in crate::definitions) fn crontab() -> Value {
         json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
