@@ -88,6 +88,19 @@ fn objects_convert_through_the_webhook() {
     );
     let refused = client.send_json("POST", V1BETA1, &shirt("v1beta1", "shirt4", "hue", "pink", "L"));
     assert_eq!(refused.status, 500, "{}", refused.text());
+    // A watch in the other version ends when an event cannot be converted, rather than
+    // skipping it (the watcher resumes from its last resourceVersion, as against Kubernetes).
+    let revision = client.get(V1).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watcher = Client::admin(&server);
+    let (ended, watch_ended) = std::sync::mpsc::channel();
+    let path = format!("{V1BETA1}?watch=1&resourceVersion={revision}&timeoutSeconds=300");
+    std::thread::spawn(move || ended.send(watcher.get(&path).unwrap()).unwrap());
+    assert_eq!(client.send_json("POST", V1, &shirt("v1", "shirt5", "color", "teal", "S")).status, 201);
+    let watched = watch_ended
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("the watch ends\n{}", server.log()));
+    assert_eq!(watched.status, 200);
+    assert!(!watched.text().contains("shirt5"), "no event without conversion: {}", watched.text());
     webhook.counters.failing.store(false, Ordering::SeqCst);
     assert_eq!(client.get(&format!("{V1}/shirt4")).unwrap().status, 404);
     // Reads in the storage version never call the webhook.

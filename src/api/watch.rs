@@ -258,15 +258,20 @@ impl Stream {
         {
             return self.send_line(line).await;
         }
-        let Ok(object) = present::from_storage(&self.call, &event.value, event.revision) else {
-            return true;
+        // An event that cannot be shown (its conversion webhook failed) ends the watch, as in
+        // Kubernetes: skipping it would leave the watcher's cache silently stale, while a
+        // closed watch makes it resume from its last resourceVersion.
+        let object = match present::from_storage(&self.call, &event.value, event.revision) {
+            Ok(object) => object,
+            Err(e) => return self.give_up(&e),
         };
         let now = self.filter.matches(&object);
         let before = match (&event.prev, event.kind) {
             (Some(prev), EventType::Modified) if !self.filter.is_empty() => {
-                present::from_storage(&self.call, prev, event.revision)
-                    .map(|p| self.filter.matches(&p))
-                    .unwrap_or(false)
+                match present::from_storage(&self.call, prev, event.revision) {
+                    Ok(prev) => self.filter.matches(&prev),
+                    Err(e) => return self.give_up(&e),
+                }
             }
             _ => now,
         };
@@ -279,6 +284,13 @@ impl Stream {
             _ => return true,
         };
         self.send(kind, &object).await
+    }
+
+    /// Logs why an event could not be shown; the watch ends.
+    fn give_up(&self, error: &ApiError) -> bool {
+        let d = &self.call.served.definition;
+        tracing::warn!(resource = %d.name, error = %error.message, "watch ended: an event could not be encoded");
+        false
     }
 
     fn bookmark(&self, initial_events_end: bool) -> Value {
