@@ -60,7 +60,7 @@ impl<'a> Evaluator<'a> {
             Ir::Index { operand, index, optional } => {
                 let v = self.eval(operand)?;
                 let i = self.eval(index)?;
-                self.charge(1)?;
+                self.charge(1 + Ir::relative_attribute_cost(operand))?;
                 index_value(v, &i, *optional)
             }
             Ir::Call { func: Func::NotStrictlyFalse, args } => {
@@ -77,22 +77,15 @@ impl<'a> Evaluator<'a> {
             }
             Ir::Call { func, args } => {
                 let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(self.eval(a)?);
+                for (i, a) in args.iter().enumerate() {
+                    match self.eval(a) {
+                        Ok(v) => values.push(v),
+                        Err(e) => return self.failed_call(*func, args, i, values, e),
+                    }
                 }
                 self.call(*func, values)
             }
-            Ir::Regex { func, args, regex, pattern_len } => {
-                let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(self.eval(a)?);
-                }
-                let text_len = values.first().map_or(1, Value::cost_size);
-                let c = super::cost::STRING_TRAVERSAL_FACTOR * (1 + text_len) as f64;
-                let r = super::cost::REGEX_LENGTH_FACTOR * *pattern_len as f64;
-                self.charge((c.ceil() as u64).saturating_mul(r.ceil() as u64))?;
-                library::regex::call_compiled(*func, regex, &values)
-            }
+            Ir::Regex { func, args, regex, pattern_len } => self.eval_regex(*func, args, regex, *pattern_len),
             Ir::And(a, b) => self.logic(a, b, false),
             Ir::Or(a, b) => self.logic(a, b, true),
             Ir::Cond(c, t, f) => match self.eval(c)? {
@@ -100,48 +93,8 @@ impl<'a> Evaluator<'a> {
                 Value::Bool(false) => self.eval(f),
                 _ => Err(EvalError::no_overload()),
             },
-            Ir::List { elems, optional } => {
-                self.charge(10)?;
-                let mut out = Vec::with_capacity(elems.len());
-                for (e, opt) in elems.iter().zip(optional) {
-                    let v = self.eval(e)?;
-                    if *opt {
-                        match v {
-                            Value::Optional(Some(inner)) => out.push((*inner).clone()),
-                            Value::Optional(None) => {}
-                            _ => return Err(EvalError::no_overload()),
-                        }
-                    } else {
-                        out.push(v);
-                    }
-                }
-                Ok(Value::list(out))
-            }
-            Ir::Map { entries } => {
-                self.charge(30)?;
-                let mut out: Vec<(Value<'a>, Value<'a>)> = Vec::with_capacity(entries.len());
-                for (k, v, opt) in entries {
-                    let key = self.eval(k)?;
-                    let mut val = self.eval(v)?;
-                    if *opt {
-                        match val {
-                            Value::Optional(Some(inner)) => val = (*inner).clone(),
-                            Value::Optional(None) => continue,
-                            _ => return Err(EvalError::no_overload()),
-                        }
-                    }
-                    for (existing, _) in &out {
-                        if equals(existing, &key)? {
-                            return Err(EvalError::new(format!(
-                                "Failed with repeated key: {}",
-                                library::display(&key)
-                            )));
-                        }
-                    }
-                    out.push((key, val));
-                }
-                Ok(Value::Map(MapData::Owned(Rc::new(out))))
-            }
+            Ir::List { elems, optional } => self.eval_list(ir, elems, optional),
+            Ir::Map { entries } => self.eval_map(ir, entries),
             Ir::Fold(f) => self.fold(f),
             Ir::Loop(l) => self.two_var_loop(l),
             Ir::Bind { slot, init, body } => {
@@ -162,19 +115,123 @@ impl<'a> Evaluator<'a> {
                 }
                 _ => Err(EvalError::no_overload()),
             },
-            Ir::SortBy { target, slot, key } => {
-                let Value::List(list) = self.eval(target)? else { return Err(EvalError::no_overload()) };
-                let items = list.items()?;
-                let mut keyed = Vec::with_capacity(items.len());
-                for item in items {
-                    self.bind(*slot, item.clone());
-                    let k = self.eval(key);
-                    self.stack.truncate(*slot);
-                    keyed.push((k?, item));
-                }
-                library::lists::sort_keyed(keyed)
+            Ir::SortBy { target, slot, key } => self.eval_sort_by(target, *slot, key),
+        }
+    }
+
+    /// A call whose argument `failed` (at `at`) failed: cel-go evaluates both operands of a
+    /// binary call (and stops at the first failed argument of any other), and its cost
+    /// observer still charges the call.
+    #[cold]
+    #[inline(never)]
+    fn failed_call(
+        &mut self,
+        func: Func,
+        args: &'a [Ir],
+        at: usize,
+        mut values: Vec<Value<'a>>,
+        failed: EvalError,
+    ) -> EvalResult<'a> {
+        if failed.cost_exceeded {
+            return Err(failed);
+        }
+        values.push(Value::Error(Rc::new(failed.clone())));
+        if args.len() == 2
+            && at == 0
+            && let Some(rhs) = args.get(1)
+        {
+            match self.eval(rhs) {
+                Ok(v) => values.push(v),
+                Err(e) if e.cost_exceeded => return Err(e),
+                Err(e) => values.push(Value::Error(Rc::new(e))),
             }
         }
+        self.charge(runtime_call_cost(func, &values, None))?;
+        Err(failed)
+    }
+
+    // The branches of `eval` with many locals live out of line: `eval`'s frame is repeated at
+    // every level of an expression, and the deepest expression allowed must fit a runtime
+    // worker's stack (see `limits_tests`).
+
+    #[inline(never)]
+    fn eval_regex(
+        &mut self,
+        func: Func,
+        args: &'a [Ir],
+        regex: &'a regex::Regex,
+        pattern_len: usize,
+    ) -> EvalResult<'a> {
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            values.push(self.eval(a)?);
+        }
+        let text_len = values.first().map_or(1, Value::cost_size);
+        let c = super::cost::STRING_TRAVERSAL_FACTOR * (1 + text_len) as f64;
+        let r = super::cost::REGEX_LENGTH_FACTOR * pattern_len as f64;
+        self.charge((c.ceil() as u64).saturating_mul(r.ceil() as u64))?;
+        library::regex::call_compiled(func, regex, &values)
+    }
+
+    #[inline(never)]
+    fn eval_list(&mut self, ir: &'a Ir, elems: &'a [Ir], optional: &[bool]) -> EvalResult<'a> {
+        if !ir.is_constant() {
+            self.charge(10)?;
+        }
+        let mut out = Vec::with_capacity(elems.len());
+        for (e, opt) in elems.iter().zip(optional) {
+            let v = self.eval(e)?;
+            if *opt {
+                match v {
+                    Value::Optional(Some(inner)) => out.push((*inner).clone()),
+                    Value::Optional(None) => {}
+                    _ => return Err(EvalError::no_overload()),
+                }
+            } else {
+                out.push(v);
+            }
+        }
+        Ok(Value::list(out))
+    }
+
+    #[inline(never)]
+    fn eval_map(&mut self, ir: &'a Ir, entries: &'a [(Ir, Ir, bool)]) -> EvalResult<'a> {
+        if !ir.is_constant() {
+            self.charge(30)?;
+        }
+        let mut out: Vec<(Value<'a>, Value<'a>)> = Vec::with_capacity(entries.len());
+        for (k, v, opt) in entries {
+            let key = self.eval(k)?;
+            let mut val = self.eval(v)?;
+            if *opt {
+                match val {
+                    Value::Optional(Some(inner)) => val = (*inner).clone(),
+                    Value::Optional(None) => continue,
+                    _ => return Err(EvalError::no_overload()),
+                }
+            }
+            for (existing, _) in &out {
+                if equals(existing, &key)? {
+                    return Err(EvalError::new(format!("Failed with repeated key: {}", library::display(&key))));
+                }
+            }
+            out.push((key, val));
+        }
+        Ok(Value::Map(MapData::Owned(Rc::new(out))))
+    }
+
+    #[inline(never)]
+    fn eval_sort_by(&mut self, target: &'a Ir, slot: usize, key: &'a Ir) -> EvalResult<'a> {
+        let Value::List(list) = self.eval(target)? else { return Err(EvalError::no_overload()) };
+        let items = list.items()?;
+        let mut keyed = Vec::with_capacity(items.len());
+        for item in items {
+            self.bind(slot, item.clone());
+            let k = self.eval(key);
+            self.stack.truncate(slot);
+            keyed.push((k?, item));
+        }
+        library::lists::sort_keyed(keyed)
     }
 
     fn call(&mut self, func: Func, args: Vec<Value<'a>>) -> EvalResult<'a> {

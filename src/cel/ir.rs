@@ -226,6 +226,33 @@ pub enum Ir {
     },
 }
 
+impl Ir {
+    /// Whether the node is a literal made of literals only. cel-go (with the `OptOptimize`
+    /// evaluation option Kubernetes sets) builds such list and map literals once, when the
+    /// program is planned, so evaluating them costs nothing.
+    pub fn is_constant(&self) -> bool {
+        match self {
+            Ir::Const(_) => true,
+            Ir::List { elems, optional } => !optional.contains(&true) && elems.iter().all(Ir::is_constant),
+            Ir::Map { entries } => entries.iter().all(|(k, v, opt)| !opt && k.is_constant() && v.is_constant()),
+            _ => false,
+        }
+    }
+
+    /// Whether the node is an attribute in cel-go's plan (a variable with field and index
+    /// qualifiers): selecting from or indexing anything else makes a relative attribute,
+    /// charged once more.
+    fn is_attribute(&self) -> bool {
+        matches!(self, Ir::Var(_) | Ir::Select { mode: SelectMode::Field, .. } | Ir::Index { .. })
+    }
+
+    /// The runtime cost of the attribute a select or index on `operand` starts, beyond the
+    /// qualifier itself.
+    pub fn relative_attribute_cost(operand: &Ir) -> u64 {
+        u64::from(!operand.is_attribute())
+    }
+}
+
 /// A comprehension as the standard macros expand them.
 #[derive(Debug)]
 pub struct Fold {
