@@ -524,6 +524,14 @@ impl<'d> Checker<'d> {
                 }
             }
         }
+        let func = match all.get(1).map(|c| &c.ir) {
+            Some(list @ Ir::List { elems, .. })
+                if func == Func::In && list.is_constant() && elems.iter().all(is_scalar) =>
+            {
+                Func::InSet
+            }
+            _ => func,
+        };
         Ir::Call { func, args: all.into_iter().map(|c| c.ir).collect() }
     }
 
@@ -945,4 +953,9 @@ impl<'d> Checker<'d> {
             size: Some(size),
         }
     }
+}
+
+/// A literal of the kinds cel-go keeps in a set for `in`.
+fn is_scalar(ir: &Ir) -> bool {
+    matches!(ir, Ir::Const(Const::Bool(_) | Const::Int(_) | Const::Uint(_) | Const::Double(_) | Const::Str(_)))
 }

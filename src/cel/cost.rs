@@ -154,7 +154,7 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
             let result_size = Some(size_of(a0));
             (Cost { min: s.min.saturating_mul(r.min), max: s.max.saturating_mul(r.max) }, result_size)
         }
-        Func::In => (size_of(a1).times_cost(Cost::fixed(1)), None),
+        Func::In | Func::InSet => (size_of(a1).times_cost(Cost::fixed(1)), None),
         Func::Size
         | Func::ToInt
         | Func::ToUint
@@ -241,6 +241,7 @@ pub fn runtime_call_cost(func: Func, args: &[Value<'_>], result: Option<&Value<'
             traverse(1 + size(0)).saturating_mul(scale(size(1), REGEX_LENGTH_FACTOR))
         }
         Func::In => size(1),
+        Func::InSet => 0,
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => traverse(size(0)),
         Func::LowerAscii
         | Func::UpperAscii

@@ -13,6 +13,9 @@ use super::value::TypeVal;
 /// their operands (`+`, `isLessThan`, ...) dispatch on the values at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Func {
+    /// `x in [literals]` of scalar literals, which cel-go (with `OptOptimize`) plans as a set
+    /// lookup that its runtime cost tracker does not charge; otherwise `In`.
+    InSet,
     Add,
     Sub,
     Mul,

@@ -526,3 +526,23 @@ fn runtime_cost_limit_stops_evaluation() {
     let out = rules.validate_with_limits(&Path::nil(), &json!({"l": ["a", "b", "c"]}), None, 3, 1_000_000);
     assert!(out.errors[0].detail.contains("validation failed due to running out of cost budget"));
 }
+
+#[test]
+fn runtime_costs_follow_cel_gos_optimized_programs() {
+    // The cost each rule leaves of a budget of 100, as Kubernetes' programs (planned with
+    // cel-go's OptOptimize) charge it: literal lists cost nothing, `in` a literal set costs
+    // nothing, indexing a computed value costs two, a call is charged even when an argument
+    // failed.
+    let remaining = |rule: &str, object: Value| {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10}},
+            "x-kubernetes-validations": [{"rule": rule}]});
+        let (rules, errs) = Rules::compile(&schema, &Path::nil());
+        assert!(errs.is_empty(), "{rule}: {errs:?}");
+        100 - rules.validate_with_limits(&Path::nil(), &object, None, 100, 1_000_000).remaining_budget
+    };
+    let object = json!({"s": "Pending"});
+    assert_eq!(remaining("self.s in ['Pending', 'Available']", object.clone()), 2);
+    assert_eq!(remaining("self.s in [self.s, 'Available']", object.clone()), 2 + 10 + 2 + 2);
+    assert_eq!(remaining("['a', 'b'][1] == 'b'", object.clone()), 2 + 1);
+    assert_eq!(remaining("size(['a'][1]) == 1", object), 2 + 1 + 1);
+}

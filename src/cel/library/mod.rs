@@ -95,7 +95,7 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
                 _ => o != Ordering::Less,
             }))
         }
-        Func::In => {
+        Func::In | Func::InSet => {
             let (Some(x), Some(c)) = (a0, a1) else { return Err(EvalError::no_overload()) };
             match c {
                 Value::List(l) => {
