@@ -154,7 +154,11 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
             let result_size = Some(size_of(a0));
             (Cost { min: s.min.saturating_mul(r.min), max: s.max.saturating_mul(r.max) }, result_size)
         }
-        Func::In | Func::InSet => (size_of(a1).times_cost(Cost::fixed(1)), None),
+        // A map answers `in` by lookup; a list by traversal.
+        Func::In | Func::InSet => match a1.map(|a| &a.ty) {
+            Some(Type::Map(..)) => (Cost::fixed(1), None),
+            _ => (size_of(a1).times_cost(Cost::fixed(1)), None),
+        },
         Func::Size
         | Func::ToInt
         | Func::ToUint
@@ -165,10 +169,13 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
         | Func::Not
         | Func::Neg
         | Func::NotStrictlyFalse => (Cost::fixed(1), a0.and_then(|a| a.size).filter(|_| func == Func::Dyn)),
+        // Only a string's conversion has a size cel-go knows.
+        Func::ToString if !matches!(a0.map(|a| &a.ty), Some(Type::String)) => (traverse(size_of(a0)), None),
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => {
             (traverse(size_of(a0)), Some(size_of(a0).times(Size { min: 1, max: 4 })))
         }
-        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::CharAt | Func::Replace => {
+        Func::CharAt => (Cost::fixed(1), None),
+        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::Replace => {
             (traverse(size_of(a0)), Some(size_of(a0)))
         }
         Func::IndexOf | Func::LastIndexOf => match a0.map(|a| &a.ty) {
@@ -240,16 +247,16 @@ pub fn runtime_call_cost(func: Func, args: &[Value<'_>], result: Option<&Value<'
         Func::Matches | Func::Find | Func::FindAll => {
             traverse(1 + size(0)).saturating_mul(scale(size(1), REGEX_LENGTH_FACTOR))
         }
-        Func::In => size(1),
+        Func::In => match args.get(1) {
+            Some(Value::Map(_)) => 1,
+            _ => size(1),
+        },
         Func::InSet => 0,
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => traverse(size(0)),
-        Func::LowerAscii
-        | Func::UpperAscii
-        | Func::Trim
-        | Func::Substring
-        | Func::CharAt
-        | Func::Replace
-        | Func::Split => traverse(size(0)).max(1),
+        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::Replace | Func::Split => {
+            traverse(size(0)).max(1)
+        }
+        Func::CharAt => 1,
         Func::IndexOf | Func::LastIndexOf => match args.first() {
             Some(Value::Str(_)) => traverse(size(0)).max(1),
             _ => size(0).max(1),
