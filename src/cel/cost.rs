@@ -169,8 +169,9 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
         | Func::Not
         | Func::Neg
         | Func::NotStrictlyFalse => (Cost::fixed(1), a0.and_then(|a| a.size).filter(|_| func == Func::Dyn)),
-        // Only a string's conversion has a size cel-go knows.
-        Func::ToString if !matches!(a0.map(|a| &a.ty), Some(Type::String)) => (traverse(size_of(a0)), None),
+        // cel-go gives `string(int)` no size, which would price the documentation's own
+        // `"... " + string(self.maxLimit)` messageExpression out of every budget: the size
+        // kept here lets it compile, as the documentation promises.
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => {
             (traverse(size_of(a0)), Some(size_of(a0).times(Size { min: 1, max: 4 })))
         }
