@@ -52,6 +52,18 @@ pub fn convert_many(definition: &Definition, mut objects: Vec<Value>, version: &
     wait_for(|clients| convert_all(definition, objects, version, clients))
 }
 
+/// Refuses a version the definition does not have.
+fn known_version(definition: &Definition, version: &str) -> Result<(), Error> {
+    match definition.version(version) {
+        Some(_) => Ok(()),
+        None => Err(Error::UnknownVersion {
+            group: definition.group.clone(),
+            version: version.to_string(),
+            kind: definition.kind.clone(),
+        }),
+    }
+}
+
 /// Whether converting `objects` to `version` calls the definition's webhook.
 pub fn needs_webhook(definition: &Definition, objects: &[Value], version: &str) -> bool {
     matches!(definition.conversion, Conversion::Webhook(_))
@@ -110,13 +122,7 @@ async fn convert_all(
         }
         return Ok(objects);
     };
-    if definition.version(version).is_none() {
-        return Err(Error::UnknownVersion {
-            group: definition.group.clone(),
-            version: version.to_string(),
-            kind: definition.kind.clone(),
-        });
-    }
+    known_version(definition, version)?;
     let desired = format!("{}/{}", definition.group, version);
     let indices = review::to_convert(&objects, &desired);
     let Some(first) = indices.first().and_then(|i| objects.get(*i)) else { return Ok(objects) };

@@ -9,13 +9,7 @@ use super::Error;
 
 /// Converts `object` (of some version of `definition`) to `version`, in place.
 pub fn convert(definition: &Definition, object: &mut Value, version: &str) -> Result<(), Error> {
-    if definition.version(version).is_none() {
-        return Err(Error::UnknownVersion {
-            group: definition.group.clone(),
-            version: version.to_string(),
-            kind: definition.kind.clone(),
-        });
-    }
+    super::known_version(definition, version)?;
     let target = format!("{}/{}", definition.group, version);
     let Value::Object(map) = object else {
         return Err(Error::Invalid("object is not a JSON object".into()));
