@@ -60,7 +60,9 @@ impl<'a> Evaluator<'a> {
             Ir::Index { operand, index, optional } => {
                 let v = self.eval(operand)?;
                 let i = self.eval(index)?;
-                self.charge(1 + Ir::relative_attribute_cost(operand))?;
+                // cel-go observes a constant index as a qualifier; a computed one is charged
+                // only for computing it.
+                self.charge(u64::from(matches!(**index, Ir::Const(_))) + Ir::relative_attribute_cost(operand))?;
                 index_value(v, &i, *optional)
             }
             Ir::Call { func: Func::NotStrictlyFalse, args } => {
@@ -88,11 +90,7 @@ impl<'a> Evaluator<'a> {
             Ir::Regex { func, args, regex, pattern_len } => self.eval_regex(*func, args, regex, *pattern_len),
             Ir::And(a, b) => self.logic(a, b, false),
             Ir::Or(a, b) => self.logic(a, b, true),
-            Ir::Cond(c, t, f) => match self.eval(c)? {
-                Value::Bool(true) => self.eval(t),
-                Value::Bool(false) => self.eval(f),
-                _ => Err(EvalError::no_overload()),
-            },
+            Ir::Cond(c, t, f) => self.eval_cond(c, t, f),
             Ir::List { elems, optional } => self.eval_list(ir, elems, optional),
             Ir::Map { entries } => self.eval_map(ir, entries),
             Ir::Fold(f) => self.fold(f),
@@ -171,6 +169,24 @@ impl<'a> Evaluator<'a> {
         let r = super::cost::REGEX_LENGTH_FACTOR * pattern_len as f64;
         self.charge((c.ceil() as u64).saturating_mul(r.ceil() as u64))?;
         library::regex::call_compiled(func, regex, &values)
+    }
+
+    /// `c ? t : f`. cel-go resolves a branch that is an attribute without observing it, so
+    /// reading it costs nothing; any other branch costs what it evaluates.
+    #[inline(never)]
+    fn eval_cond(&mut self, c: &'a Ir, t: &'a Ir, f: &'a Ir) -> EvalResult<'a> {
+        let branch = match self.eval(c)? {
+            Value::Bool(true) => t,
+            Value::Bool(false) => f,
+            _ => return Err(EvalError::no_overload()),
+        };
+        if !branch.is_attribute() {
+            return self.eval(branch);
+        }
+        let before = self.cost;
+        let value = self.eval(branch);
+        self.cost = before;
+        value
     }
 
     #[inline(never)]
@@ -353,8 +369,10 @@ impl<'a> Evaluator<'a> {
         let mut count = 0usize;
         let mut list_out = Vec::new();
         let mut map_out: Vec<(Value<'a>, Value<'a>)> = Vec::new();
-        for (k, v) in pairs {
-            self.charge(1)?;
+        let costs = LoopCosts::of(l.kind);
+        let last = pairs.len().saturating_sub(1);
+        for (position, (k, v)) in pairs.into_iter().enumerate() {
+            self.charge(costs.condition)?;
             self.bind(l.var, k.clone());
             self.bind(l.var2, v);
             if let Some(filter) = &l.filter {
@@ -364,12 +382,21 @@ impl<'a> Evaluator<'a> {
                     _ => return Err(EvalError::no_overload()),
                 }
             }
+            self.charge(costs.step)?;
             let r = self.eval(&l.body);
             match l.kind {
                 LoopKind::All | LoopKind::Exists => {
                     let decisive = l.kind == LoopKind::Exists;
                     match r {
-                        Ok(Value::Bool(b)) if b == decisive => return Ok(Value::Bool(decisive)),
+                        Ok(Value::Bool(b)) if b == decisive => {
+                            // The fold checks its condition once more before it stops, then
+                            // reads its result.
+                            if position < last {
+                                self.charge(costs.condition)?;
+                            }
+                            self.charge(costs.result)?;
+                            return Ok(Value::Bool(decisive));
+                        }
                         Ok(Value::Bool(_)) => {}
                         Ok(_) => error = Some(EvalError::no_overload()),
                         Err(e) if e.cost_exceeded => return Err(e),
@@ -377,7 +404,10 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 LoopKind::ExistsOne => match r? {
-                    Value::Bool(true) => count += 1,
+                    Value::Bool(true) => {
+                        self.charge(2)?; // `accu + 1`; the other branch reads `accu`, free
+                        count += 1;
+                    }
                     Value::Bool(false) => {}
                     _ => return Err(EvalError::no_overload()),
                 },
@@ -403,6 +433,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
+        self.charge(costs.result)?;
         match l.kind {
             LoopKind::All | LoopKind::Exists => match error {
                 Some(e) => Err(e),
@@ -483,5 +514,34 @@ fn index_value<'a>(v: Value<'a>, i: &Value<'a>, optional: bool) -> EvalResult<'a
         Value::Optional(Some(inner)) if optional => index_value((**inner).clone(), i, optional),
         Value::Object(_) => Err(EvalError::no_overload()),
         _ => Err(EvalError::no_overload()),
+    }
+}
+
+/// What cel-go's expansion of a two-variable comprehension charges besides its predicate or
+/// transform: the loop condition per item, the step's own reads and calls per kept item, and
+/// the result.
+struct LoopCosts {
+    condition: u64,
+    step: u64,
+    result: u64,
+}
+
+impl LoopCosts {
+    fn of(kind: LoopKind) -> LoopCosts {
+        let (condition, step, result) = match kind {
+            // @not_strictly_false(accu); accu && p; accu
+            LoopKind::All => (2, 1, 1),
+            // @not_strictly_false(!accu); accu || p; accu
+            LoopKind::Exists => (3, 1, 1),
+            // true; p ? accu + 1 : accu (the taken `accu + 1` is charged where it happens); accu == 1
+            LoopKind::ExistsOne => (0, 0, 2),
+            // true; accu + [f]; accu
+            LoopKind::TransformList => (0, 12, 1),
+            // true; cel.@mapInsert(accu, k, f); accu
+            LoopKind::TransformMap => (0, 3, 1),
+            // true; cel.@mapInsert(accu, f); accu
+            LoopKind::TransformMapEntry => (0, 2, 1),
+        };
+        LoopCosts { condition, step, result }
     }
 }

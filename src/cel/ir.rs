@@ -245,7 +245,7 @@ impl Ir {
     /// Whether the node is an attribute in cel-go's plan (a variable with field and index
     /// qualifiers): selecting from or indexing anything else makes a relative attribute,
     /// charged once more.
-    fn is_attribute(&self) -> bool {
+    pub fn is_attribute(&self) -> bool {
         matches!(self, Ir::Var(_) | Ir::Select { mode: SelectMode::Field, .. } | Ir::Index { .. })
     }
 

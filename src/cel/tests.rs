@@ -546,3 +546,26 @@ fn runtime_costs_follow_cel_gos_optimized_programs() {
     assert_eq!(remaining("['a', 'b'][1] == 'b'", object.clone()), 2 + 1);
     assert_eq!(remaining("size(['a'][1]) == 1", object), 2 + 1 + 1);
 }
+
+#[test]
+fn comprehension_costs_follow_their_macro_expansions() {
+    // Two-variable comprehensions cost what their fold expansions cost in cel-go: a loop
+    // condition per item, the step's reads, the result; a ternary's attribute branch is free.
+    let cost = |rule: &str| {
+        let schema = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 10,
+            "items": {"type": "integer"}}}, "x-kubernetes-validations": [{"rule": rule}]});
+        let (rules, errs) = Rules::compile(&schema, &Path::nil());
+        assert!(errs.is_empty(), "{rule}: {errs:?}");
+        let out = rules.validate_with_limits(&Path::nil(), &json!({"l": [1, 1, 2, 2, 3, 3, 4, 5]}), None, 1000, 1000);
+        assert!(out.errors.is_empty(), "{rule}: {:?}", out.errors);
+        1000 - out.remaining_budget
+    };
+    // 8 x (condition 2 + accu 1 + `e > 0` 2) + range 2 + result 1
+    assert_eq!(cost("self.l.all(e, e > 0)"), 43);
+    assert_eq!(cost("self.l.all(i, e, e > 0)"), 43);
+    // 8 x `e > 4` 2 + one `accu + 1` 2 + range 2 + `accu == 1` 2
+    assert_eq!(cost("self.l.exists_one(e, e > 4)"), 22);
+    assert_eq!(cost("self.l.existsOne(i, e, e > 4)"), 22);
+    // 8 x (accu 1 + [f] 10 + add 1 + `e * 2` 2) + range 2 + result 1, then size and `>`
+    assert_eq!(cost("self.l.transformList(i, e, e * 2).size() > 0"), 117);
+}
