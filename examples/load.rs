@@ -6,13 +6,11 @@
 //!        [--list-objects N] [--phases create,get,list] [--table]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod bench_client;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::time::Duration;
+
+use bench_client::{Request, connect, millis, percentile, phase, send, tls_config};
 
 struct Args {
     port: u16,
@@ -63,47 +61,7 @@ fn args() -> Args {
     a
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn connect(port: u16, config: Arc<rustls::ClientConfig>) -> Sender {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-
-async fn call(sender: &mut Sender, method: &str, path: &str, body: Option<Vec<u8>>) -> (u16, usize) {
-    call_with(sender, method, path, body, None).await
-}
-
-async fn call_with(
-    sender: &mut Sender,
-    method: &str,
-    path: &str,
-    body: Option<Vec<u8>>,
-    accept: Option<&str>,
-) -> (u16, usize) {
-    sender.ready().await.unwrap();
-    let mut req = http::Request::builder().method(method).uri(path).header("host", "localhost");
-    if let Some(accept) = accept {
-        req = req.header("accept", accept);
-    }
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
-    }
-    let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).unwrap();
-    let resp = sender.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let len = resp.into_body().collect().await.unwrap().to_bytes().len();
-    (status, len)
-}
 
 fn crontab(name: &str) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
@@ -117,69 +75,18 @@ fn crontab(name: &str) -> Vec<u8> {
 fn report(phase: &str, connections: usize, mut latencies: Vec<Duration>, elapsed: Duration) {
     latencies.sort();
     let n = latencies.len();
-    let pct = |p: f64| latencies.get(((n as f64 * p) as usize).min(n.saturating_sub(1))).copied().unwrap_or_default();
     println!(
         "{phase:<8} conns={connections:<2} requests={n:<7} rate={:>9.0}/s p50={:>8.2}ms p99={:>8.2}ms",
         n as f64 / elapsed.as_secs_f64(),
-        pct(0.50).as_secs_f64() * 1000.0,
-        pct(0.99).as_secs_f64() * 1000.0
+        millis(percentile(&latencies, 0.50)),
+        millis(percentile(&latencies, 0.99))
     );
-}
-
-/// Runs `op` on every connection for `seconds`, collecting latencies.
-async fn phase<F>(senders: &mut Vec<Sender>, seconds: u64, op: F) -> (Vec<Duration>, Duration, usize)
-where
-    F: Fn(usize, usize) -> (String, String, Option<Vec<u8>>, u16) + Send + Sync + Clone + 'static,
-{
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for (c, mut sender) in std::mem::take(senders).into_iter().enumerate() {
-        let op = op.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = 0;
-            while Instant::now() < deadline {
-                let (method, path, body, expect) = op(c, i);
-                let accept = if method == "LIST" { Some(TABLE) } else { None };
-                let method = if method == "LIST" { "GET".to_string() } else { method };
-                let t = Instant::now();
-                let (status, _) = call_with(&mut sender, &method, &path, body, accept).await;
-                assert_eq!(status, expect, "{method} {path}");
-                lat.push(t.elapsed());
-                i += 1;
-            }
-            (sender, lat)
-        }));
-    }
-    let mut all = Vec::new();
-    let mut fewest = usize::MAX;
-    for t in tasks {
-        let (sender, lat) = t.await.unwrap();
-        senders.push(sender);
-        fewest = fewest.min(lat.len());
-        all.extend(lat);
-    }
-    (all, start.elapsed(), fewest)
 }
 
 #[tokio::main]
 async fn main() {
     let a = args();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(&a.ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let certs: Vec<_> = CertificateDer::pem_file_iter(&a.cert).unwrap().map(|c| c.unwrap()).collect();
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, PrivateKeyDer::from_pem_file(&a.key).unwrap())
-            .unwrap(),
-    );
+    let config = tls_config(&a.ca, &a.cert, &a.key);
     let run = std::process::id();
     let mut senders = Vec::new();
     for _ in 0..a.connections {
@@ -191,14 +98,14 @@ async fn main() {
         let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
         let c2 = coll.clone();
         let (lat, el, per_conn) = phase(&mut senders, a.seconds, move |c, i| {
-            ("POST".into(), c2.clone(), Some(crontab(&format!("c{c}-{i}"))), 201)
+            Request::new("POST", c2.clone(), 201).json(crontab(&format!("c{c}-{i}")))
         })
         .await;
         report("create", a.connections, lat, el);
         if phases.contains(&"get") {
             let c3 = coll.clone();
             let (lat, el, _) = phase(&mut senders, a.seconds, move |c, i| {
-                ("GET".into(), format!("{c3}/c{c}-{}", i % per_conn.max(1)), None, 200)
+                Request::new("GET", format!("{c3}/c{c}-{}", i % per_conn.max(1)), 200)
             })
             .await;
             report("get", a.connections, lat, el);
@@ -209,13 +116,16 @@ async fn main() {
         let list_coll = format!("/apis/stable.example.com/v1/namespaces/bench-list-{}/crontabs", a.list_objects);
         let mut s0 = senders.pop().unwrap();
         for i in 0..a.list_objects {
-            let status = call(&mut s0, "POST", &list_coll, Some(crontab(&format!("l{i}")))).await.0;
+            let create = Request::new("POST", list_coll.clone(), 201).json(crontab(&format!("l{i}")));
+            let status = send(&mut s0, create).await.0;
             assert!(status == 201 || status == 409, "creating list objects: {status}");
         }
         senders.push(s0);
         let c4 = list_coll.clone();
-        let method = if a.table { "LIST" } else { "GET" };
-        let (lat, el, _) = phase(&mut senders, a.seconds, move |_, _| (method.into(), c4.clone(), None, 200)).await;
+        let accept = a.table.then_some(TABLE);
+        let (lat, el, _) =
+            phase(&mut senders, a.seconds, move |_, _| Request { accept, ..Request::new("GET", c4.clone(), 200) })
+                .await;
         let name = format!("list{}{}", a.list_objects, if a.table { "/table" } else { "" });
         report(&name, a.connections, lat, el);
     }

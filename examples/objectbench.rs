@@ -5,19 +5,17 @@
 //!        objectbench ... list LIMIT | get COUNT N | watch ROUNDS
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+mod bench_client;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use bench_client::{Request, Sender, TlsStream, millis, percentile, send, tls_config};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 const GROUP_VERSION: &str = "/apis/stable.example.com/v1";
 const NAMESPACES: usize = 100;
-
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 struct Client {
     port: u16,
@@ -27,45 +25,30 @@ struct Client {
 impl Client {
     fn from_args(argv: &[String]) -> (Client, Vec<String>) {
         let flag = |name: &str| argv[argv.iter().position(|a| a == name).unwrap() + 1].clone();
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(flag("--ca")).unwrap() {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let certs: Vec<_> = CertificateDer::pem_file_iter(flag("--cert")).unwrap().map(|c| c.unwrap()).collect();
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, PrivateKeyDer::from_pem_file(flag("--key")).unwrap())
-            .unwrap();
+        let config = tls_config(&flag("--ca"), &flag("--cert"), &flag("--key"));
         let rest = argv.iter().skip(9).cloned().collect();
-        (Client { port: flag("--port").parse().unwrap(), config: Arc::new(config) }, rest)
+        (Client { port: flag("--port").parse().unwrap(), config }, rest)
     }
 
-    async fn tls(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
-        tcp.set_nodelay(true).unwrap();
-        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
-        connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+    async fn tls(&self) -> TlsStream {
+        bench_client::tls(self.port, self.config.clone()).await
     }
 
     async fn connect(&self) -> Sender {
-        let io = hyper_util::rt::TokioIo::new(self.tls().await);
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        sender
+        bench_client::connect(self.port, self.config.clone()).await
     }
 }
 
-async fn call(sender: &mut Sender, method: &str, path: &str, body: Option<Vec<u8>>) -> (u16, Bytes) {
-    sender.ready().await.unwrap();
-    let mut req = http::Request::builder().method(method).uri(path).header("host", "localhost");
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
-    }
-    let resp = sender.send_request(req.body(Full::new(Bytes::from(body.unwrap_or_default()))).unwrap()).await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.into_body().collect().await.unwrap().to_bytes())
+async fn call(sender: &mut Sender, method: &'static str, path: &str, body: Option<Vec<u8>>) -> (u16, Bytes) {
+    let request = Request::new(method, path.to_string(), 0);
+    send(
+        sender,
+        match body {
+            Some(body) => request.json(body),
+            None => request,
+        },
+    )
+    .await
 }
 
 fn collection(namespace: usize) -> String {
@@ -79,14 +62,10 @@ fn crontab(i: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn percentiles(mut samples: Vec<Duration>) -> String {
     samples.sort();
-    let at = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
-    format!("p50={:.2}ms p99={:.2}ms max={:.2}ms", millis(at(0.5)), millis(at(0.99)), millis(at(1.0)))
+    let at = |p: f64| millis(percentile(&samples, p));
+    format!("p50={:.2}ms p99={:.2}ms max={:.2}ms", at(0.5), at(0.99), at(1.0))
 }
 
 /// Creates objects 0..n over `connections` connections; objects that exist already count.

@@ -5,11 +5,11 @@
 //! Usage: watchload --port P --ca CA.crt --cert C.crt --key C.key --watchers N --writes W
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::sync::Arc;
+mod bench_client;
+
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use bench_client::{TlsStream, tls, tls_config};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -19,17 +19,8 @@ fn arg(name: &str) -> String {
     argv[i + 1].clone()
 }
 
-async fn connect(
-    port: u16,
-    config: Arc<rustls::ClientConfig>,
-) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    tokio_rustls::TlsConnector::from(config).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
-}
-
 /// Sends a create and reads its response.
-async fn write(writer: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>, coll: &str, name: &str) {
+async fn write(writer: &mut TlsStream, coll: &str, name: &str) {
     use tokio::io::AsyncReadExt;
     let body = format!(
         r#"{{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{{"name":"{name}"}},"spec":{{"image":"x"}}}}"#
@@ -50,26 +41,13 @@ async fn main() {
     let port: u16 = arg("--port").parse().unwrap();
     let watchers: usize = arg("--watchers").parse().unwrap();
     let writes: usize = arg("--writes").parse().unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(arg("--ca")).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let certs: Vec<_> = CertificateDer::pem_file_iter(arg("--cert")).unwrap().map(|c| c.unwrap()).collect();
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, PrivateKeyDer::from_pem_file(arg("--key")).unwrap())
-            .unwrap(),
-    );
+    let config = tls_config(&arg("--ca"), &arg("--cert"), &arg("--key"));
     let ns = format!("fanout-{}", std::process::id());
     let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
     // Each watcher reports (object name, arrival time) for every ADDED event.
     let (tx, mut rx) = mpsc::unbounded_channel::<(String, Instant)>();
     for _ in 0..watchers {
-        let mut stream = connect(port, config.clone()).await;
+        let mut stream = tls(port, config.clone()).await;
         let request = format!("GET {coll}?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: localhost\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let tx = tx.clone();
@@ -84,7 +62,7 @@ async fn main() {
             }
         });
     }
-    let mut writer = connect(port, config.clone()).await;
+    let mut writer = tls(port, config.clone()).await;
     // Warm up: every watcher must be registered (and see one event) before measuring.
     write(&mut writer, &coll, "wready").await;
     let mut ready = 0;
