@@ -10,14 +10,11 @@ seconds="${1:-5}"
 target="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 cargo build --release --quiet --bin crd-apiserver --example apply_bench --example fieldmanager_bench
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-port=$((20000 + RANDOM % 20000))
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r manifests "$work/"
-(cd "$work" && exec "$target/release/crd-apiserver" serve --dev --secure-port "$port" --bind-address 127.0.0.1 >/dev/null 2>"$work/log") &
-server=$!
-for _ in $(seq 100); do
-  curl -sk "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break || sleep 0.1
-done
+source hack/lib/dev-server.sh
+dev_server "$work" "$target/release/crd-apiserver"
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase"
 for conns in 1 8; do
   "$target/release/examples/apply_bench" --port "$port" --ca "$work/certs/dev/serving-ca.crt" \

@@ -19,6 +19,7 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB"
 
 rss() { ps -o rss= -p "$1" | awk '{print int($1/1024)}'; }
+source hack/lib/dev-server.sh
 
 # Median time (ms) and size (bytes) of 5 GETs of URL with ACCEPT over one connection.
 timed() {
@@ -32,13 +33,8 @@ timed() {
 for n in "${counts[@]}"; do
   rm -rf "$work/run" && mkdir -p "$work/run"
   "$target/release/examples/gen_definitions" "$work/run/definitions" "$n"
-  port=$((20000 + RANDOM % 20000))
-  start=$(date +%s.%N)
-  (cd "$work/run" && exec "$target/release/crd-apiserver" serve --dev --secure-port "$port" \
-    --bind-address 127.0.0.1 --definitions definitions >/dev/null 2>"$work/run/log") &
-  server=$!
-  until curl -sk "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -q ok; do sleep 0.02; done
-  ready=$(echo "$(date +%s.%N) - $start" | bc)
+  port=""
+  dev_server "$work/run" "$target/release/crd-apiserver" -- --definitions definitions
   certs="$work/run/certs/dev"
   base="https://127.0.0.1:$port"
   echo "== $n definitions ($(du -sk "$work/run/definitions" | cut -f1) KiB of manifests)"

@@ -15,17 +15,8 @@ work=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r manifests "$work/"
-port=$((20000 + RANDOM % 20000))
-
-start_server() {
-  local started
-  started=$(date +%s.%N)
-  (cd "$work" && exec "$target/release/crd-apiserver" serve --dev --secure-port "$port" --bind-address 127.0.0.1 \
-    --storage-cache-mb "$cache_mb" >/dev/null 2>>"$work/log") &
-  server=$!
-  until curl -sk "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -q ok; do sleep 0.02; done
-  ready=$(echo "$(date +%s.%N) - $started" | bc)
-}
+source hack/lib/dev-server.sh
+start_server() { dev_server "$work" "$target/release/crd-apiserver" -- --storage-cache-mb "$cache_mb"; }
 rss() { ps -o rss= -p "$server" | awk '{print int($1/1024)}'; }
 
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; $n objects, $connections connections, --storage-cache-mb $cache_mb"

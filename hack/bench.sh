@@ -11,14 +11,11 @@ cargo build --release --quiet --bin crd-apiserver --example load --example watch
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 binary="${SERVER:-$target/release/crd-apiserver}"
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-port=$((20000 + RANDOM % 20000))
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r manifests "$work/"
-(cd "$work" && exec "$binary" serve --dev --secure-port "$port" --bind-address 127.0.0.1 >/dev/null 2>"$work/log") &
-server=$!
-for _ in $(seq 100); do
-  curl -sk "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break || sleep 0.1
-done
+source hack/lib/dev-server.sh
+dev_server "$work" "$binary"
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase"
 tls=(--port "$port" --ca "$work/certs/dev/serving-ca.crt" --cert "$work/certs/dev/admin.crt" --key "$work/certs/dev/admin.key")
 for conns in 1 8; do

@@ -13,12 +13,9 @@ work=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 cp -r manifests "$work/"
+source hack/lib/dev-server.sh
 port=$((20000 + RANDOM % 20000))
-start() {
-  (cd "$work" && exec "$@" "$binary" serve --dev --secure-port "$port" --bind-address 127.0.0.1 >/dev/null 2>>"$work/log") &
-  server=$!
-  until curl -sk "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -q ok; do sleep 0.1; done
-}
+start() { dev_server "$work" "$@" "$binary"; }
 certs="$work/certs/dev"
 client=(curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key")
 coll="https://127.0.0.1:$port/apis/stable.example.com/v1/namespaces/bench/crontabs"
