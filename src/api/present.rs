@@ -47,6 +47,12 @@ pub fn convert_page(call: &Call, page: &[crate::store::KeyValue]) -> Result<Opti
     if !matches!(definition.conversion, crate::definitions::conversion::Conversion::Webhook(_)) {
         return Ok(None);
     }
+    // Most pages are read in the version they are stored in: tell that from each object's
+    // `apiVersion` alone, without decoding the page twice.
+    let desired = format!("{}/{}", definition.group, version.name);
+    if page.iter().all(|kv| stored_api_version(&kv.value).as_deref() == Some(desired.as_str())) {
+        return Ok(None);
+    }
     let mut objects = Vec::with_capacity(page.len());
     for kv in page {
         let mut object: Value = serde_json::from_slice(&kv.value).map_err(not_json)?;
@@ -58,6 +64,16 @@ pub fn convert_page(call: &Call, page: &[crate::store::KeyValue]) -> Result<Opti
         return Ok(None);
     }
     super::write::convert_all_to(definition, objects, version).map(Some)
+}
+
+/// The `apiVersion` of a stored object, read without decoding the rest of it.
+fn stored_api_version(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, rename = "apiVersion")]
+        api_version: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Head<'_>>(bytes).ok()?.api_version
 }
 
 fn not_json(e: serde_json::Error) -> ApiError {
@@ -386,6 +402,16 @@ pub(crate) mod tests {
                 .unwrap()
             })
             .collect()
+    }
+
+    #[test]
+    fn api_versions_are_read_from_stored_bytes() {
+        let stored = br#"{"kind":"Shirt","spec":{"apiVersion":"x"},"apiVersion":"tests.example.com/v1"}"#;
+        assert_eq!(stored_api_version(stored).as_deref(), Some("tests.example.com/v1"));
+        let escaped = br#"{"apiVersion":"tests.example.com\/v1"}"#;
+        assert_eq!(stored_api_version(escaped).as_deref(), Some("tests.example.com/v1"));
+        assert_eq!(stored_api_version(br#"{"kind":"Shirt"}"#), None);
+        assert_eq!(stored_api_version(b"not json"), None);
     }
 
     #[tokio::test]
