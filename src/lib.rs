@@ -3,6 +3,7 @@
 //!
 //! See ARCHITECTURE.md for the map of modules and the direction of their dependencies.
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 // CEL validation rules (x-kubernetes-validations).

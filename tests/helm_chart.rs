@@ -3,7 +3,7 @@
 //! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::Engine;
@@ -131,6 +131,9 @@ fn rbac_definitions_and_the_pod() {
     );
     assert_eq!(reader["subjects"], subject);
     assert_eq!(find(&objects, "ClusterRoleBinding", "demo-crd-apiserver:namespace-reader")["subjects"], subject);
+    let admission = find(&objects, "ClusterRole", "demo-crd-apiserver:admission");
+    assert_eq!(admission["rules"], serde_json::from_str::<Value>(&rules_of_manifest_admission_role()).unwrap());
+    assert_eq!(find(&objects, "ClusterRoleBinding", "demo-crd-apiserver:admission")["subjects"], subject);
     find(&objects, "ServiceAccount", "demo-crd-apiserver");
 
     let definitions = find(&objects, "ConfigMap", "demo-crd-apiserver-definitions");
@@ -192,4 +195,15 @@ fn certificate_modes() {
             .iter()
             .any(|v| v["name"] == "data" && v.get("emptyDir").is_some())
     );
+}
+
+/// The rules of the plain manifests' admission ClusterRole: the chart grants the same.
+fn rules_of_manifest_admission_role() -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/10-rbac.yaml")).unwrap();
+    let role = text
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole" && doc["metadata"]["name"] == "crd-apiserver:admission")
+        .unwrap();
+    role["rules"].to_string()
 }

@@ -136,6 +136,11 @@ fn manifests_give_the_server_what_it_needs() {
     let namespaces = find(&objects, "ClusterRole", "crd-apiserver:namespace-reader");
     assert_eq!(namespaces["rules"][0]["resources"], serde_json::json!(["namespaces"]));
     assert_eq!(find(&objects, "ClusterRoleBinding", "crd-apiserver:namespace-reader")["subjects"], subject);
+    let admission = find(&objects, "ClusterRole", "crd-apiserver:admission");
+    assert_eq!(admission["rules"][0]["apiGroups"], serde_json::json!(["admissionregistration.k8s.io"]));
+    assert!(admission["rules"][0]["resources"].as_array().unwrap().contains(&"validatingwebhookconfigurations".into()));
+    assert_eq!(admission["rules"][2]["resources"], serde_json::json!(["resourcequotas/status"]));
+    assert_eq!(find(&objects, "ClusterRoleBinding", "crd-apiserver:admission")["subjects"], subject);
 
     let set = find(&objects, "StatefulSet", "crd-apiserver");
     let pod = &set["spec"]["template"]["spec"];

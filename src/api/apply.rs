@@ -92,7 +92,7 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
         // left for `fieldValidation` to report.
         write::coerce(&call.served, &mut object)?;
         let object = merge_for_subresource(call, object, &old);
-        match update::commit(api, call, &current, &old, object, dry_run).await {
+        match update::commit(api, call, &current, &old, object, dry_run, Some("PatchOptions")).await {
             Ok((committed, warnings)) => {
                 let result = match committed {
                     Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o) => o,

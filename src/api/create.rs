@@ -4,6 +4,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 
 use super::Api;
+use super::admit;
 use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::Call;
 use super::codec;
@@ -13,6 +14,7 @@ use super::objects::{self, Placement};
 use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
+use crate::admission::Operation;
 use crate::core::status::ApiError;
 use crate::store::Store;
 
@@ -53,12 +55,21 @@ async fn insert_written(
     mut object: Value,
     dry_run: bool,
 ) -> Result<(Value, Option<(bytes::Bytes, u64)>, Vec<String>), ApiError> {
-    // Admission comes before validation, as in Kubernetes.
+    // Admission comes before validation, as in Kubernetes: namespace lifecycle, then the
+    // mutating webhooks (whose result is pruned and defaulted again), then, after the schema,
+    // the validating webhooks.
     super::namespaces::check_create(api, call, objects::name(&object)).await?;
+    let name = objects::name(&object).to_string();
+    let write = admit::Write::new(Operation::Create, &name, dry_run);
+    let (mut warnings, changed) = admit::mutate(api, call, write, Some(&mut object), None).await?;
+    if changed {
+        write::coerce(&call.served, &mut object)?;
+    }
     let placement =
         Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
     let errors = objects::prepare_create(&mut object, &placement)?;
-    let warnings = write::validate(&call.served, false, &object, None, errors)?;
+    warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
+    warnings.extend(admit::validate(api, call, write, Some(&object), None).await?);
     let name = objects::name(&object).to_string();
     let (stored, encoded) = write::into_storage(&call.served, object)?;
     if dry_run {

@@ -4,6 +4,7 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::Api;
+use super::admit;
 use super::body::{self, ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::errors;
@@ -12,6 +13,7 @@ use super::negotiate::{Encoding, negotiate};
 use super::objects;
 use super::present;
 use super::update::read_current;
+use crate::admission::Operation;
 use crate::core::status::{ApiError, StatusDetails, success_status};
 use crate::store::{self, ListOptions, Store};
 
@@ -110,6 +112,10 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
             );
             return Err(ApiError::conflict(&resource, name, &why));
         }
+        // Deletes pass admission too: webhooks see the object as oldObject.
+        let write = admit::Write::new(Operation::Delete, name, options.dry_run);
+        admit::mutate(api, &call, write, None, Some(&object)).await?;
+        admit::validate(api, &call, write, None, Some(&object)).await?;
         let mut finalizers = objects::finalizers(&object);
         let policy_finalizer = match options.propagation_policy.as_deref() {
             Some("Orphan") => Some("orphan"),

@@ -33,3 +33,17 @@ pub fn storage(error: store::Error, call: &Call, name: &str) -> ApiError {
 pub fn conversion(error: crate::conversion::Error) -> ApiError {
     ApiError::internal(error.to_string())
 }
+
+/// Maps an admission refusal of a write to the call's resource.
+pub fn admission(error: crate::admission::Error, call: &Call, name: &str) -> ApiError {
+    use crate::admission::Error;
+    match error {
+        Error::Denied(d) => ApiError::from_parts(d.code, d.reason, d.message, d.details),
+        Error::Internal(message) => ApiError::internal(message),
+        Error::BadRequest(message) => ApiError::bad_request(message),
+        Error::Forbidden(why) => ApiError::forbidden(&call.resource(), name, &why),
+        Error::NamespaceNotFound(namespace) => {
+            ApiError::not_found(&crate::core::gvr::GroupResource::new("", "namespaces"), &namespace)
+        }
+    }
+}

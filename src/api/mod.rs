@@ -5,6 +5,7 @@
 //! and turning module errors into Kubernetes `Status` errors. Reads identity and request info
 //! from request extensions; never parses credentials and never decides authorization.
 
+pub mod admit;
 pub mod apply;
 pub mod body;
 pub mod call;
@@ -82,6 +83,7 @@ pub struct Api {
     store: Backend,
     options: ApiOptions,
     namespaces: Arc<dyn namespaces::Namespaces>,
+    admission: Arc<crate::admission::Admission>,
 }
 
 impl Api {
@@ -96,7 +98,23 @@ impl Api {
         options: ApiOptions,
         namespaces: Arc<dyn namespaces::Namespaces>,
     ) -> Api {
-        Api { catalog: ArcSwap::from_pointee(Catalog::new(registry)), store, options, namespaces }
+        Api {
+            catalog: ArcSwap::from_pointee(Catalog::new(registry)),
+            store,
+            options,
+            namespaces,
+            admission: Arc::new(crate::admission::Admission::without_cluster()),
+        }
+    }
+
+    /// The same API admitting writes through `admission` (the cluster's webhooks).
+    pub fn with_admission(mut self, admission: Arc<crate::admission::Admission>) -> Api {
+        self.admission = admission;
+        self
+    }
+
+    pub fn admission(&self) -> &crate::admission::Admission {
+        &self.admission
     }
 
     pub fn namespaces(&self) -> &dyn namespaces::Namespaces {

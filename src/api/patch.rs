@@ -103,7 +103,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         }
         let mut object = merge_for_subresource(call, object, &old);
         super::ownership::track_update(call, &old, &mut object);
-        match update::commit(api, call, &current, &old, object, dry_run).await {
+        match update::commit(api, call, &current, &old, object, dry_run, Some("PatchOptions")).await {
             Ok((committed, more)) => {
                 warnings.extend(more);
                 let result = match committed {

@@ -6,6 +6,7 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::Api;
+use super::admit;
 use super::body::{ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::codec;
@@ -15,6 +16,7 @@ use super::objects;
 use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::update::{self, Committed, read_current};
+use crate::admission::Operation;
 use crate::core::field::go_type;
 use crate::core::status::ApiError;
 use crate::definitions::Scale;
@@ -106,6 +108,7 @@ enum ScaleWrite<'a> {
 /// Writes the replicas of a `Scale` into the object, and the scale writer's ownership of
 /// them into its managedFields.
 async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Response<RespBody>, ApiError> {
+    let options_kind = if matches!(write, ScaleWrite::Replace(_)) { "UpdateOptions" } else { "PatchOptions" };
     let output = negotiate(call.accept(), false)?;
     let dry_run = call.dry_run()?;
     let paths = scale_paths(call)?.clone();
@@ -122,6 +125,11 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         if scale.get("kind").and_then(Value::as_str).is_some_and(|k| k != "Scale") {
             return Err(ApiError::bad_request("the body must be an autoscaling/v1 Scale"));
         }
+        // Admission sees the Scale (autoscaling/v1) of the scale subresource, as in Kubernetes;
+        // the main resource's webhooks are not asked again when it is written.
+        let write = admit::Write { options_kind, ..admit::Write::new(Operation::Update, &call.name, dry_run) };
+        let (mut warnings, _) = admit::mutate(api, call, write, Some(&mut scale), Some(&old_scale)).await?;
+        warnings.extend(admit::validate(api, call, write, Some(&scale), Some(&old_scale)).await?);
         let pinned = objects::resource_version(&scale).to_string();
         if !pinned.is_empty() && pinned != objects::resource_version(&old) {
             return Err(conflict());
@@ -142,9 +150,11 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         set_path(&mut object, &paths.spec_replicas_path, json!(replicas));
         ownership::track_scale(call, &old, &old_scale, &mut scale, applied, &mut object)?;
         let main = Call { subresource: super::call::Subresource::None, ..call.clone() };
-        match update::commit(api, &main, &current, &old, object, dry_run).await {
+        match update::commit(api, &main, &current, &old, object, dry_run, None).await {
             Ok((Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o), _)) => {
-                return super::present::object_response(call, output, StatusCode::OK, scale_of(call, &o)?);
+                let mut response = super::present::object_response(call, output, StatusCode::OK, scale_of(call, &o)?)?;
+                super::body::add_warnings(&mut response, &warnings);
+                return Ok(response);
             }
             Err(Some(e)) => return Err(e),
             Err(None) if !pinned.is_empty() => return Err(conflict()),

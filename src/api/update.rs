@@ -5,6 +5,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 
 use super::Api;
+use super::admit;
 use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::{Call, Subresource};
 use super::codec;
@@ -15,6 +16,7 @@ use super::objects::{self, Placement};
 use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
+use crate::admission::Operation;
 use crate::core::field::{FieldError, Path};
 use crate::core::gvr::GroupKind;
 use crate::core::status::ApiError;
@@ -90,6 +92,8 @@ pub enum Committed {
 
 /// Prepares, validates and stores an update of `current` to `object` (both in the request
 /// version). `Conflict` from the store comes back as `Err(None)` so callers can retry.
+/// `admission` names the options kind webhooks see (`UpdateOptions`, `PatchOptions`); `None`
+/// when the caller admitted the write itself (the scale subresource).
 pub async fn commit(
     api: &Api,
     call: &Call,
@@ -97,15 +101,30 @@ pub async fn commit(
     old: &Value,
     mut object: Value,
     dry_run: bool,
+    admission: Option<&'static str>,
 ) -> Result<(Committed, Vec<String>), Option<ApiError>> {
     let placement = Placement {
         namespace: call.namespace.as_deref(),
         status_subresource: call.served.version.status_subresource && call.subresource == Subresource::None,
     };
+    // Mutating admission sees the object before the update strategy prepares it, validating
+    // admission after the schema validated it, as in Kubernetes.
+    let options_kind = admission.unwrap_or("UpdateOptions");
+    let write = admit::Write { options_kind, ..admit::Write::new(Operation::Update, &call.name, dry_run) };
+    let (mut warnings, changed) = match admission {
+        Some(_) => admit::mutate(api, call, write, Some(&mut object), Some(old)).await.map_err(Some)?,
+        None => (Vec::new(), false),
+    };
+    if changed {
+        write::coerce(&call.served, &mut object).map_err(Some)?;
+    }
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
     super::ownership::keep_times_of_unchanged(old, &mut object);
     let status_only = call.subresource == Subresource::Status;
-    let warnings = write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?;
+    warnings.extend(write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?);
+    if admission.is_some() {
+        warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);
+    }
     let (stored, encoded) = write::to_storage(&call.served, &object).map_err(Some)?;
     if encoded == current.value {
         return Ok((Committed::Unchanged(old.clone()), warnings));
@@ -165,8 +184,9 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     }
     let mut object = merge_for_subresource(call, object, &old);
     ownership::track_update(call, &old, &mut object);
-    let (committed, more) =
-        commit(api, call, &current, &old, object, dry_run).await.map_err(|e| e.unwrap_or_else(conflict))?;
+    let (committed, more) = commit(api, call, &current, &old, object, dry_run, Some("UpdateOptions"))
+        .await
+        .map_err(|e| e.unwrap_or_else(conflict))?;
     warnings.extend(more);
     let result = match committed {
         Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o) => o,

@@ -39,6 +39,9 @@ pub struct Delegation {
     pub sources: Arc<AuthenticationSources>,
     /// The cluster's namespaces (every namespace exists when there is no cluster).
     pub namespaces: Arc<NamespaceCache>,
+    /// The client of the main apiserver (`--kubeconfig` or in-cluster; none in development
+    /// mode), for what the server reads from the cluster besides authentication.
+    pub cluster: Option<::kube::Client>,
     /// The first read of the authentication ConfigMap; an error must stop the server.
     pub loaded: JoinHandle<Result<(), LookupError>>,
 }
@@ -252,8 +255,9 @@ pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Pa
 
     let delegate = authorizer(args, &mut clients).await?;
 
-    let namespaces = match clients.get(args, flags.kubeconfig.as_deref()).await? {
-        Some(c) => NamespaceCache::start(c),
+    let cluster = clients.get(args, flags.kubeconfig.as_deref()).await?;
+    let namespaces = match &cluster {
+        Some(c) => NamespaceCache::start(c.clone()),
         None => NamespaceCache::without_cluster(),
     };
 
@@ -267,6 +271,7 @@ pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Pa
         },
         sources,
         namespaces,
+        cluster,
         loaded,
     })
 }

@@ -114,12 +114,17 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
-    let api = Arc::new(Api::with_namespaces(
-        store.clone(),
-        registry,
-        ApiOptions { min_request_timeout: Duration::from_secs(args.min_request_timeout) },
-        namespaces,
-    ));
+    let admission =
+        super::admission::start(delegation.cluster.clone(), delegation.namespaces.clone(), Default::default());
+    let api = Arc::new(
+        Api::with_namespaces(
+            store.clone(),
+            registry,
+            ApiOptions { min_request_timeout: Duration::from_secs(args.min_request_timeout) },
+            namespaces,
+        )
+        .with_admission(admission),
+    );
     // Objects of namespaces deleted while nobody cleaned them up go away on their own.
     crate::api::namespaces::spawn_sweeper(api.clone(), args.namespace_sweep_interval);
 

@@ -1,6 +1,8 @@
 //! The HTTPS client of one conversion webhook: the endpoint (a URL, or a Service reached at
 //! `https://<name>.<namespace>.svc:<port><path>`), the roots it trusts (the definition's
 //! `caBundle`, else the system's), pooled connections, and Kubernetes' 30 s call timeout.
+//! Admission webhooks reach their endpoints through the same client ([`Client::connect`],
+//! [`Client::post`]), with their own URL and timeout.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,7 +44,8 @@ pub struct Client {
     uri: http::Uri,
 }
 
-fn url_of(endpoint: &Endpoint) -> String {
+/// The URL of an endpoint.
+pub fn url_of(endpoint: &Endpoint) -> String {
     match endpoint {
         Endpoint::Url(url) => url.clone(),
         Endpoint::Service { name, namespace, port, path } => format!("https://{name}.{namespace}.svc:{port}{path}"),
@@ -51,13 +54,18 @@ fn url_of(endpoint: &Endpoint) -> String {
 
 impl Client {
     pub fn new(webhook: &Webhook) -> Result<Client, String> {
+        Client::connect(&webhook.endpoint, &webhook.ca_bundle)
+    }
+
+    /// A client of an endpoint trusting `ca_bundle` (PEM; empty: the system's roots).
+    pub fn connect(endpoint: &Endpoint, ca_bundle: &[u8]) -> Result<Client, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let builder = if webhook.ca_bundle.is_empty() {
+        let builder = if ca_bundle.is_empty() {
             builder.with_provider_and_native_roots(provider).map_err(|e| format!("system roots: {e}"))?
         } else {
             let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&webhook.ca_bundle) {
+            for cert in CertificateDer::pem_slice_iter(ca_bundle) {
                 let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
                 roots.add(cert).map_err(|e| format!("invalid caBundle: {e}"))?;
             }
@@ -69,8 +77,38 @@ impl Client {
             builder.with_tls_config(tls)
         };
         let connector = builder.https_only().enable_http1().enable_http2().build();
-        let uri: http::Uri = url_of(&webhook.endpoint).parse().map_err(|e| format!("invalid webhook URL: {e}"))?;
+        let uri: http::Uri = url_of(endpoint).parse().map_err(|e| format!("invalid webhook URL: {e}"))?;
         Ok(Client { http: HttpClient::builder(TokioExecutor::new()).build(connector), uri })
+    }
+
+    /// POSTs JSON to `uri` (this client's endpoint, maybe with a query) and reads the answer
+    /// within `timeout`: its status code and body, or the failure worded as Go's HTTP client
+    /// words it (`Post "<url>": ...`).
+    pub async fn post(&self, uri: &http::Uri, body: Vec<u8>, timeout: Duration) -> Result<(u16, Bytes), String> {
+        let request = http::Request::post(uri.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(|e| format!("Post \"{uri}\": {e}"))?;
+            let status = response.status().as_u16();
+            let bytes = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| format!("Post \"{uri}\": {e}"))?
+                .to_bytes();
+            Ok((status, bytes))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("Post \"{uri}\": context deadline exceeded")),
+        }
+    }
+
+    /// The endpoint's URL.
+    pub fn uri(&self) -> &http::Uri {
+        &self.uri
     }
 
     /// POSTs a ConversionReview and decodes the response.

@@ -58,7 +58,8 @@ pub struct StatusCause {
 #[error("{message}")]
 pub struct ApiError {
     pub code: u16,
-    pub reason: &'static str,
+    /// Usually one of Kubernetes' fixed reasons; an admission webhook's denial carries its own.
+    pub reason: std::borrow::Cow<'static, str>,
     pub message: String,
     /// Boxed: errors travel in `Result`s on every request path; keep them small.
     pub details: Option<Box<StatusDetails>>,
@@ -67,7 +68,13 @@ pub struct ApiError {
 impl ApiError {
     /// An error with any code and reason (prefer the named constructors).
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None }
+        ApiError { code, reason: std::borrow::Cow::Borrowed(reason), message: message.into(), details: None }
+    }
+
+    /// An error whose reason and details come from elsewhere (a `Status` an admission
+    /// webhook answered).
+    pub fn from_parts(code: u16, reason: String, message: String, details: Option<StatusDetails>) -> Self {
+        ApiError { code, reason: std::borrow::Cow::Owned(reason), message, details: details.map(Box::new) }
     }
 
     fn with_details(mut self, details: StatusDetails) -> Self {

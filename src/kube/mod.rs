@@ -1,11 +1,13 @@
 //! Client of the main apiserver (kube-rs): the authentication ConfigMap (read, then
 //! watched), SubjectAccessReview and TokenReview (answering `auth::review`'s questions), and a
-//! cache of Namespaces.
+//! cache of Namespaces (states and labels), and list+watch of whole kinds (`follow`: the
+//! admission configurations).
 //!
 //! Owns connections to kube-apiserver and nothing else: it decides nothing about requests
 //! (that is `auth`), serves nothing (that is `server`/`api`), and never touches storage.
 
 pub mod auth_configmap;
+pub mod follow;
 pub mod namespaces;
 pub mod reviews;
 

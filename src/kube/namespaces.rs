@@ -1,8 +1,9 @@
 //! A cache of the cluster's Namespaces (list, then watch; relisted when a watch fails), to
 //! answer "does namespace X exist, and is it terminating?" without a call per request.
 //! Deletions are seen: a deleted namespace is Missing once the watch delivers the event.
+//! Labels are kept too, for admission webhooks' `namespaceSelector`s.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -14,6 +15,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use super::{Error, describe};
 
 pub use crate::core::namespace::NamespaceState;
+
+/// What the cache keeps of a namespace.
+type Entry = (NamespaceState, Arc<BTreeMap<String, String>>);
+
+fn entry_of(namespace: &Namespace) -> Entry {
+    (state_of(namespace), Arc::new(namespace.metadata.labels.clone().unwrap_or_default()))
+}
 
 fn state_of(namespace: &Namespace) -> NamespaceState {
     let phase = namespace.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -30,7 +38,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub struct NamespaceCache {
     /// `None` when there is no cluster: every namespace is taken to exist.
     api: Option<Api<Namespace>>,
-    states: RwLock<HashMap<String, NamespaceState>>,
+    states: RwLock<HashMap<String, Entry>>,
     synced: AtomicBool,
 }
 
@@ -66,7 +74,7 @@ impl NamespaceCache {
             return None;
         }
         let states = self.states.read().unwrap_or_else(|p| p.into_inner());
-        Some(states.get(name).copied().unwrap_or(NamespaceState::Missing))
+        Some(states.get(name).map(|(state, _)| *state).unwrap_or(NamespaceState::Missing))
     }
 
     /// The state of a namespace: from the cache when it knows the namespace, else asked live
@@ -81,6 +89,25 @@ impl NamespaceCache {
         match api.get_opt(name).await {
             Ok(Some(namespace)) => Ok(state_of(&namespace)),
             Ok(None) => Ok(NamespaceState::Missing),
+            Err(e) => Err(Error::Request(describe(&e))),
+        }
+    }
+
+    /// The labels of a namespace (`None`: it does not exist), from the cache or asked live;
+    /// without a cluster, only `kubernetes.io/metadata.name`.
+    pub async fn labels(&self, name: &str) -> Result<Option<Arc<BTreeMap<String, String>>>, Error> {
+        let Some(api) = &self.api else {
+            return Ok(Some(Arc::new([("kubernetes.io/metadata.name".to_string(), name.to_string())].into())));
+        };
+        if self.is_synced() {
+            let states = self.states.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, labels)) = states.get(name) {
+                return Ok(Some(labels.clone()));
+            }
+        }
+        match api.get_opt(name).await {
+            Ok(Some(namespace)) => Ok(Some(entry_of(&namespace).1)),
+            Ok(None) => Ok(None),
             Err(e) => Err(Error::Request(describe(&e))),
         }
     }
@@ -103,13 +130,13 @@ impl NamespaceCache {
         true
     }
 
-    fn set(&self, namespace: &Namespace, state: Option<NamespaceState>) {
+    fn set(&self, namespace: &Namespace, entry: Option<Entry>) {
         let Some(name) = namespace.metadata.name.clone() else {
             return;
         };
         let mut states = self.states.write().unwrap_or_else(|p| p.into_inner());
-        match state {
-            Some(state) => states.insert(name, state),
+        match entry {
+            Some(entry) => states.insert(name, entry),
             None => states.remove(&name),
         };
     }
@@ -137,8 +164,8 @@ impl NamespaceCache {
         let list = api.list(&ListParams::default()).await.map_err(|e| describe(&e))?;
         let mut version = list.metadata.resource_version.clone().unwrap_or_default();
         {
-            let fresh: HashMap<String, NamespaceState> =
-                list.items.iter().filter_map(|n| Some((n.metadata.name.clone()?, state_of(n)))).collect();
+            let fresh: HashMap<String, Entry> =
+                list.items.iter().filter_map(|n| Some((n.metadata.name.clone()?, entry_of(n)))).collect();
             *self.states.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         }
         self.synced.store(true, Ordering::SeqCst);
@@ -149,7 +176,7 @@ impl NamespaceCache {
             while let Some(event) = stream.next().await {
                 match event.map_err(|e| describe(&e))? {
                     WatchEvent::Added(n) | WatchEvent::Modified(n) => {
-                        self.set(&n, Some(state_of(&n)));
+                        self.set(&n, Some(entry_of(&n)));
                         version = n.metadata.resource_version.unwrap_or(version);
                     }
                     WatchEvent::Deleted(n) => {

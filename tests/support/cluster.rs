@@ -36,7 +36,12 @@ impl TestCluster {
 
     /// Starts the double, then the server (with `extra` flags) behind it.
     pub fn start_with(definitions: &[&str], extra: &[&str]) -> TestCluster {
-        let plane = ControlPlane::start();
+        TestCluster::start_on(ControlPlane::start(), definitions, extra)
+    }
+
+    /// Starts the server behind a double prepared by the caller (objects it already holds
+    /// are there when the server first lists them).
+    pub fn start_on(plane: ControlPlane, definitions: &[&str], extra: &[&str]) -> TestCluster {
         let server = TestServer::start_delegated(definitions, &plane.server_kubeconfig(), extra);
         plane.register_backend(server.port, &server.pki.serving_ca());
         for (group, version) in group_versions(definitions) {
@@ -69,6 +74,12 @@ impl TestCluster {
 
     pub fn kubectl_stdin(&self, kubeconfig: &Path, args: &[&str], stdin: &str) -> Output {
         kubectl_with(kubeconfig, self.server.dir.path(), args, Some(stdin))
+    }
+
+    pub fn kubectl_stdin_ok(&self, kubeconfig: &Path, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_stdin(kubeconfig, args, stdin);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}\n{}", stderr(&out), self.server.log());
+        stdout(&out)
     }
 
     pub fn kubectl_ok(&self, kubeconfig: &Path, args: &[&str]) -> String {

@@ -11,6 +11,7 @@
     clippy::result_large_err
 )]
 
+pub mod admission_webhook;
 pub mod cluster;
 pub mod control_plane;
 pub mod http;

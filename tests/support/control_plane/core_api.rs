@@ -65,6 +65,7 @@ pub async fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, Str
                 ),
             }
         }
+        ("resourcequotas", _) => super::stored_api::serve(state, attrs, query, body),
         ("namespaces", "delete") => match state.delete_namespace(&attrs.name) {
             Some(ns) => respond::json(200, &ns),
             None => respond::not_found("namespaces", &attrs.name),
@@ -88,18 +89,25 @@ fn current(state: &State, resource: &str) -> (u64, Vec<Value>) {
     let objects = lock(&state.objects);
     let items = match resource {
         "configmaps" => objects.auth_configmap.iter().cloned().collect(),
-        _ => objects.namespaces.values().cloned().collect(),
+        "namespaces" => objects.namespaces.values().cloned().collect(),
+        other => objects.stored.iter().filter(|((r, _, _), _)| *r == other).map(|(_, o)| o.clone()).collect(),
     };
     (objects.revision, items)
 }
 
-fn list(state: &State, resource: &str, keep: impl Fn(&Value) -> bool) -> Response {
+/// A list of a resource as kube-apiserver answers it: `<Kind>List` with the current
+/// resourceVersion.
+pub fn list(state: &State, resource: &str, keep: impl Fn(&Value) -> bool) -> Response {
     let (revision, items) = current(state, resource);
-    let kind = if resource == "configmaps" { "ConfigMapList" } else { "NamespaceList" };
+    let (kind, api_version) = match resource {
+        "configmaps" => ("ConfigMapList", "v1"),
+        "namespaces" => ("NamespaceList", "v1"),
+        other => super::stored_api::list_kind(other),
+    };
     let items: Vec<Value> = items.into_iter().filter(|o| keep(o)).collect();
     respond::json(
         200,
-        &json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": revision.to_string()}, "items": items}),
+        &json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": revision.to_string()}, "items": items}),
     )
 }
 
@@ -111,7 +119,7 @@ fn line(kind: &str, object: &Value) -> Bytes {
 
 /// A watch: replays what happened after `resourceVersion` (or the current objects as ADDED
 /// when it is absent or 0), then streams, until `timeoutSeconds`.
-fn watch(
+pub fn watch(
     state: &Arc<State>,
     resource: &'static str,
     keep: impl Fn(&Value) -> bool + Send + 'static,

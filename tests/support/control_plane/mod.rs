@@ -22,6 +22,7 @@ pub mod respond;
 pub mod reviews;
 pub mod server;
 pub mod state;
+pub mod stored_api;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

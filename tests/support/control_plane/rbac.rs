@@ -224,6 +224,20 @@ pub fn default_rules() -> Vec<Rule> {
         .named(&["extension-apiserver-authentication"]),
         Rule::resources("crd-apiserver:namespace-reader", sa(), &["get", "list", "watch"], &[""], &["namespaces"]),
         Rule::resources(
+            "crd-apiserver:admission",
+            sa(),
+            &["get", "list", "watch"],
+            &["admissionregistration.k8s.io"],
+            &[
+                "mutatingwebhookconfigurations",
+                "validatingwebhookconfigurations",
+                "validatingadmissionpolicies",
+                "validatingadmissionpolicybindings",
+            ],
+        ),
+        Rule::resources("crd-apiserver:admission", sa(), &["get", "list", "watch"], &[""], &["resourcequotas"]),
+        Rule::resources("crd-apiserver:admission", sa(), &["update"], &[""], &["resourcequotas/status"]),
+        Rule::resources(
             "system:controller:namespace-controller",
             vec![Subject::User(NAMESPACE_CONTROLLER.into())],
             &["get", "list", "watch", "delete", "deletecollection"],

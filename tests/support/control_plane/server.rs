@@ -18,7 +18,7 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{core_api, discovery, openapi, reviews};
+use super::{core_api, discovery, openapi, reviews, stored_api};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -152,6 +152,9 @@ async fn route(
         ),
         ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
         (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
+        (_, ["apis", "admissionregistration.k8s.io", "v1", _, ..]) => {
+            stored_api::serve(&plane.state, attrs, query, body)
+        }
         _ => respond::path_not_found(),
     }
 }

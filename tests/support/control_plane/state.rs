@@ -36,6 +36,8 @@ pub struct Objects {
     /// The authentication ConfigMap (`None`: missing).
     pub auth_configmap: Option<Value>,
     pub namespaces: BTreeMap<String, Value>,
+    /// Admission configurations and ResourceQuotas by (resource, namespace, name).
+    pub stored: BTreeMap<(&'static str, String, String), Value>,
     pub log: Vec<Event>,
 }
 
@@ -60,6 +62,10 @@ pub struct State {
     pub openapi_v2_cache: Mutex<Option<(String, Value)>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
+    /// How many status updates of stored objects (ResourceQuota) arrived.
+    pub status_updates: AtomicUsize,
+    /// How many of the next status updates lose a race to another writer (409 Conflict).
+    pub status_races: AtomicUsize,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -87,6 +93,8 @@ impl State {
             discovery_not_modified: AtomicUsize::new(0),
             openapi_v2_cache: Mutex::new(None),
             proxied: Mutex::new(Vec::new()),
+            status_updates: AtomicUsize::new(0),
+            status_races: AtomicUsize::new(0),
         }
     }
 
@@ -162,6 +170,50 @@ impl State {
         if let Some(ns) = objects.namespaces.remove(name) {
             self.record(&mut objects, "namespaces", "DELETED", ns);
         }
+    }
+
+    /// Creates or replaces a stored object (`resource` is one of `stored_api::RESOURCES`),
+    /// stamping uid, creationTimestamp, generation and resourceVersion as kube-apiserver does;
+    /// returns it.
+    pub fn put_object(&self, resource: &'static str, mut object: Value) -> Value {
+        let mut objects = lock(&self.objects);
+        let key = Self::key(resource, &object);
+        let previous = objects.stored.get(&key).cloned();
+        let meta = &mut object["metadata"];
+        match &previous {
+            Some(p) => {
+                meta["uid"] = p["metadata"]["uid"].clone();
+                meta["creationTimestamp"] = p["metadata"]["creationTimestamp"].clone();
+                let generation = p["metadata"]["generation"].as_i64().unwrap_or(1);
+                let spec_changed = p.get("spec") != object.get("spec") || p.get("webhooks") != object.get("webhooks");
+                object["metadata"]["generation"] = json!(generation + i64::from(spec_changed));
+            }
+            None => {
+                meta["uid"] = json!(uuid::Uuid::new_v4().to_string());
+                meta["creationTimestamp"] = json!(now());
+                meta["generation"] = json!(1);
+            }
+        }
+        let kind = if previous.is_some() { "MODIFIED" } else { "ADDED" };
+        let stored = self.record(&mut objects, resource, kind, object);
+        objects.stored.insert(key, stored.clone());
+        stored
+    }
+
+    /// Deletes a stored object; returns it.
+    pub fn delete_object(&self, resource: &'static str, namespace: &str, name: &str) -> Option<Value> {
+        let mut objects = lock(&self.objects);
+        let object = objects.stored.remove(&(resource, namespace.to_string(), name.to_string()))?;
+        Some(self.record(&mut objects, resource, "DELETED", object))
+    }
+
+    pub fn get_object(&self, resource: &'static str, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.objects).stored.get(&(resource, namespace.to_string(), name.to_string())).cloned()
+    }
+
+    fn key(resource: &'static str, object: &Value) -> (&'static str, String, String) {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        (resource, text(&object["metadata"]["namespace"]), text(&object["metadata"]["name"]))
     }
 
     pub fn count(counter: &AtomicUsize) -> usize {

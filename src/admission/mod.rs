@@ -1,0 +1,252 @@
+//! The admission chain of k8s.io/apiserver for the resources we serve: mutating admission
+//! webhooks (with reinvocation), then — after the API layer's own schema validation —
+//! validating admission webhooks, as kube-apiserver orders them. The configurations come from
+//! the main apiserver (read by `kube`, handed in whole through [`Admission::set_webhooks`]).
+//!
+//! The API layer asks through two calls, [`Admission::mutate`] and [`Admission::validate`],
+//! after a cheap [`Admission::handles`]; everything else is private to this module tree.
+//! Owns admission decisions and their Kubernetes wording; never touches storage, never serves
+//! HTTP, never reads requests' headers (identity arrives as `UserInfo`).
+
+pub mod configuration;
+pub mod hooks;
+pub mod index;
+pub mod mutating;
+pub mod review;
+pub mod rules;
+pub mod selector;
+pub mod validating;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwap;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::core::status::StatusDetails;
+use crate::core::user::UserInfo;
+use crate::definitions::Definition;
+
+pub use index::Index;
+
+/// The operation of a request, as admission names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+
+    /// The kind of the options object sent with the request.
+    pub fn options_kind(self) -> &'static str {
+        match self {
+            Operation::Create => "CreateOptions",
+            Operation::Update => "UpdateOptions",
+            Operation::Delete => "DeleteOptions",
+        }
+    }
+}
+
+/// What a request addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// Empty for the main resource.
+    pub subresource: &'a str,
+    /// Empty for cluster-scoped resources.
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// The attributes of one write, as admission sees them.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    pub operation: Operation,
+    pub definition: &'a Definition,
+    /// The request's version of the definition.
+    pub version: &'a str,
+    pub target: Target<'a>,
+    pub user: &'a UserInfo,
+    pub dry_run: bool,
+    /// `CreateOptions`/`UpdateOptions`/`PatchOptions`/`DeleteOptions` as sent to webhooks.
+    pub options: &'a Value,
+}
+
+impl Request<'_> {
+    /// The kind objects of this request have (`autoscaling/v1 Scale` on the scale
+    /// subresource).
+    pub fn kind(&self, version: &str) -> (String, String, String) {
+        if self.target.subresource == "scale" {
+            return ("autoscaling".into(), "v1".into(), "Scale".into());
+        }
+        (self.definition.group.clone(), version.to_string(), self.definition.kind.clone())
+    }
+}
+
+/// Why admission refused a request, in Kubernetes' words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A webhook (or policy) denied the request with this status.
+    #[error("{}", .0.message)]
+    Denied(Box<Denial>),
+    /// 500 InternalError (`failed calling webhook ...` under failurePolicy Fail).
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+    /// 400 BadRequest (`admission webhook "x" does not support dry run`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 403 Forbidden on the request's resource and name, with the reason text (`<resource>
+    /// "<name>" is forbidden: <text>`).
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404 of the request's namespace (a namespaceSelector needs its labels).
+    #[error("namespaces \"{0}\" not found")]
+    NamespaceNotFound(String),
+}
+
+/// The status of a denial (boxed in [`Error`]: errors travel in every `Result`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Denial {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+    pub details: Option<StatusDetails>,
+}
+
+/// Labels of the cluster's namespaces, for `namespaceSelector`s.
+pub trait NamespaceLabels: Send + Sync {
+    /// The labels of a namespace; `Ok(None)` when it does not exist.
+    fn labels<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<std::collections::BTreeMap<String, String>>, String>>;
+}
+
+/// No cluster: every namespace exists and has only its name label.
+pub struct NameLabelOnly;
+
+impl NamespaceLabels for NameLabelOnly {
+    fn labels<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<std::collections::BTreeMap<String, String>>, String>> {
+        Box::pin(async move { Ok(Some([("kubernetes.io/metadata.name".to_string(), name.to_string())].into())) })
+    }
+}
+
+/// What a mutating pass produced.
+#[derive(Debug, Default)]
+pub struct Mutated {
+    pub warnings: Vec<String>,
+    /// Whether any webhook changed the object.
+    pub changed: bool,
+}
+
+/// Which admission plugins run (kube-apiserver's names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plugins {
+    pub mutating_webhooks: bool,
+    pub validating_webhooks: bool,
+}
+
+impl Default for Plugins {
+    fn default() -> Self {
+        Plugins { mutating_webhooks: true, validating_webhooks: true }
+    }
+}
+
+/// The admission chain: current configurations plus what matching needs.
+pub struct Admission {
+    webhooks: ArcSwap<Index>,
+    /// Whether the configurations were read once; until then Fail-policy writes are refused.
+    synced: AtomicBool,
+    namespaces: Arc<dyn NamespaceLabels>,
+    plugins: Plugins,
+}
+
+impl Admission {
+    /// An admission chain with no configurations that never waits for any (no cluster).
+    pub fn without_cluster() -> Admission {
+        let admission = Admission::new(Arc::new(NameLabelOnly), Plugins::default());
+        admission.synced.store(true, Ordering::SeqCst);
+        admission
+    }
+
+    /// An admission chain waiting for its first configurations.
+    pub fn new(namespaces: Arc<dyn NamespaceLabels>, plugins: Plugins) -> Admission {
+        Admission {
+            webhooks: ArcSwap::from_pointee(Index::default()),
+            synced: AtomicBool::new(false),
+            namespaces,
+            plugins,
+        }
+    }
+
+    /// Replaces the webhook configurations (every Mutating and Validating configuration of
+    /// the cluster) and marks the chain ready.
+    pub fn set_webhooks(&self, index: Index) {
+        self.webhooks.store(Arc::new(index));
+        self.synced.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Whether any admission step might apply to a resource: false means the write may skip
+    /// admission entirely (no allocation, one index probe).
+    pub fn handles(&self, group: &str, resource: &str) -> bool {
+        !self.is_synced() || self.webhooks.load().covers(group, resource)
+    }
+
+    fn ready(&self) -> Result<(), Error> {
+        if self.is_synced() {
+            return Ok(());
+        }
+        Err(Error::Forbidden("not yet ready to handle request".to_string()))
+    }
+
+    /// Mutating admission: the webhooks that match, in order, with one reinvocation round.
+    /// `object` is changed in place (in the request version); `old` is the current object of
+    /// updates.
+    pub async fn mutate(
+        &self,
+        request: &Request<'_>,
+        object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<Mutated, Error> {
+        self.ready()?;
+        if !self.plugins.mutating_webhooks {
+            return Ok(Mutated::default());
+        }
+        let index = self.webhooks.load_full();
+        mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
+    }
+
+    /// Validating admission: every matching webhook, in parallel. `object` is absent on
+    /// deletes. Returns the webhooks' warnings.
+    pub async fn validate(
+        &self,
+        request: &Request<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, Error> {
+        self.ready()?;
+        if !self.plugins.validating_webhooks {
+            return Ok(Vec::new());
+        }
+        let index = self.webhooks.load_full();
+        validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
+    }
+}

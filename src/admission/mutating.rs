@@ -1,0 +1,125 @@
+//! Mutating admission webhooks (`MutatingAdmissionWebhook`): the matching webhooks are called
+//! one after another with the object as the previous one left it; JSON patches are applied in
+//! the version the webhook matched; webhooks with `reinvocationPolicy: IfNeeded` are called a
+//! second time, once, when a later webhook changed the object (k8s.io/apiserver's reinvocation
+//! context).
+//!
+//! Owns the mutating order and the patch step; the object's schema steps (pruning, defaulting,
+//! validation of the result) are the API layer's, after this.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::hooks::Hook;
+use super::index::Index;
+use super::review::{self, CallError, Reviewed};
+use super::{Error, Mutated, NamespaceLabels, Request};
+
+/// Which webhooks a second round calls (`webhookReinvokeContext`).
+#[derive(Default)]
+struct Reinvocation {
+    previously_invoked: HashSet<String>,
+    reinvoke: HashSet<String>,
+    should_reinvoke: bool,
+}
+
+impl Reinvocation {
+    fn require_reinvoking_previously_invoked(&mut self) {
+        self.reinvoke.extend(self.previously_invoked.drain());
+    }
+}
+
+/// Runs the mutating webhooks over `object` (absent on deletes).
+pub async fn dispatch(
+    index: &Index,
+    namespaces: &dyn NamespaceLabels,
+    request: &Request<'_>,
+    mut object: Option<&mut Value>,
+    old: Option<&Value>,
+) -> Result<Mutated, Error> {
+    let hooks = index.mutating_for(request.target.group, request.target.resource);
+    let mut mutated = Mutated::default();
+    if hooks.is_empty() {
+        return Ok(mutated);
+    }
+    let mut state = Reinvocation::default();
+    for round in 0..2 {
+        if round == 1 && !state.should_reinvoke {
+            break;
+        }
+        for hook in &hooks {
+            let current = object.as_deref();
+            let Some(version) = hook.should_call(request, namespaces, current, old).await? else { continue };
+            if round == 1 && !state.reinvoke.contains(&hook.uid) {
+                continue;
+            }
+            let changed = call_one(hook, request, &version, object.as_deref_mut(), old, &mut mutated).await?;
+            if changed {
+                mutated.changed = true;
+                state.require_reinvoking_previously_invoked();
+                state.should_reinvoke = true;
+            }
+            if hook.reinvoke_if_needed {
+                state.previously_invoked.insert(hook.uid.clone());
+            }
+        }
+    }
+    Ok(mutated)
+}
+
+/// The object in another version of its definition (for a webhook matched through an
+/// equivalent version).
+fn in_version(request: &Request<'_>, object: &Value, version: &str) -> Result<Value, Error> {
+    let mut copy = object.clone();
+    if version != request.version {
+        crate::conversion::convert(request.definition, &mut copy, version)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+    }
+    Ok(copy)
+}
+
+/// Calls one webhook; applies its patch. Returns whether the object changed.
+async fn call_one(
+    hook: &Hook,
+    request: &Request<'_>,
+    version: &str,
+    object: Option<&mut Value>,
+    old: Option<&Value>,
+    mutated: &mut Mutated,
+) -> Result<bool, Error> {
+    let versioned = object.as_deref().map(|o| in_version(request, o, version)).transpose()?;
+    let versioned_old = old.map(|o| in_version(request, o, version)).transpose()?;
+    let reviewed = Reviewed { version, object: versioned.as_ref(), old: versioned_old.as_ref() };
+    let answer = match review::call(hook, true, request, &reviewed).await {
+        Ok(answer) => answer,
+        Err(CallError::Calling(message)) if hook.fail_open => {
+            tracing::warn!(webhook = %hook.name, error = %message, "failed calling webhook, failing open");
+            return Ok(false);
+        }
+        Err(CallError::Calling(message)) => return Err(Error::Internal(message)),
+        Err(CallError::Rejected(error)) => return Err(error),
+    };
+    mutated.warnings.extend(answer.warnings);
+    if !answer.allowed {
+        return Err(review::denial(&hook.name, answer.result));
+    }
+    let Some(patch) = answer.patch.filter(|p| !p.0.is_empty()) else { return Ok(false) };
+    let (Some(object), Some(mut patched)) = (object, versioned) else {
+        return Err(Error::Internal(format!(
+            "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+            hook.name
+        )));
+    };
+    let before = patched.clone();
+    json_patch::patch(&mut patched, &patch).map_err(|e| Error::Internal(e.to_string()))?;
+    if patched == before {
+        return Ok(false);
+    }
+    if version != request.version {
+        crate::conversion::convert(request.definition, &mut patched, request.version)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+    }
+    *object = patched;
+    Ok(true)
+}
