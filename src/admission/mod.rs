@@ -18,7 +18,7 @@ pub mod selector;
 pub mod validating;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
@@ -29,6 +29,9 @@ use crate::core::user::UserInfo;
 use crate::definitions::Definition;
 
 pub use index::Index;
+
+/// How long a write waits for the first configurations before it is refused.
+const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// The operation of a request, as admission names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,8 +172,8 @@ impl Default for Plugins {
 /// The admission chain: current configurations plus what matching needs.
 pub struct Admission {
     webhooks: ArcSwap<Index>,
-    /// Whether the configurations were read once; until then Fail-policy writes are refused.
-    synced: AtomicBool,
+    /// Whether the configurations were read once; until then writes wait, then are refused.
+    synced: tokio::sync::watch::Sender<bool>,
     namespaces: Arc<dyn NamespaceLabels>,
     plugins: Plugins,
 }
@@ -179,7 +182,7 @@ impl Admission {
     /// An admission chain with no configurations that never waits for any (no cluster).
     pub fn without_cluster() -> Admission {
         let admission = Admission::new(Arc::new(NameLabelOnly), Plugins::default());
-        admission.synced.store(true, Ordering::SeqCst);
+        admission.synced.send_replace(true);
         admission
     }
 
@@ -187,7 +190,7 @@ impl Admission {
     pub fn new(namespaces: Arc<dyn NamespaceLabels>, plugins: Plugins) -> Admission {
         Admission {
             webhooks: ArcSwap::from_pointee(Index::default()),
-            synced: AtomicBool::new(false),
+            synced: tokio::sync::watch::Sender::new(false),
             namespaces,
             plugins,
         }
@@ -197,11 +200,11 @@ impl Admission {
     /// the cluster) and marks the chain ready.
     pub fn set_webhooks(&self, index: Index) {
         self.webhooks.store(Arc::new(index));
-        self.synced.store(true, Ordering::SeqCst);
+        self.synced.send_replace(true);
     }
 
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
+        *self.synced.borrow()
     }
 
     /// Whether any admission step might apply to a resource: false means the write may skip
@@ -210,11 +213,17 @@ impl Admission {
         !self.is_synced() || self.webhooks.load().covers(group, resource)
     }
 
-    fn ready(&self) -> Result<(), Error> {
+    /// Waits for the first configurations as kube-apiserver's admission plugins do
+    /// (`WaitForReady`: at most ten seconds), then refuses.
+    async fn ready(&self) -> Result<(), Error> {
         if self.is_synced() {
             return Ok(());
         }
-        Err(Error::Forbidden("not yet ready to handle request".to_string()))
+        let mut synced = self.synced.subscribe();
+        match tokio::time::timeout(READY_WAIT, synced.wait_for(|s| *s)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(Error::Forbidden("not yet ready to handle request".to_string())),
+        }
     }
 
     /// Mutating admission: the webhooks that match, in order, with one reinvocation round.
@@ -226,7 +235,7 @@ impl Admission {
         object: Option<&mut Value>,
         old: Option<&Value>,
     ) -> Result<Mutated, Error> {
-        self.ready()?;
+        self.ready().await?;
         if !self.plugins.mutating_webhooks {
             return Ok(Mutated::default());
         }
@@ -242,7 +251,7 @@ impl Admission {
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<Vec<String>, Error> {
-        self.ready()?;
+        self.ready().await?;
         if !self.plugins.validating_webhooks {
             return Ok(Vec::new());
         }
