@@ -12,6 +12,7 @@ pub mod configuration;
 pub mod hooks;
 pub mod index;
 pub mod mutating;
+pub mod quota;
 pub mod review;
 pub mod rules;
 pub mod selector;
@@ -161,11 +162,12 @@ pub struct Mutated {
 pub struct Plugins {
     pub mutating_webhooks: bool,
     pub validating_webhooks: bool,
+    pub resource_quota: bool,
 }
 
 impl Default for Plugins {
     fn default() -> Self {
-        Plugins { mutating_webhooks: true, validating_webhooks: true }
+        Plugins { mutating_webhooks: true, validating_webhooks: true, resource_quota: true }
     }
 }
 
@@ -175,6 +177,8 @@ pub struct Admission {
     /// Whether the configurations were read once; until then writes wait, then are refused.
     synced: tokio::sync::watch::Sender<bool>,
     namespaces: Arc<dyn NamespaceLabels>,
+    /// The cluster's ResourceQuotas (none: no quota admission).
+    quotas: Option<Arc<dyn quota::QuotaSource>>,
     plugins: Plugins,
 }
 
@@ -192,8 +196,17 @@ impl Admission {
             webhooks: ArcSwap::from_pointee(Index::default()),
             synced: tokio::sync::watch::Sender::new(false),
             namespaces,
+            quotas: None,
             plugins,
         }
+    }
+
+    /// The same chain enforcing the object-count quotas of `quotas`.
+    pub fn with_quotas(mut self, quotas: Arc<dyn quota::QuotaSource>) -> Admission {
+        if self.plugins.resource_quota {
+            self.quotas = Some(quotas);
+        }
+        self
     }
 
     /// Replaces the webhook configurations (every Mutating and Validating configuration of
@@ -204,13 +217,15 @@ impl Admission {
     }
 
     pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
+        *self.synced.borrow() && self.quotas.as_ref().is_none_or(|q| q.is_synced())
     }
 
     /// Whether any admission step might apply to a resource: false means the write may skip
     /// admission entirely (no allocation, one index probe).
     pub fn handles(&self, group: &str, resource: &str) -> bool {
-        !self.is_synced() || self.webhooks.load().covers(group, resource)
+        !self.is_synced()
+            || self.webhooks.load().covers(group, resource)
+            || self.quotas.as_ref().is_some_and(|q| q.covers(group, resource))
     }
 
     /// Waits for the first configurations as kube-apiserver's admission plugins do
@@ -219,11 +234,16 @@ impl Admission {
         if self.is_synced() {
             return Ok(());
         }
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
         let mut synced = self.synced.subscribe();
-        match tokio::time::timeout(READY_WAIT, synced.wait_for(|s| *s)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(Error::Forbidden("not yet ready to handle request".to_string())),
+        let webhooks = tokio::time::timeout_at(deadline, synced.wait_for(|s| *s)).await.is_ok_and(|r| r.is_ok());
+        while webhooks && tokio::time::Instant::now() < deadline {
+            if self.is_synced() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        Err(Error::Forbidden("not yet ready to handle request".to_string()))
     }
 
     /// Mutating admission: the webhooks that match, in order, with one reinvocation round.
@@ -243,8 +263,9 @@ impl Admission {
         mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
     }
 
-    /// Validating admission: every matching webhook, in parallel. `object` is absent on
-    /// deletes. Returns the webhooks' warnings.
+    /// Validating admission: every matching webhook, in parallel, then (creates only) the
+    /// object-count quota, last as in kube-apiserver. `object` is absent on deletes. Returns
+    /// the webhooks' warnings.
     pub async fn validate(
         &self,
         request: &Request<'_>,
@@ -252,10 +273,15 @@ impl Admission {
         old: Option<&Value>,
     ) -> Result<Vec<String>, Error> {
         self.ready().await?;
-        if !self.plugins.validating_webhooks {
-            return Ok(Vec::new());
+        let warnings = if self.plugins.validating_webhooks {
+            let index = self.webhooks.load_full();
+            validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await?
+        } else {
+            Vec::new()
+        };
+        if let (Some(quotas), Operation::Create) = (&self.quotas, request.operation) {
+            quota::admit(quotas.as_ref(), request).await?;
         }
-        let index = self.webhooks.load_full();
-        validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
+        Ok(warnings)
     }
 }

@@ -1,6 +1,7 @@
 //! Starts the admission chain from the cluster: follows the Mutating and Validating webhook
 //! configurations of the main apiserver (list+watch through `kube::follow`) and hands every
-//! new set to `admission`; namespace labels come from the namespace cache. Without a cluster
+//! new set to `admission`; namespace labels come from the namespace cache, ResourceQuotas
+//! from `kube::quotas`. Without a cluster
 //! (development mode) nothing is admitted but namespace lifecycle.
 
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use crate::admission::{Admission, NamespaceLabels, Plugins, configuration};
 use crate::kube::follow;
 use crate::kube::namespaces::NamespaceCache;
+use crate::kube::quotas::QuotaCache;
 
 /// Namespace labels from the cluster's namespace cache.
 struct ClusterLabels(Arc<NamespaceCache>);
@@ -48,7 +50,8 @@ pub fn start(client: Option<::kube::Client>, namespaces: Arc<NamespaceCache>, pl
     let Some(client) = client else {
         return Arc::new(Admission::without_cluster());
     };
-    let admission = Arc::new(Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone()));
+    let quotas = QuotaCache::start(client.clone());
+    let admission = Arc::new(Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone()).with_quotas(quotas));
     let latest = Arc::new(Mutex::new(Latest::default()));
     if !plugins.mutating_webhooks {
         lock(&latest).mutating = Some(Vec::new());

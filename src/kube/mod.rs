@@ -1,7 +1,7 @@
 //! Client of the main apiserver (kube-rs): the authentication ConfigMap (read, then
 //! watched), SubjectAccessReview and TokenReview (answering `auth::review`'s questions), and a
 //! cache of Namespaces (states and labels), and list+watch of whole kinds (`follow`: the
-//! admission configurations).
+//! admission configurations), and ResourceQuotas for quota admission (`quotas`).
 //!
 //! Owns connections to kube-apiserver and nothing else: it decides nothing about requests
 //! (that is `auth`), serves nothing (that is `server`/`api`), and never touches storage.
@@ -9,6 +9,7 @@
 pub mod auth_configmap;
 pub mod follow;
 pub mod namespaces;
+pub mod quotas;
 pub mod reviews;
 
 use std::path::Path;
