@@ -143,3 +143,85 @@ fn watch_timeouts_past_what_an_instant_holds_or_below_zero_are_served() {
         server.send(Method::GET, &format!("{COLLECTION}?watch=1&timeoutSeconds=18446744073709551616"), "", "");
     assert_eq!(refused.code, 400, "{}", refused.text);
 }
+
+/// Patches that grow without bound (issue: a 2 KB patch copying an array into itself forty
+/// times was OOM-killed at 23.6 GB) are refused before memory is spent, as Kubernetes refuses
+/// them, and leave the object as it was.
+#[test]
+fn amplifying_patches_are_refused_and_change_nothing() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    let created = server.send_json(Method::POST, COLLECTION, "application/json", &crontab("grow"));
+    assert_eq!(created.code, 201, "{}", created.text);
+    let object = format!("{COLLECTION}/grow");
+
+    // A copy of an array into itself, doubling it each time.
+    let mut doubling = vec![json!({"op": "add", "path": "/metadata/annotations", "value": {}})];
+    doubling.push(json!({"op": "add", "path": "/spec/x", "value": vec!["0123456789abcdef"; 16]}));
+    doubling.extend((0..40).map(|_| json!({"op": "copy", "from": "/spec/x", "path": "/spec/x/-"})));
+    let answer = server.send_json(Method::PATCH, &object, "application/json-patch+json", &Value::Array(doubling));
+    assert_eq!(answer.code, 422, "{}", answer.text);
+    assert_eq!(answer.body["message"], "the server rejected our request due to an error in our request");
+
+    // Many copies of a large field into new places: each is small, together they are not.
+    let big = "z".repeat(200_000);
+    let seed = json!([{"op": "replace", "path": "/spec/image", "value": big}]);
+    let seeded = server.send_json(Method::PATCH, &object, "application/json-patch+json", &seed);
+    assert_eq!(seeded.code, 200, "{}", seeded.text);
+    let fan_out: Vec<Value> = (0..30)
+        .map(|i| json!({"op": "copy", "from": "/spec/image", "path": format!("/metadata/labels/c{i}")}))
+        .collect();
+    let answer = server.send_json(Method::PATCH, &object, "application/json-patch+json", &Value::Array(fan_out));
+    assert_eq!(answer.code, 422, "{}", answer.text);
+
+    // More operations than Kubernetes allows.
+    let many: Vec<Value> = (0..10_001).map(|_| json!({"op": "test", "path": "/kind", "value": "CronTab"})).collect();
+    let answer = server.send_json(Method::PATCH, &object, "application/json-patch+json", &Value::Array(many));
+    assert_eq!(answer.code, 413, "{}", answer.text);
+    assert_eq!(answer.body["message"], "The allowed maximum operations in a JSON patch is 10000, got 10001");
+    assert_eq!(answer.body["reason"], "RequestEntityTooLarge");
+
+    // A YAML apply configuration repeating a large string through aliases.
+    let mut laughs = format!(
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: grow\nspec:\n  a: &a \"{}\"\n",
+        "y".repeat(500_000)
+    );
+    for (name, from) in [("b", "a"), ("c", "b"), ("d", "c")] {
+        laughs.push_str(&format!("  {name}: &{name} [{}]\n", vec![format!("*{from}"); 10].join(",")));
+    }
+    let answer =
+        server.send(Method::PATCH, &format!("{object}?fieldManager=t"), "application/apply-patch+yaml", laughs);
+    assert!((400..500).contains(&answer.code), "{} {}", answer.code, answer.text);
+
+    let after = server.send(Method::GET, &object, "", "").body;
+    assert_eq!(after["spec"]["image"].as_str().map(str::len), Some(200_000));
+    assert_eq!(after["metadata"]["labels"], json!({"app": "a"}));
+    assert!(after["spec"].get("x").is_none() && after["spec"].get("a").is_none());
+}
+
+/// Paths are split as Kubernetes splits them: an empty segment is a segment, so
+/// `namespaces/bad//crontabs` names no collection (it once deleted the whole collection).
+#[test]
+fn paths_with_empty_segments_reach_nothing() {
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    let bad = "/apis/stable.example.com/v1/namespaces/bad/crontabs";
+    for name in ["one", "two"] {
+        let created = server.send_json(Method::POST, bad, "application/json", &crontab(name));
+        assert_eq!(created.code, 201, "{}", created.text);
+    }
+    for path in [
+        "/apis/stable.example.com/v1/namespaces/bad//crontabs",
+        "/apis/stable.example.com/v1/namespaces//crontabs",
+        "/apis/stable.example.com/v1//namespaces/bad/crontabs",
+        "/apis/stable.example.com//v1/namespaces/bad/crontabs",
+        "/apis//stable.example.com/v1/namespaces/bad/crontabs",
+        "/apis/stable.example.com/v1/namespaces/bad/crontabs//one",
+    ] {
+        let answer = server.send(Method::DELETE, path, "", "");
+        assert!(matches!(answer.code, 404 | 405), "{path}: {} {}", answer.code, answer.text);
+        assert_eq!(answer.body["kind"], "Status", "{path}: {}", answer.text);
+    }
+    let listed = server.send(Method::GET, bad, "", "");
+    assert_eq!(listed.body["items"].as_array().map(Vec::len), Some(2), "{}", listed.text);
+    let trailing = server.send(Method::GET, "/apis/stable.example.com/v1/namespaces/bad/crontabs/", "", "");
+    assert_eq!(trailing.body["items"].as_array().map(Vec::len), Some(2), "{}", trailing.text);
+}

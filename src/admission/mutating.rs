@@ -105,14 +105,14 @@ async fn call_one(
         return Err(review::denial(&hook.name, answer.result));
     }
     let Some(patch) = answer.patch.filter(|p| !p.0.is_empty()) else { return Ok(false) };
-    let (Some(object), Some(mut patched)) = (object, versioned) else {
+    let (Some(object), Some(patched)) = (object, versioned) else {
         return Err(Error::Internal(format!(
             "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
             hook.name
         )));
     };
-    let before = patched.clone();
-    json_patch::patch(&mut patched, &patch).map_err(|e| Error::Internal(e.to_string()))?;
+    let before = patched;
+    let mut patched = crate::core::bounded_patch::apply(&patch, &before).map_err(|e| Error::Internal(e.to_string()))?;
     if patched == before {
         return Ok(false);
     }

@@ -66,8 +66,10 @@ impl Call {
             }
         };
         let collection_verb = matches!(info.verb.as_str(), "list" | "watch" | "deletecollection");
-        if definition.namespaced() && info.namespace.is_empty() && !collection_verb {
-            return Err(ApiError::bad_request("Namespace parameter required."));
+        // Only lists and watches may span namespaces; Kubernetes hands every other request
+        // without a namespace (deletecollection too) to its not-found delegate.
+        if definition.namespaced() && info.namespace.is_empty() && !matches!(info.verb.as_str(), "list" | "watch") {
+            return Err(ApiError::path_not_found());
         }
         if info.parts.len() > 3 {
             return Err(ApiError::path_not_found());

@@ -50,12 +50,7 @@ pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value) -> Result<Valu
         PatchType::Json => {
             let operations: json_patch::Patch =
                 serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let mut doc = target.clone();
-            json_patch::patch(&mut doc, &operations).map_err(|e| {
-                tracing::debug!(error = %e, "json patch not applicable");
-                ApiError::patch_not_applicable()
-            })?;
-            Ok(doc)
+            Ok(crate::core::bounded_patch::apply(&operations, target)?)
         }
         PatchType::Merge => {
             let patch: Value = serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;

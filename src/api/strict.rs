@@ -107,10 +107,20 @@ pub fn from_json(bytes: &[u8]) -> Result<Tracked, serde_json::Error> {
     serde_json::from_slice(bytes)
 }
 
-/// Decodes YAML (last duplicate key wins), noting duplicate fields.
+/// The most scalar bytes one YAML request body may decode to. Anchors and aliases let a
+/// small document repeat a large string many times (a "billion laughs"); without aliases a
+/// body decodes to no more scalar bytes than it holds, so twice the body limit refuses only
+/// the amplifying documents. (The parser's own default is 64 MiB per request.)
+const MAX_YAML_SCALAR_BYTES: usize = 2 * super::body::MAX_REQUEST_BYTES;
+
+/// Decodes a YAML request body (last duplicate key wins), noting duplicate fields.
 pub fn from_yaml(text: &str) -> Result<Tracked, serde_saphyr::Error> {
     let mut options = serde_saphyr::Options::default();
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+    let mut budget = serde_saphyr::budget::Budget::default();
+    budget.max_total_scalar_bytes = MAX_YAML_SCALAR_BYTES;
+    budget.max_recorded_anchor_bytes = super::body::MAX_REQUEST_BYTES;
+    options.budget = Some(budget);
     serde_saphyr::from_str_with_options(text, options)
 }
 
@@ -141,5 +151,18 @@ mod tests {
         let tracked = from_yaml("spec:\n  a: 1\n  a: 2\n").unwrap();
         assert_eq!(tracked.value, json!({"spec": {"a": 2}}));
         assert_eq!(tracked.duplicates, ["spec.a"]);
+    }
+
+    #[test]
+    fn aliases_cannot_amplify_a_yaml_body() {
+        // One megabyte repeated a thousand times through aliases would decode to a gigabyte.
+        let mut text = format!("a: &a \"{}\"\n", "x".repeat(1_000_000));
+        for (name, from) in [("b", "a"), ("c", "b"), ("d", "c")] {
+            text.push_str(&format!("{name}: &{name} [{}]\n", vec![format!("*{from}"); 10].join(",")));
+        }
+        assert!(from_yaml(&text).unwrap_err().to_string().contains("budget breached"));
+        // A plain body of the same size decodes.
+        let plain = format!("a: \"{}\"\nb: [1, 2]\n", "x".repeat(2_500_000));
+        assert_eq!(from_yaml(&plain).unwrap().value["b"], json!([1, 2]));
     }
 }

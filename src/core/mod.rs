@@ -4,6 +4,7 @@
 //! Owns plain data types and pure functions only. Must not do I/O, and must not depend on any
 //! other module of this crate: every other module may depend on it.
 
+pub mod bounded_patch;
 pub mod field;
 pub mod gvr;
 pub mod names;

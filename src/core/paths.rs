@@ -1,8 +1,16 @@
-//! URL paths of the API, built in one place.
+//! URL paths of the API, built in one place, and split into segments in one place.
 
 use super::gvr::GroupVersion;
 
 /// `/apis/<group>`
+/// The segments of a request path as k8s.io/apiserver splits them: the leading and trailing
+/// slashes are trimmed and every other slash separates a segment, so an empty segment (`a//b`)
+/// stays a segment of its own and never lets a longer path stand for a shorter one.
+pub fn segments(path: &str) -> Vec<&str> {
+    let trimmed = path.trim_matches('/');
+    if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() }
+}
+
 pub fn group_path(group: &str) -> String {
     format!("/apis/{group}")
 }

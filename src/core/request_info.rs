@@ -73,7 +73,7 @@ impl RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
             ..RequestInfo::default()
         };
-        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        let segments = crate::core::paths::segments(path);
         let mut parts: &[&str] = &segments;
         if parts.len() < 3 {
             return Ok(info);
@@ -234,6 +234,28 @@ mod tests {
             "",
         );
         check(Method::GET, &format!("{base}/watch/namespaces/a/crontabs"), "", "watch", "a", "crontabs", "", "");
+    }
+
+    #[test]
+    fn empty_segments_are_segments_as_kubernetes_splits_paths() {
+        let base = "/apis/stable.example.com/v1";
+        // The empty segment is the resource; `crontabs` becomes a name. Nothing here may
+        // stand for the collection `namespaces/bad/crontabs`.
+        check(Method::DELETE, &format!("{base}/namespaces/bad//crontabs"), "", "delete", "bad", "", "crontabs", "");
+        check(Method::DELETE, &format!("{base}/namespaces//crontabs"), "", "deletecollection", "", "crontabs", "", "");
+        check(
+            Method::DELETE,
+            &format!("{base}/namespaces/a/crontabs//x"),
+            "",
+            "deletecollection",
+            "a",
+            "crontabs",
+            "",
+            "x",
+        );
+        check(Method::GET, &format!("{base}/namespaces/a/crontabs/"), "", "list", "a", "crontabs", "", "");
+        assert_eq!(crate::core::paths::segments("/"), Vec::<&str>::new());
+        assert_eq!(crate::core::paths::segments("//a//b/"), vec!["a", "", "b"]);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
             Endpoint::NotFound
         };
     }
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segments = crate::core::paths::segments(path);
     let _ = method;
     match segments.as_slice() {
         ["healthz", ..] => Endpoint::Healthz,
