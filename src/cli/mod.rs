@@ -97,6 +97,16 @@ pub struct ServeArgs {
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
+    /// Most client connections open at once; beyond it new connections wait until one
+    /// closes. 0 means the open-file limit less a reserve for the server's own files.
+    #[arg(long, default_value_t = 0)]
+    pub max_open_connections: usize,
+    /// Time an HTTP/1.1 client gets to send a request's headers, e.g. 32s.
+    #[arg(long, default_value = "32s", value_parser = parse_duration)]
+    pub http_header_read_timeout: std::time::Duration,
+    /// A connection with no request in flight for this long is closed, e.g. 90s.
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    pub http_idle_timeout: std::time::Duration,
     /// Delegated authentication and authorization (front proxy, TokenReview,
     /// SubjectAccessReview, the main apiserver's kubeconfigs).
     #[command(flatten)]

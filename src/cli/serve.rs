@@ -163,7 +163,17 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             absolute.display()
         );
     }
-    server::serve(listener, tls_config, handler, stop).await;
+    let connections = server::ConnectionSettings {
+        header_read_timeout: args.http_header_read_timeout,
+        idle_timeout: args.http_idle_timeout,
+        ..server::ConnectionSettings::default()
+    };
+    let max_connections = match args.max_open_connections {
+        0 => server::listener::default_max_connections(),
+        n => n,
+    };
+    tracing::info!(max_connections, "connection limit");
+    server::serve(listener, tls_config, handler, connections, max_connections, stop).await;
     readiness.set_ready(false);
     store.close();
     if let Some(message) = fatal.lock().ok().and_then(|mut slot| slot.take()) {

@@ -148,6 +148,13 @@ impl Client {
 }
 
 impl Client {
+    /// Opens a TLS connection (handshake done) and sends nothing.
+    pub async fn connect_tls(&self) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    }
+
     /// Opens a TLS connection and sends a bare HTTP/1.1 GET (with the client's headers),
     /// returning the connection for the caller to read (or not read) at its own pace.
     pub async fn raw_get(&self, path: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {

@@ -1,0 +1,106 @@
+//! No client holds the server's connections for free: slow headers and idle connections are
+//! closed after their timeouts (watches are never idle), and past the open-connection cap new
+//! clients wait while established ones keep being served. The timeouts are configured short
+//! here; their defaults are k8s.io/apiserver's (32 s for headers, 90 s idle).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use support::http::Client;
+use support::{CRONTAB_CRD, TestServer};
+
+fn server_with(flags: &[&str]) -> TestServer {
+    let mut server = TestServer::prepare(&[CRONTAB_CRD], None);
+    server.spawn(flags);
+    server
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Reads until the server closes the connection; returns what was read and when it closed,
+/// or None if it was still open at `limit`.
+async fn read_until_closed<S: AsyncReadExt + Unpin>(stream: &mut S, limit: Duration) -> Option<(Vec<u8>, Instant)> {
+    let mut received = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buffer = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some((received, Instant::now())),
+            Ok(Ok(n)) => received.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let server = server_with(&["--http-header-read-timeout", "1s"]);
+    let client = Client::admin(&server);
+    runtime().block_on(async {
+        let mut slow = client.connect_tls().await.unwrap();
+        slow.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
+        slow.flush().await.unwrap();
+        let started = Instant::now();
+        let (_, closed) = read_until_closed(&mut slow, Duration::from_secs(15)).await.expect("slow client kept");
+        assert!(closed.duration_since(started) >= Duration::from_millis(900));
+        // The server itself is fine.
+        let mut fresh = client.connect_tls().await.unwrap();
+        fresh.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let (answer, _) = read_until_closed(&mut fresh, Duration::from_secs(10)).await.unwrap();
+        assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    });
+}
+
+#[test]
+fn idle_connections_are_closed_but_quiet_watches_are_not() {
+    let server = server_with(&["--http-idle-timeout", "2s"]);
+    let client = Client::admin(&server);
+    runtime().block_on(async {
+        // A keep-alive connection that made one request and then stays silent.
+        let mut idle = client.connect_tls().await.unwrap();
+        idle.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+        // A watch on an empty collection: no event for longer than the idle timeout.
+        let mut watch = client.raw_get("/apis/stable.example.com/v1/namespaces/default/crontabs?watch=1").await;
+        let started = Instant::now();
+        let (answer, closed) = read_until_closed(&mut idle, Duration::from_secs(20)).await.expect("idle kept");
+        assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+        assert!(closed.duration_since(started) >= Duration::from_millis(1900));
+        assert!(read_until_closed(&mut watch, Duration::from_secs(3)).await.is_none(), "the watch was closed");
+    });
+}
+
+#[test]
+fn past_the_connection_cap_new_clients_wait_and_established_ones_are_served() {
+    let server = server_with(&["--max-open-connections", "3"]);
+    let client = Client::admin(&server);
+    runtime().block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(client.connect_tls().await.unwrap());
+        }
+        // A fourth client cannot even finish its handshake while three are open.
+        let waiting = tokio::spawn({
+            let client = Client::admin(&server);
+            async move { client.connect_tls().await }
+        });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!waiting.is_finished(), "a fourth connection was accepted");
+        // An established connection is still served.
+        let mut first = held.remove(0);
+        first.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let (answer, _) = read_until_closed(&mut first, Duration::from_secs(10)).await.unwrap();
+        assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+        drop(first);
+        // Its slot goes to the waiting client.
+        let mut fourth = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+        fourth.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let (answer, _) = read_until_closed(&mut fourth, Duration::from_secs(10)).await.unwrap();
+        assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    });
+}
