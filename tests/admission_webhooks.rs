@@ -261,3 +261,41 @@ fn match_conditions_choose_the_requests_a_webhook_sees() {
         )
     );
 }
+
+#[test]
+fn admission_plugins_are_chosen_by_kube_apiserver_flags() {
+    // Unknown names stop the server with kube-apiserver's words.
+    let plane = ControlPlane::start();
+    let mut server = support::TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
+    server.launch(&[
+        "--enable-admission-plugins=PodSecurity",
+        "--disable-admission-plugins=ResourceQuota,ResourceQuota2",
+    ]);
+    assert!(!server.wait_exit(Duration::from_secs(30)), "the server must fail");
+    let log = server.log();
+    assert!(
+        log.contains("[enable-admission-plugins plugin \"PodSecurity\" is unknown, disable-admission-plugins plugin \"ResourceQuota2\" is unknown]"),
+        "{log}"
+    );
+
+    // A disabled plugin does not run: the denying webhook is not called.
+    let hooks = AdmissionWebhooks::start();
+    let plane = ControlPlane::start();
+    validating(&plane, "deny-images", vec![hooks.hook("deny.example.com", "/deny-bad-image", &["CREATE"])]);
+    plane.add_user("admin-token", support::control_plane::rbac::User::new("admin", &["system:masters"]));
+    let cluster = TestCluster::start_on(
+        plane,
+        &[CRONTAB_CRD],
+        &["--disable-admission-plugins=ValidatingAdmissionWebhook,NamespaceLifecycle"],
+    );
+    let client = Client::to_plane(&cluster.plane, "admin-token");
+    let response = client.send_json("POST", CRONTABS, &crontab("bad", "bad"));
+    assert_eq!(response.status, 201, "{}", response.text());
+    assert!(hooks.reviews("/deny-bad-image").is_empty());
+    // Without NamespaceLifecycle, objects may be created in namespaces that do not exist.
+    let elsewhere = "/apis/stable.example.com/v1/namespaces/nowhere/crontabs";
+    assert_eq!(client.send_json("POST", elsewhere, &crontab("lost", "nginx")).status, 201);
+    // The server says which plugins run.
+    let log = cluster.server.log();
+    assert!(log.contains("MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota"), "{log}");
+}

@@ -42,6 +42,9 @@ impl Namespaces for EveryNamespace {
 /// Refuses to create content in a missing or terminating namespace.
 pub async fn check_create(api: &Api, call: &Call, name: &str) -> Result<(), ApiError> {
     let Some(namespace) = &call.namespace else { return Ok(()) };
+    if !api.admission().plugins().namespace_lifecycle {
+        return Ok(());
+    }
     match api.namespaces().state(namespace).await {
         Ok(NamespaceState::Active) => Ok(()),
         Ok(NamespaceState::Missing) => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), namespace)),

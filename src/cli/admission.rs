@@ -84,8 +84,9 @@ fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client) {
 
 /// The admission chain of a server talking to `client`'s cluster (none: development mode).
 pub fn start(client: Option<::kube::Client>, namespaces: Arc<NamespaceCache>, plugins: Plugins) -> Arc<Admission> {
+    tracing::info!(plugins = %plugins.running().join(","), "admission plugins");
     let Some(client) = client else {
-        return Arc::new(Admission::without_cluster());
+        return Arc::new(Admission::without_cluster_running(plugins));
     };
     let quotas = QuotaCache::start(client.clone());
     let admission = Arc::new(

@@ -107,6 +107,14 @@ pub struct ServeArgs {
     /// A connection with no request in flight for this long is closed, e.g. 90s.
     #[arg(long, default_value = "90s", value_parser = parse_duration)]
     pub http_idle_timeout: std::time::Duration,
+    /// Admission plugins to enable besides the default ones (kube-apiserver's names:
+    /// NamespaceLifecycle, MutatingAdmissionWebhook, MutatingAdmissionPolicy,
+    /// ValidatingAdmissionPolicy, ValidatingAdmissionWebhook, ResourceQuota).
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+    /// Admission plugins to disable although on by default.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
     /// Delegated authentication and authorization (front proxy, TokenReview,
     /// SubjectAccessReview, the main apiserver's kubeconfigs).
     #[command(flatten)]

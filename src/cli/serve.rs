@@ -100,6 +100,14 @@ fn load_registry(paths: &[PathBuf]) -> Registry {
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
+    let plugins =
+        crate::admission::Plugins::from_flags(&args.enable_admission_plugins, &args.disable_admission_plugins)
+            .map_err(StartError::Config)?;
+    if args.enable_admission_plugins.iter().any(|p| p == "MutatingAdmissionPolicy") {
+        tracing::warn!(
+            "MutatingAdmissionPolicy is not run by this server: mutating admission policies are not applied"
+        );
+    }
     // Starts reading the cluster's authentication settings while storage opens.
     let delegation = super::delegation::build(&args, resolved.dev.as_ref(), resolved.client_ca.as_deref()).await?;
     let provider = tls::provider();
@@ -114,8 +122,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
-    let admission =
-        super::admission::start(delegation.cluster.clone(), delegation.namespaces.clone(), Default::default());
+    let admission = super::admission::start(delegation.cluster.clone(), delegation.namespaces.clone(), plugins);
     let api = Arc::new(
         Api::with_namespaces(
             store.clone(),
