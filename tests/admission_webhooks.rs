@@ -299,3 +299,35 @@ fn admission_plugins_are_chosen_by_kube_apiserver_flags() {
     let log = cluster.server.log();
     assert!(log.contains("MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota"), "{log}");
 }
+
+#[test]
+fn selectors_review_versions_and_warnings() {
+    let hooks = AdmissionWebhooks::start();
+    let plane = ControlPlane::start();
+    plane.state().create_namespace("team-a").unwrap();
+    // Only namespaces labelled team=a, only objects not labelled skip; answers in v1beta1.
+    let mut selective = hooks.hook("selective.example.com", "/v1beta1", &["CREATE"]);
+    selective["admissionReviewVersions"] = json!(["v1beta1"]);
+    selective["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}});
+    selective["objectSelector"] = json!({"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]});
+    let warning = hooks.hook("warn.example.com", "/warn", &["CREATE"]);
+    validating(&plane, "selective", vec![selective, warning]);
+    plane.add_user("admin-token", support::control_plane::rbac::User::new("admin", &["system:masters"]));
+    let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
+    let client = Client::to_plane(&cluster.plane, "admin-token");
+
+    let team_a = "/apis/stable.example.com/v1/namespaces/team-a/crontabs";
+    let response = client.send_json("POST", team_a, &crontab("seen", "nginx"));
+    assert_eq!(response.status, 201, "{}", response.text());
+    assert_eq!(response.headers.get("warning").unwrap().to_str().unwrap(), "299 - \"the webhook has seen this\"");
+    let reviews = hooks.reviews("/v1beta1");
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(reviews[0]["request"]["namespace"], "team-a");
+    let mut skipped = crontab("skipped", "nginx");
+    skipped["metadata"]["labels"] = json!({"skip": "yes"});
+    assert_eq!(client.send_json("POST", team_a, &skipped).status, 201);
+    assert_eq!(client.send_json("POST", CRONTABS, &crontab("other-namespace", "nginx")).status, 201);
+    assert_eq!(hooks.reviews("/v1beta1").len(), 1, "neither the labelled object nor another namespace reached it");
+    assert_eq!(hooks.reviews("/warn").len(), 3);
+}
