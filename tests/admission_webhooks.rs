@@ -331,3 +331,54 @@ fn selectors_review_versions_and_warnings() {
     assert_eq!(hooks.reviews("/v1beta1").len(), 1, "neither the labelled object nor another namespace reached it");
     assert_eq!(hooks.reviews("/warn").len(), 3);
 }
+
+const WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.tests.example.com
+spec:
+  group: tests.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: string}}}}}}
+  - name: v1beta1
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: string}}}}}}
+"#;
+
+#[test]
+fn match_policy_equivalent_reaches_other_versions() {
+    let hooks = AdmissionWebhooks::start();
+    let plane = ControlPlane::start();
+    let rule = |policy: &str, path: &str, name: &str| {
+        let mut hook = hooks.hook(name, path, &["CREATE"]);
+        hook["rules"] = json!([{"operations": ["CREATE"], "apiGroups": ["tests.example.com"], "apiVersions": ["v1"], "resources": ["widgets"]}]);
+        hook["matchPolicy"] = json!(policy);
+        hook
+    };
+    mutating(&plane, "widgets", vec![rule("Equivalent", "/label", "equivalent.example.com")]);
+    validating(&plane, "widgets-exact", vec![rule("Exact", "/allow", "exact.example.com")]);
+    plane.add_user("admin-token", support::control_plane::rbac::User::new("admin", &["system:masters"]));
+    let cluster = TestCluster::start_on(plane, &[WIDGETS], &[]);
+    let client = Client::to_plane(&cluster.plane, "admin-token");
+    let widget = json!({"apiVersion": "tests.example.com/v1beta1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": "L"}});
+    let response = client.send_json("POST", "/apis/tests.example.com/v1beta1/namespaces/default/widgets", &widget);
+    assert_eq!(response.status, 201, "{}", response.text());
+    // The mutating webhook saw the object in v1 and its patch came back in v1beta1.
+    assert_eq!(response.json()["apiVersion"], "tests.example.com/v1beta1");
+    assert_eq!(response.json()["metadata"]["labels"]["mutated-by"], "webhook");
+    let review = hooks.reviews("/label").pop().unwrap();
+    let request = &review["request"];
+    assert_eq!(request["kind"], json!({"group": "tests.example.com", "version": "v1", "kind": "Widget"}));
+    assert_eq!(request["requestKind"], json!({"group": "tests.example.com", "version": "v1beta1", "kind": "Widget"}));
+    assert_eq!(request["resource"]["version"], "v1");
+    assert_eq!(request["requestResource"]["version"], "v1beta1");
+    assert_eq!(request["object"]["apiVersion"], "tests.example.com/v1");
+    // Exact: a request in v1beta1 does not reach a webhook of v1.
+    assert!(hooks.reviews("/allow").is_empty());
+}
