@@ -12,7 +12,7 @@ use super::compile::{self, Program};
 use super::eval::Evaluator;
 use super::types::Type;
 use super::validator::PER_CALL_LIMIT;
-use super::value::{Str, Value, from_untyped};
+use super::value::{Str, Value, from_json, from_untyped};
 
 /// What an expression must evaluate to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,9 @@ impl Expression {
     /// composition, already computed values of earlier expressions (`extra`, one map value
     /// per name, in the slot after the JSON variables).
     pub fn evaluate(&self, values: &[Option<&Json>], extra: Option<&[(String, Outcome)]>) -> Result<Outcome, String> {
-        let mut slots: Vec<Value<'_>> = values.iter().map(|v| v.map_or(Value::Null, from_untyped)).collect();
+        let any = super::schema::any_node();
+        let mut slots: Vec<Value<'_>> =
+            values.iter().map(|v| v.map_or(Value::Null, |json| from_json(json, any).unwrap_or(Value::Null))).collect();
         if let Some(extra) = extra {
             let entries =
                 extra.iter().map(|(name, outcome)| (Value::Str(Str::Borrowed(name)), to_value(outcome))).collect();

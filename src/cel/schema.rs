@@ -21,6 +21,20 @@ pub enum Shape {
     IntOrString,
     /// No type: data CEL cannot reach (preserve-unknown-fields without a type).
     Unknown,
+    /// Any JSON, typed as it comes (admission policies' unstructured objects): objects are
+    /// maps, integral numbers `int`, others `double`.
+    Any,
+}
+
+/// The schema node of unstructured data: every value below it is [`Shape::Any`] too.
+pub fn any_node() -> &'static Node {
+    static ANY: std::sync::LazyLock<Node> = std::sync::LazyLock::new(|| {
+        let mut node = Node::read(&Json::Object(serde_json::Map::new()));
+        node.shape = Shape::Any;
+        node.nullable = true;
+        node
+    });
+    &ANY
 }
 
 /// One `x-kubernetes-validations` entry, as written.

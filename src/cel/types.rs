@@ -294,7 +294,7 @@ impl Decl {
             Shape::Boolean => Some(Decl::simple(Type::Bool, 4, 0)),
             Shape::Number => Some(Decl::simple(Type::Double, 1, 0)),
             Shape::Integer => Some(Decl::simple(Type::Int, 1, 0)),
-            Shape::Unknown => None,
+            Shape::Unknown | Shape::Any => None,
         }
     }
 

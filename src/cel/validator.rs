@@ -110,7 +110,7 @@ fn type_name(node: &Node) -> &'static str {
         Shape::Integer => "integer",
         Shape::Number => "number",
         Shape::Boolean => "boolean",
-        Shape::IntOrString | Shape::Unknown => "",
+        Shape::IntOrString | Shape::Unknown | Shape::Any => "",
     }
 }
 

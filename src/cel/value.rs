@@ -324,6 +324,18 @@ pub fn from_json<'a>(json: &'a Json, node: &'a Node) -> EvalResult<'a> {
             string_with_format(s, &node.format)
         }
         Shape::Unknown => Err(mismatch()),
+        // Unstructured data, converted only where an expression reaches it.
+        Shape::Any => Ok(match json {
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Json::String(s) => Value::Str(Str::Borrowed(s)),
+            Json::Array(items) => Value::List(List { data: ListData::Json(items, node), kind: ListKind::Atomic }),
+            Json::Object(map) => Value::Map(MapData::Json(map, node)),
+        }),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct Policy {
     pub match_conditions: Vec<(String, Compiled)>,
     pub variables: Vec<(String, Compiled)>,
     pub validations: Vec<Validation>,
+    /// Whether any expression may read `request` / `namespaceObject` (their text names it):
+    /// otherwise they are not built for each request.
+    pub needs_request: bool,
+    pub needs_namespace: bool,
 }
 
 /// How a binding finds its params.
@@ -80,7 +84,21 @@ impl Policy {
             Some(m) => Matcher::compile(m),
             None => Err("spec.matchConstraints is required".to_string()),
         };
+        let sources: Vec<&str> = spec
+            .match_conditions
+            .iter()
+            .flatten()
+            .map(|c| c.expression.as_str())
+            .chain(spec.variables.iter().flatten().map(|v| v.expression.as_str()))
+            .chain(spec.validations.iter().flatten().flat_map(|v| {
+                std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())
+            }))
+            .collect();
+        let needs = |name: &str| sources.iter().any(|s| s.contains(name));
+        let (needs_request, needs_namespace) = (needs("request"), needs("namespaceObject"));
         Policy {
+            needs_request,
+            needs_namespace,
             name: wire.metadata.name.clone().unwrap_or_default(),
             fail: spec.failure_policy.as_deref() != Some("Ignore"),
             param_kind: spec

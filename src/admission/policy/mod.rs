@@ -110,7 +110,7 @@ pub async fn dispatch(
             decision: Decision { message, reason: String::new() },
         });
     };
-    let namespace_object = namespace_object(namespaces, request).await?;
+    let mut namespace_object: Option<Option<Value>> = None;
     for (policy, bindings) in set.for_resource(request.target.group, request.target.resource) {
         let version = match &policy.constraints {
             Err(e) => {
@@ -122,8 +122,15 @@ pub async fn dispatch(
                 None => continue,
             },
         };
-        let reviewed = Reviewed { version: &version, object: None, old: None };
-        let request_value = request_json("", request, &reviewed);
+        let request_value = if policy.needs_request {
+            request_json("", request, &Reviewed { version: &version, object: None, old: None })
+        } else {
+            Value::Null
+        };
+        if policy.needs_namespace && namespace_object.is_none() {
+            namespace_object = Some(self::namespace_object(namespaces, request).await?);
+        }
+        let namespace_value = namespace_object.clone().flatten();
         for binding in bindings {
             match &binding.resources {
                 Some(Err(e)) => {
@@ -146,7 +153,7 @@ pub async fn dispatch(
                     old,
                     request: &request_value,
                     params: param.as_ref(),
-                    namespace: namespace_object.as_ref(),
+                    namespace: namespace_value.as_ref(),
                 };
                 for decision in evaluate::evaluate(policy, &inputs) {
                     if binding.warn {
