@@ -90,9 +90,12 @@ impl Policy {
             .flatten()
             .map(|c| c.expression.as_str())
             .chain(spec.variables.iter().flatten().map(|v| v.expression.as_str()))
-            .chain(spec.validations.iter().flatten().flat_map(|v| {
-                std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())
-            }))
+            .chain(
+                spec.validations
+                    .iter()
+                    .flatten()
+                    .flat_map(|v| std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())),
+            )
             .collect();
         let needs = |name: &str| sources.iter().any(|s| s.contains(name));
         let (needs_request, needs_namespace) = (needs("request"), needs("namespaceObject"));
