@@ -223,3 +223,41 @@ fn writes_fail_closed_until_the_configurations_are_read() {
         Some(()).filter(|_| client.send_json("POST", CRONTABS, &crontab("later", "nginx")).status == 201)
     });
 }
+
+#[test]
+fn match_conditions_choose_the_requests_a_webhook_sees() {
+    let hooks = AdmissionWebhooks::start();
+    let plane = ControlPlane::start();
+    let mut conditional = hooks.hook("deny.example.com", "/deny-bad-image", &["CREATE"]);
+    conditional["matchConditions"] = json!([{"name": "not-exempt",
+        "expression": "!has(object.metadata.labels) || !('exempt' in object.metadata.labels)"}]);
+    validating(&plane, "conditional", vec![conditional]);
+    plane.add_user("admin-token", support::control_plane::rbac::User::new("admin", &["system:masters"]));
+    let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
+    let client = Client::to_plane(&cluster.plane, "admin-token");
+    let response = client.send_json("POST", CRONTABS, &crontab("denied", "bad"));
+    assert_eq!(response.status, 403, "{}", response.text());
+    let mut exempt = crontab("exempt", "bad");
+    exempt["metadata"]["labels"] = json!({"exempt": "yes"});
+    let response = client.send_json("POST", CRONTABS, &exempt);
+    assert_eq!(response.status, 201, "{}", response.text());
+    assert_eq!(hooks.reviews("/deny-bad-image").len(), 1, "the exempt object never reached the webhook");
+
+    // A condition that fails to evaluate refuses under failurePolicy Fail.
+    let mut failing = hooks.hook("deny.example.com", "/deny-bad-image", &["CREATE"]);
+    failing["matchConditions"] = json!([{"name": "broken", "expression": "object.spec.missing == 1"}]);
+    validating(&cluster.plane, "conditional", vec![failing]);
+    let mut attempt = 0;
+    let response = eventually("the failing condition applies", || {
+        attempt += 1;
+        Some(client.send_json("POST", CRONTABS, &crontab(&format!("failing-{attempt}"), "nginx")))
+            .filter(|r| r.status != 201)
+    });
+    assert_eq!(response.status, 403, "{}", response.text());
+    assert_eq!(
+        response.json()["message"],
+        format!(
+            "crontabs.stable.example.com \"failing-{attempt}\" is forbidden: expression 'object.spec.missing == 1' resulted in error: no such key: missing"
+        )
+    );
+}

@@ -13,6 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, ValidatingWeb
 use super::rules::Rule;
 use super::selector::Selector;
 use super::{Error, NamespaceLabels, Request};
+use crate::cel::policy::{Expression, Outcome, Want};
 use crate::conversion::webhook::{self as https, Client};
 use crate::definitions::conversion::Endpoint;
 
@@ -39,7 +40,12 @@ pub struct Hook {
     pub reinvoke_if_needed: bool,
     /// The client and the URL called (with `?timeout=`), or why there is none.
     pub client: Result<(Arc<Client>, http::Uri), String>,
+    /// `matchConditions`: (expression, compiled CEL over `object`, `oldObject`, `request`).
+    pub match_conditions: Vec<(String, Result<Expression, String>)>,
 }
+
+/// The variables of webhook match conditions, in slot order.
+const CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request"];
 
 fn endpoint_of(config: &WebhookClientConfig) -> Result<Endpoint, String> {
     match (&config.url, &config.service) {
@@ -76,6 +82,7 @@ struct Wire<'a> {
     review_versions: &'a [String],
     client_config: &'a WebhookClientConfig,
     reinvocation_policy: Option<&'a str>,
+    match_conditions: Option<&'a Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>,
 }
 
 impl Hook {
@@ -95,6 +102,7 @@ impl Hook {
                 review_versions: &w.admission_review_versions,
                 client_config: &w.client_config,
                 reinvocation_policy: w.reinvocation_policy.as_deref(),
+                match_conditions: w.match_conditions.as_ref(),
             },
         )
     }
@@ -115,6 +123,7 @@ impl Hook {
                 review_versions: &w.admission_review_versions,
                 client_config: &w.client_config,
                 reinvocation_policy: None,
+                match_conditions: w.match_conditions.as_ref(),
             },
         )
     }
@@ -136,6 +145,12 @@ impl Hook {
             review_versions: w.review_versions.to_vec(),
             reinvoke_if_needed: w.reinvocation_policy == Some("IfNeeded"),
             client: client_of(w.client_config, timeout),
+            match_conditions: w
+                .match_conditions
+                .into_iter()
+                .flatten()
+                .map(|c| (c.expression.clone(), Expression::compile(&c.expression, CONDITION_VARIABLES, Want::Bool)))
+                .collect(),
         }
     }
 
@@ -179,7 +194,45 @@ impl Hook {
                 return Ok(None);
             }
         }
+        if !self.conditions_match(request, &version, object, old)? {
+            return Ok(None);
+        }
         Ok(Some(version))
+    }
+
+    /// The match conditions: any false skips the hook; errors refuse the request under
+    /// `failurePolicy: Fail` and skip the hook under Ignore.
+    fn conditions_match(
+        &self,
+        request: &Request<'_>,
+        version: &str,
+        object: Option<&serde_json::Value>,
+        old: Option<&serde_json::Value>,
+    ) -> Result<bool, Error> {
+        if self.match_conditions.is_empty() {
+            return Ok(true);
+        }
+        let reviewed = super::review::Reviewed { version, object: None, old: None };
+        let request_value = super::review::request_json("", request, &reviewed);
+        let mut errors = Vec::new();
+        for (source, condition) in &self.match_conditions {
+            let outcome = condition.as_ref().map_err(Clone::clone).and_then(|program| {
+                program
+                    .evaluate(&[object, old, Some(&request_value)], None)
+                    .map_err(|e| format!("expression '{source}' resulted in error: {e}"))
+            });
+            match outcome {
+                Ok(Outcome::Bool(false)) => return Ok(false),
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.as_slice() {
+            [] => Ok(true),
+            _ if self.fail_open => Ok(false),
+            [one] => Err(Error::Forbidden(one.clone())),
+            many => Err(Error::Forbidden(format!("[{}]", many.join(", ")))),
+        }
     }
 
     async fn namespace_matches(&self, request: &Request<'_>, namespaces: &dyn NamespaceLabels) -> Result<bool, Error> {

@@ -12,6 +12,7 @@ pub mod configuration;
 pub mod hooks;
 pub mod index;
 pub mod mutating;
+pub mod policy;
 pub mod quota;
 pub mod review;
 pub mod rules;
@@ -19,6 +20,7 @@ pub mod selector;
 pub mod validating;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -114,6 +116,10 @@ pub enum Error {
     /// "<name>" is forbidden: <text>`).
     #[error("{0}")]
     Forbidden(String),
+    /// A ValidatingAdmissionPolicy denied: a Forbidden-worded error on the request's resource
+    /// and name with the policy's code and reason.
+    #[error("{why}")]
+    Policy { code: u16, reason: String, why: String },
     /// 404 of the request's namespace (a namespaceSelector needs its labels).
     #[error("namespaces \"{0}\" not found")]
     NamespaceNotFound(String),
@@ -163,19 +169,25 @@ pub struct Plugins {
     pub mutating_webhooks: bool,
     pub validating_webhooks: bool,
     pub resource_quota: bool,
+    pub validating_policies: bool,
 }
 
 impl Default for Plugins {
     fn default() -> Self {
-        Plugins { mutating_webhooks: true, validating_webhooks: true, resource_quota: true }
+        Plugins { mutating_webhooks: true, validating_webhooks: true, resource_quota: true, validating_policies: true }
     }
 }
 
 /// The admission chain: current configurations plus what matching needs.
 pub struct Admission {
     webhooks: ArcSwap<Index>,
-    /// Whether the configurations were read once; until then writes wait, then are refused.
-    synced: tokio::sync::watch::Sender<bool>,
+    /// Whether the webhook configurations were read once; until then writes wait, then are
+    /// refused.
+    synced: AtomicBool,
+    policies: ArcSwap<policy::compiled::PolicySet>,
+    policies_synced: AtomicBool,
+    /// Where policy params are read (none: policies with params fail to configure).
+    params: Option<Arc<dyn policy::ParamSource>>,
     namespaces: Arc<dyn NamespaceLabels>,
     /// The cluster's ResourceQuotas (none: no quota admission).
     quotas: Option<Arc<dyn quota::QuotaSource>>,
@@ -186,7 +198,8 @@ impl Admission {
     /// An admission chain with no configurations that never waits for any (no cluster).
     pub fn without_cluster() -> Admission {
         let admission = Admission::new(Arc::new(NameLabelOnly), Plugins::default());
-        admission.synced.send_replace(true);
+        admission.synced.store(true, Ordering::SeqCst);
+        admission.policies_synced.store(true, Ordering::SeqCst);
         admission
     }
 
@@ -194,11 +207,26 @@ impl Admission {
     pub fn new(namespaces: Arc<dyn NamespaceLabels>, plugins: Plugins) -> Admission {
         Admission {
             webhooks: ArcSwap::from_pointee(Index::default()),
-            synced: tokio::sync::watch::Sender::new(false),
+            synced: AtomicBool::new(false),
+            policies: ArcSwap::from_pointee(policy::compiled::PolicySet::default()),
+            policies_synced: AtomicBool::new(!plugins.validating_policies),
+            params: None,
             namespaces,
             quotas: None,
             plugins,
         }
+    }
+
+    /// The same chain reading policy params from `params`.
+    pub fn with_params(mut self, params: Arc<dyn policy::ParamSource>) -> Admission {
+        self.params = Some(params);
+        self
+    }
+
+    /// Replaces the ValidatingAdmissionPolicies and bindings.
+    pub fn set_policies(&self, set: policy::compiled::PolicySet) {
+        self.policies.store(Arc::new(set));
+        self.policies_synced.store(true, Ordering::SeqCst);
     }
 
     /// The same chain enforcing the object-count quotas of `quotas`.
@@ -213,11 +241,13 @@ impl Admission {
     /// the cluster) and marks the chain ready.
     pub fn set_webhooks(&self, index: Index) {
         self.webhooks.store(Arc::new(index));
-        self.synced.send_replace(true);
+        self.synced.store(true, Ordering::SeqCst);
     }
 
     pub fn is_synced(&self) -> bool {
-        *self.synced.borrow() && self.quotas.as_ref().is_none_or(|q| q.is_synced())
+        self.synced.load(Ordering::SeqCst)
+            && self.policies_synced.load(Ordering::SeqCst)
+            && self.quotas.as_ref().is_none_or(|q| q.is_synced())
     }
 
     /// Whether any admission step might apply to a resource: false means the write may skip
@@ -225,6 +255,7 @@ impl Admission {
     pub fn handles(&self, group: &str, resource: &str) -> bool {
         !self.is_synced()
             || self.webhooks.load().covers(group, resource)
+            || self.policies.load().covers(group, resource)
             || self.quotas.as_ref().is_some_and(|q| q.covers(group, resource))
     }
 
@@ -235,9 +266,7 @@ impl Admission {
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + READY_WAIT;
-        let mut synced = self.synced.subscribe();
-        let webhooks = tokio::time::timeout_at(deadline, synced.wait_for(|s| *s)).await.is_ok_and(|r| r.is_ok());
-        while webhooks && tokio::time::Instant::now() < deadline {
+        while tokio::time::Instant::now() < deadline {
             if self.is_synced() {
                 return Ok(());
             }
@@ -263,7 +292,8 @@ impl Admission {
         mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
     }
 
-    /// Validating admission: every matching webhook, in parallel, then (creates only) the
+    /// Validating admission: ValidatingAdmissionPolicies, every matching webhook in
+    /// parallel, then (creates only) the
     /// object-count quota, last as in kube-apiserver. `object` is absent on deletes. Returns
     /// the webhooks' warnings.
     pub async fn validate(
@@ -273,12 +303,16 @@ impl Admission {
         old: Option<&Value>,
     ) -> Result<Vec<String>, Error> {
         self.ready().await?;
-        let warnings = if self.plugins.validating_webhooks {
+        let mut warnings = Vec::new();
+        if self.plugins.validating_policies {
+            let policies = self.policies.load_full();
+            let params = self.params.as_deref();
+            warnings.extend(policy::dispatch(&policies, self.namespaces.as_ref(), params, request, object, old).await?);
+        }
+        if self.plugins.validating_webhooks {
             let index = self.webhooks.load_full();
-            validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await?
-        } else {
-            Vec::new()
-        };
+            warnings.extend(validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await?);
+        }
         if let (Some(quotas), Operation::Create) = (&self.quotas, request.operation) {
             quota::admit(quotas.as_ref(), request).await?;
         }

@@ -74,6 +74,13 @@ fn user_info(request: &Request<'_>) -> Value {
 
 /// The `AdmissionReview` sent for a request, in `review_version` (`v1` or `v1beta1`).
 pub fn build(review_version: &str, uid: &str, request: &Request<'_>, reviewed: &Reviewed<'_>) -> Value {
+    let body = request_json(uid, request, reviewed);
+    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{review_version}"), "request": body})
+}
+
+/// The `AdmissionRequest` of a request (also CEL's `request` variable, whose `object` and
+/// `oldObject` are left out).
+pub fn request_json(uid: &str, request: &Request<'_>, reviewed: &Reviewed<'_>) -> Value {
     let t = &request.target;
     let (group, version, kind) = request.kind(reviewed.version);
     let (_, request_version, request_kind) = request.kind(request.version);
@@ -102,7 +109,7 @@ pub fn build(review_version: &str, uid: &str, request: &Request<'_>, reviewed: &
     body.insert("oldObject".into(), reviewed.old.cloned().unwrap_or(Value::Null));
     body.insert("dryRun".into(), json!(request.dry_run));
     body.insert("options".into(), request.options.clone());
-    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{review_version}"), "request": body})
+    Value::Object(body)
 }
 
 #[derive(Deserialize, Default)]

@@ -42,6 +42,10 @@ pub fn admission(error: crate::admission::Error, call: &Call, name: &str) -> Api
         Error::Internal(message) => ApiError::internal(message),
         Error::BadRequest(message) => ApiError::bad_request(message),
         Error::Forbidden(why) => ApiError::forbidden(&call.resource(), name, &why),
+        Error::Policy { code, reason, why } => {
+            let forbidden = ApiError::forbidden(&call.resource(), name, &why).with_cause("", &why, "");
+            ApiError::from_parts(code, reason, forbidden.message, forbidden.details.map(|d| *d))
+        }
         Error::NamespaceNotFound(namespace) => {
             ApiError::not_found(&crate::core::gvr::GroupResource::new("", "namespaces"), &namespace)
         }

@@ -87,6 +87,25 @@ impl<'d> Checker<'d> {
         }
     }
 
+    /// A checker with the given variables (all `dyn`) in slots 0, 1, ...: the environment of
+    /// admission policies (`object`, `oldObject`, `request`, `params`, ...).
+    pub fn with_variables(names: &[&str]) -> Self {
+        let scope = names.iter().map(|n| Var { name: (*n).to_string(), ty: Type::Dyn, decl: None, visible: true });
+        let scope: Vec<Var<'d>> = scope.collect();
+        let slots = scope.len();
+        Checker {
+            scope,
+            errors: Vec::new(),
+            suppress: 0,
+            uses_old_self: false,
+            slots,
+            program_errors: Vec::new(),
+            mixed_literal_ok: false,
+            depth: 0,
+            too_deep: false,
+        }
+    }
+
     fn err(&mut self, id: u64, msg: impl Into<String>) {
         if self.suppress == 0 {
             self.errors.push((id, msg.into()));

@@ -424,6 +424,60 @@ pub fn compile_expr(
     compiled.unwrap_or_else(|| (Err("compilation failed: the expression could not be compiled".into()), false))
 }
 
+/// Compiles an admission policy expression over `variables` (all `dyn`), wanting a result of
+/// type `want` (`None`: any), with the same parser limits and error texts as rules.
+pub fn compile_with_variables(source: &str, variables: &[&str], want: Option<Type>) -> Result<Program, String> {
+    let size = source.chars().count();
+    if size > MAX_EXPRESSION_CODE_POINTS {
+        return Err(limit_error(&format!(
+            "expression code point size exceeds limit: size: {size}, limit {MAX_EXPRESSION_CODE_POINTS}"
+        )));
+    }
+    let compiled = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                let parsed = Parser::new()
+                    .enable_optional_syntax(true)
+                    .max_recursion_depth(MAX_RECURSION_DEPTH)
+                    .parse_with_source_info(source);
+                let (expr, info) = match parsed {
+                    Ok(p) => p,
+                    Err(errs) => return Err(format!("compilation failed: {}", errors::parse_errors(source, &errs))),
+                };
+                let mut checker = Checker::with_variables(variables);
+                let checked = checker.check(&expr);
+                if checker.too_deep {
+                    return Err(limit_error(&format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")));
+                }
+                if !checker.errors.is_empty() {
+                    return Err(format!(
+                        "compilation failed: {}",
+                        errors::check_errors(source, &info, &checker.errors)
+                    ));
+                }
+                match &want {
+                    Some(want) if checked.ty != *want && checked.ty != Type::Dyn && checked.ty != Type::Error => {
+                        return Err(if *want == Type::Bool {
+                            "cel expression must evaluate to a bool".to_string()
+                        } else {
+                            "messageExpression must evaluate to a string".to_string()
+                        });
+                    }
+                    _ => {}
+                }
+                if let Some(e) = checker.program_errors.first() {
+                    return Err(e.clone());
+                }
+                Ok(Program { ir: checked.ir, max_cost: checked.cost.max })
+            })
+            .ok()
+            .and_then(|thread| thread.join().ok())
+    });
+    compiled.unwrap_or_else(|| Err("compilation failed: the expression could not be compiled".into()))
+}
+
 /// A compile error without a position, as cel-go renders one (`<input>:-1:0`).
 fn limit_error(message: &str) -> String {
     format!("compilation failed: ERROR: <input>:-1:0: {message}")

@@ -26,6 +26,12 @@ impl<'a> Evaluator<'a> {
         Evaluator { stack: vec![this, old], cost: 0, limit }
     }
 
+    /// An evaluator with the given values bound to slots 0, 1, ... (admission policies'
+    /// variables).
+    pub fn with_slots(values: Vec<Value<'a>>, limit: u64) -> Self {
+        Evaluator { stack: values, cost: 0, limit }
+    }
+
     fn charge(&mut self, n: u64) -> Result<(), EvalError> {
         self.cost = self.cost.saturating_add(n);
         if self.cost > self.limit {

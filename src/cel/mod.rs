@@ -19,6 +19,7 @@ mod fieldpath;
 mod ir;
 pub mod library;
 mod overloads;
+pub mod policy;
 mod schema;
 mod types;
 mod validator;

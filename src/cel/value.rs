@@ -327,6 +327,27 @@ pub fn from_json<'a>(json: &'a Json, node: &'a Node) -> EvalResult<'a> {
     }
 }
 
+/// Converts JSON without a schema, as Kubernetes' unstructured values reach CEL in admission
+/// policies: integral numbers are `int`, others `double`, objects are maps.
+pub fn from_untyped(json: &Json) -> Value<'_> {
+    match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::Str(Str::Borrowed(s)),
+        Json::Array(items) => Value::List(List {
+            data: ListData::Owned(Rc::new(items.iter().map(from_untyped).collect())),
+            kind: ListKind::Atomic,
+        }),
+        Json::Object(map) => Value::Map(MapData::Owned(Rc::new(
+            map.iter().map(|(k, v)| (Value::Str(Str::Borrowed(k)), from_untyped(v))).collect(),
+        ))),
+    }
+}
+
 fn expected(node: &Node) -> &'static str {
     match node.shape {
         Shape::Integer => "an integer",

@@ -8,11 +8,16 @@ use std::sync::{Arc, Mutex};
 
 use ::kube::api::Api;
 use futures_util::future::BoxFuture;
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+};
 
+use crate::admission::policy::compiled::PolicySet;
 use crate::admission::{Admission, NamespaceLabels, Plugins, configuration};
 use crate::kube::follow;
 use crate::kube::namespaces::NamespaceCache;
+use crate::kube::params::ClusterParams;
 use crate::kube::quotas::QuotaCache;
 
 /// Namespace labels from the cluster's namespace cache.
@@ -45,13 +50,52 @@ fn publish(admission: &Admission, latest: &Latest) {
     }
 }
 
+/// The latest policies and bindings; compiled once both were listed.
+#[derive(Default)]
+struct LatestPolicies {
+    policies: Option<Vec<ValidatingAdmissionPolicy>>,
+    bindings: Option<Vec<ValidatingAdmissionPolicyBinding>>,
+}
+
+fn publish_policies(admission: &Admission, latest: &LatestPolicies) {
+    if let (Some(policies), Some(bindings)) = (&latest.policies, &latest.bindings) {
+        admission.set_policies(PolicySet::build(policies, bindings));
+    }
+}
+
+/// Follows ValidatingAdmissionPolicies and their bindings.
+fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client) {
+    let latest = Arc::new(Mutex::new(LatestPolicies::default()));
+    let (a, l) = (admission.clone(), latest.clone());
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    tokio::spawn(follow::follow(api, "validatingadmissionpolicies", move |items| {
+        let mut latest = l.lock().unwrap_or_else(|p| p.into_inner());
+        latest.policies = Some(items);
+        publish_policies(&a, &latest);
+    }));
+    let (a, l) = (admission.clone(), latest);
+    let api: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    tokio::spawn(follow::follow(api, "validatingadmissionpolicybindings", move |items| {
+        let mut latest = l.lock().unwrap_or_else(|p| p.into_inner());
+        latest.bindings = Some(items);
+        publish_policies(&a, &latest);
+    }));
+}
+
 /// The admission chain of a server talking to `client`'s cluster (none: development mode).
 pub fn start(client: Option<::kube::Client>, namespaces: Arc<NamespaceCache>, plugins: Plugins) -> Arc<Admission> {
     let Some(client) = client else {
         return Arc::new(Admission::without_cluster());
     };
     let quotas = QuotaCache::start(client.clone());
-    let admission = Arc::new(Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone()).with_quotas(quotas));
+    let admission = Arc::new(
+        Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone())
+            .with_quotas(quotas)
+            .with_params(Arc::new(ClusterParams::new(client.clone()))),
+    );
+    if plugins.validating_policies {
+        follow_policies(&admission, &client);
+    }
     let latest = Arc::new(Mutex::new(Latest::default()));
     if !plugins.mutating_webhooks {
         lock(&latest).mutating = Some(Vec::new());

@@ -1,7 +1,8 @@
 //! Client of the main apiserver (kube-rs): the authentication ConfigMap (read, then
 //! watched), SubjectAccessReview and TokenReview (answering `auth::review`'s questions), and a
 //! cache of Namespaces (states and labels), and list+watch of whole kinds (`follow`: the
-//! admission configurations), and ResourceQuotas for quota admission (`quotas`).
+//! admission configurations), ResourceQuotas for quota admission (`quotas`), and the params
+//! of admission policies (`params`).
 //!
 //! Owns connections to kube-apiserver and nothing else: it decides nothing about requests
 //! (that is `auth`), serves nothing (that is `server`/`api`), and never touches storage.
@@ -9,6 +10,7 @@
 pub mod auth_configmap;
 pub mod follow;
 pub mod namespaces;
+pub mod params;
 pub mod quotas;
 pub mod reviews;
 

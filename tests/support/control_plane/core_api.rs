@@ -26,10 +26,20 @@ pub async fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, Str
     }
     match (attrs.resource.as_str(), attrs.verb.as_str()) {
         ("configmaps", "get") => {
-            match (&attrs.namespace[..], &attrs.name[..], lock(&state.objects).auth_configmap.clone()) {
+            let auth = lock(&state.objects).auth_configmap.clone();
+            match (&attrs.namespace[..], &attrs.name[..], auth) {
                 ("kube-system", AUTH_CONFIGMAP, Some(map)) => respond::json(200, &map),
-                _ => respond::not_found("configmaps", &attrs.name),
+                _ => match state.get_object("configmaps", &attrs.namespace, &attrs.name) {
+                    Some(map) => respond::json(200, &map),
+                    None => respond::not_found("configmaps", &attrs.name),
+                },
             }
+        }
+        // Other ConfigMaps (admission policy params) are stored objects; labels select them.
+        ("configmaps", "list") if attrs.namespace != "kube-system" => {
+            let selector = get("labelSelector").unwrap_or_default();
+            let namespace = attrs.namespace.clone();
+            super::stored_api::list_selected(state, "configmaps", &namespace, &selector)
         }
         ("configmaps", "list") => list(state, "configmaps", |o| matches_configmap(o, attrs)),
         ("configmaps", "watch") => {
@@ -88,7 +98,12 @@ fn matches_configmap(object: &Value, attrs: &Attributes) -> bool {
 fn current(state: &State, resource: &str) -> (u64, Vec<Value>) {
     let objects = lock(&state.objects);
     let items = match resource {
-        "configmaps" => objects.auth_configmap.iter().cloned().collect(),
+        "configmaps" => objects
+            .auth_configmap
+            .iter()
+            .cloned()
+            .chain(objects.stored.iter().filter(|((r, _, _), _)| *r == "configmaps").map(|(_, o)| o.clone()))
+            .collect(),
         "namespaces" => objects.namespaces.values().cloned().collect(),
         other => objects.stored.iter().filter(|((r, _, _), _)| *r == other).map(|(_, o)| o.clone()).collect(),
     };

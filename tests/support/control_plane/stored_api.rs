@@ -28,7 +28,23 @@ pub const RESOURCES: &[(&str, &str, &str, bool)] = &[
         false,
     ),
     ("resourcequotas", "ResourceQuotaList", "v1", true),
+    ("configmaps", "ConfigMapList", "v1", true),
 ];
+
+/// A list of stored objects in a namespace picked by an equality label selector
+/// (`a=b,c=d`), as kube-apiserver lists them.
+pub fn list_selected(state: &State, resource: &str, namespace: &str, selector: &str) -> Response {
+    let terms: Vec<(String, String)> = selector
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .filter_map(|t| t.split_once('=').map(|(k, v)| (k.trim_end_matches('=').to_string(), v.to_string())))
+        .collect();
+    let namespace = namespace.to_string();
+    core_api::list(state, resource, move |o| {
+        (namespace.is_empty() || o["metadata"]["namespace"] == namespace.as_str())
+            && terms.iter().all(|(k, v)| o["metadata"]["labels"][k] == v.as_str())
+    })
+}
 
 fn known(resource: &str) -> Option<&'static str> {
     RESOURCES.iter().find(|(r, ..)| *r == resource).map(|(r, ..)| *r)

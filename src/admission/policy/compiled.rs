@@ -1,0 +1,201 @@
+//! ValidatingAdmissionPolicies and their bindings compiled once when they change: match
+//! constraints, match conditions, variables, validations (with message expressions) on the
+//! CEL engine, failure policy and param kind; bindings with their match resources, param
+//! reference and validation actions; and the set of both indexed by API group and resource.
+//!
+//! Owns the compiled forms; evaluation is `evaluate`'s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+
+use super::matching::Matcher;
+use crate::cel::policy::{Expression, Want};
+
+/// The variables every policy expression may use, in slot order (`variables` comes last,
+/// bound to the computed variables).
+pub const VARIABLES: &[&str] = &["object", "oldObject", "request", "params", "namespaceObject", "variables"];
+
+/// A compiled expression with its source, or the compile error.
+#[derive(Debug)]
+pub struct Compiled {
+    pub source: String,
+    pub program: Result<Expression, String>,
+}
+
+impl Compiled {
+    fn new(source: &str, want: Want) -> Compiled {
+        Compiled { source: source.to_string(), program: Expression::compile(source, VARIABLES, want) }
+    }
+}
+
+/// One validation.
+#[derive(Debug)]
+pub struct Validation {
+    pub expression: Compiled,
+    pub message: Option<String>,
+    pub message_expression: Option<Compiled>,
+    pub reason: Option<String>,
+}
+
+/// A compiled policy.
+#[derive(Debug)]
+pub struct Policy {
+    pub name: String,
+    /// `failurePolicy: Fail` (the default).
+    pub fail: bool,
+    /// `paramKind` as (apiVersion, kind).
+    pub param_kind: Option<(String, String)>,
+    pub constraints: Result<Matcher, String>,
+    pub match_conditions: Vec<(String, Compiled)>,
+    pub variables: Vec<(String, Compiled)>,
+    pub validations: Vec<Validation>,
+}
+
+/// How a binding finds its params.
+#[derive(Debug, Clone)]
+pub struct ParamRef {
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// `parameterNotFoundAction: Deny`.
+    pub deny_when_missing: bool,
+}
+
+/// A compiled binding.
+#[derive(Debug)]
+pub struct Binding {
+    pub name: String,
+    pub resources: Option<Result<Matcher, String>>,
+    pub param_ref: Option<ParamRef>,
+    pub deny: bool,
+    pub warn: bool,
+}
+
+impl Policy {
+    pub fn compile(wire: &ValidatingAdmissionPolicy) -> Policy {
+        let spec = wire.spec.clone().unwrap_or_default();
+        let constraints = match &spec.match_constraints {
+            Some(m) => Matcher::compile(m),
+            None => Err("spec.matchConstraints is required".to_string()),
+        };
+        Policy {
+            name: wire.metadata.name.clone().unwrap_or_default(),
+            fail: spec.failure_policy.as_deref() != Some("Ignore"),
+            param_kind: spec
+                .param_kind
+                .as_ref()
+                .map(|k| (k.api_version.clone().unwrap_or_default(), k.kind.clone().unwrap_or_default())),
+            constraints,
+            match_conditions: spec
+                .match_conditions
+                .iter()
+                .flatten()
+                .map(|c| (c.name.clone(), Compiled::new(&c.expression, Want::Bool)))
+                .collect(),
+            variables: spec
+                .variables
+                .iter()
+                .flatten()
+                .map(|v| (v.name.clone(), Compiled::new(&v.expression, Want::Any)))
+                .collect(),
+            validations: spec
+                .validations
+                .iter()
+                .flatten()
+                .map(|v| Validation {
+                    expression: Compiled::new(&v.expression, Want::Bool),
+                    message: v.message.clone(),
+                    message_expression: v.message_expression.as_deref().map(|m| Compiled::new(m, Want::String)),
+                    reason: v.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Binding {
+    pub fn compile(wire: &ValidatingAdmissionPolicyBinding) -> Binding {
+        let spec = wire.spec.clone().unwrap_or_default();
+        let actions = spec.validation_actions.unwrap_or_default();
+        Binding {
+            name: wire.metadata.name.clone().unwrap_or_default(),
+            resources: spec.match_resources.as_ref().map(Matcher::compile),
+            param_ref: spec.param_ref.map(|p| ParamRef {
+                name: p.name,
+                namespace: p.namespace,
+                selector: p.selector,
+                deny_when_missing: p.parameter_not_found_action.as_deref() == Some("Deny"),
+            }),
+            deny: actions.iter().any(|a| a == "Deny"),
+            warn: actions.iter().any(|a| a == "Warn"),
+        }
+    }
+}
+
+/// Every policy with its bindings, indexed by the group and resource its constraints name.
+#[derive(Default)]
+pub struct PolicySet {
+    pub entries: Vec<(Arc<Policy>, Vec<Arc<Binding>>)>,
+    keys: HashMap<String, HashMap<String, Vec<usize>>>,
+}
+
+impl PolicySet {
+    /// Compiles the policies (sorted by name) and attaches their bindings (sorted by name).
+    pub fn build(policies: &[ValidatingAdmissionPolicy], bindings: &[ValidatingAdmissionPolicyBinding]) -> PolicySet {
+        let mut policies: Vec<&ValidatingAdmissionPolicy> = policies.iter().collect();
+        policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut bindings: Vec<&ValidatingAdmissionPolicyBinding> = bindings.iter().collect();
+        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut set = PolicySet::default();
+        for wire in policies {
+            let policy = Arc::new(Policy::compile(wire));
+            let attached: Vec<Arc<Binding>> = bindings
+                .iter()
+                .filter(|b| b.spec.as_ref().and_then(|s| s.policy_name.as_deref()) == Some(policy.name.as_str()))
+                .map(|b| Arc::new(Binding::compile(b)))
+                .collect();
+            if attached.is_empty() {
+                continue;
+            }
+            let position = set.entries.len();
+            if let Ok(matcher) = &policy.constraints {
+                for (group, resource) in matcher.index_keys() {
+                    let list = set.keys.entry(group.to_string()).or_default().entry(resource.to_string()).or_default();
+                    if list.last() != Some(&position) {
+                        list.push(position);
+                    }
+                }
+            } else {
+                // A policy that cannot be matched still fails its requests under Fail: it
+                // covers everything.
+                set.keys.entry("*".into()).or_default().entry("*".into()).or_default().push(position);
+            }
+            set.entries.push((policy, attached));
+        }
+        set
+    }
+
+    /// Whether a policy could apply to a group and resource.
+    pub fn covers(&self, group: &str, resource: &str) -> bool {
+        [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
+    }
+
+    /// The policies that could apply, in name order.
+    pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<Policy>, Vec<Arc<Binding>>)> {
+        if !self.covers(group, resource) {
+            return Vec::new();
+        }
+        let mut positions: Vec<usize> = [group, "*"]
+            .iter()
+            .filter_map(|g| self.keys.get(*g))
+            .flat_map(|r| [resource, "*"].into_iter().filter_map(|k| r.get(k)))
+            .flatten()
+            .copied()
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        positions.into_iter().filter_map(|p| self.entries.get(p)).collect()
+    }
+}

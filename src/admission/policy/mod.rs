@@ -1,0 +1,203 @@
+//! ValidatingAdmissionPolicy (`admissionregistration.k8s.io/v1`) on our CEL engine: the
+//! policies and bindings of the cluster (`compiled`), their match resources (`matching`), one
+//! evaluation (`evaluate`), and here the dispatch: every matching policy and binding, with its
+//! params, decisions routed by `validationActions` (Deny, Warn; Audit has no audit log here),
+//! configuration errors by `failurePolicy`, and kube-apiserver's denial.
+//!
+//! Owns the policy step of validating admission; params come through [`ParamSource`].
+
+pub mod compiled;
+pub mod evaluate;
+pub mod matching;
+
+use futures_util::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::{Value, json};
+
+use super::review::{Reviewed, request_json};
+use super::{Error, NamespaceLabels, Request};
+use compiled::{Binding, Policy, PolicySet};
+use evaluate::{Decision, Inputs};
+
+/// Where policy params come from (the main apiserver).
+pub trait ParamSource: Send + Sync {
+    /// Whether objects of a kind are namespaced.
+    fn namespaced<'a>(&'a self, api_version: &'a str, kind: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+    /// One object (`None`: not found).
+    fn get<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, String>>;
+    /// The objects a label selector picks.
+    fn list<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        selector: &'a LabelSelector,
+    ) -> BoxFuture<'a, Result<Vec<Value>, String>>;
+}
+
+/// A denial waiting to be reported: policy, binding (none: the policy itself failed) and the
+/// decision.
+struct Denied {
+    policy: String,
+    binding: Option<String>,
+    decision: Decision,
+}
+
+/// The params of a binding (`CollectParams`): `[None]` without a param kind or reference.
+async fn params(
+    source: Option<&dyn ParamSource>,
+    policy: &Policy,
+    binding: &Binding,
+    request: &Request<'_>,
+) -> Result<Vec<Option<Value>>, String> {
+    let (Some((api_version, kind)), Some(reference)) = (&policy.param_kind, &binding.param_ref) else {
+        return Ok(vec![None]);
+    };
+    let source = source.ok_or("params cannot be read without a cluster")?;
+    let namespaced = source.namespaced(api_version, kind).await?;
+    let namespace = match (namespaced, reference.namespace.as_deref().filter(|n| !n.is_empty())) {
+        (false, Some(_)) => {
+            return Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into());
+        }
+        (false, None) => None,
+        (true, Some(ns)) => Some(ns),
+        (true, None) if !request.target.namespace.is_empty() => Some(request.target.namespace),
+        (true, None) => {
+            return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+        }
+    };
+    let found = match (&reference.name, &reference.selector) {
+        (Some(name), None) => source.get(api_version, kind, namespace, name).await?.into_iter().collect(),
+        (None, Some(selector)) => source.list(api_version, kind, namespace, selector).await?,
+        (Some(_), Some(_)) => return Err("paramRef.name and paramRef.selector are mutually exclusive".into()),
+        (None, None) => return Err("one of name or selector must be provided".into()),
+    };
+    if found.is_empty() && reference.deny_when_missing {
+        return Err("no params found for policy binding with `Deny` parameterNotFoundAction".into());
+    }
+    Ok(found.into_iter().map(Some).collect())
+}
+
+/// What the policies decided: warnings, or the first denial as an error.
+pub async fn dispatch(
+    set: &PolicySet,
+    namespaces: &dyn NamespaceLabels,
+    source: Option<&dyn ParamSource>,
+    request: &Request<'_>,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<Vec<String>, Error> {
+    let mut warnings = Vec::new();
+    let mut denied: Vec<Denied> = Vec::new();
+    let config_error = |denied: &mut Vec<Denied>, policy: &Policy, binding: Option<&Binding>, e: &str| {
+        if !policy.fail {
+            return;
+        }
+        let (what, name) = match binding {
+            None => ("policy", None),
+            Some(b) => ("binding", Some(b.name.clone())),
+        };
+        let message = format!("failed to configure {what}: {e}");
+        denied.push(Denied {
+            policy: policy.name.clone(),
+            binding: name,
+            decision: Decision { message, reason: String::new() },
+        });
+    };
+    let namespace_object = namespace_object(namespaces, request).await?;
+    for (policy, bindings) in set.for_resource(request.target.group, request.target.resource) {
+        let version = match &policy.constraints {
+            Err(e) => {
+                config_error(&mut denied, policy, None, e);
+                continue;
+            }
+            Ok(matcher) => match matcher.matches(request, namespaces, object, old).await? {
+                Some(version) => version,
+                None => continue,
+            },
+        };
+        let reviewed = Reviewed { version: &version, object: None, old: None };
+        let request_value = request_json("", request, &reviewed);
+        for binding in bindings {
+            match &binding.resources {
+                Some(Err(e)) => {
+                    config_error(&mut denied, policy, Some(binding), e);
+                    continue;
+                }
+                Some(Ok(matcher)) if matcher.matches(request, namespaces, object, old).await?.is_none() => continue,
+                _ => {}
+            }
+            let params = match params(source, policy, binding, request).await {
+                Ok(p) => p,
+                Err(e) => {
+                    config_error(&mut denied, policy, Some(binding), &e);
+                    continue;
+                }
+            };
+            for param in &params {
+                let inputs = Inputs {
+                    object,
+                    old,
+                    request: &request_value,
+                    params: param.as_ref(),
+                    namespace: namespace_object.as_ref(),
+                };
+                for decision in evaluate::evaluate(policy, &inputs) {
+                    if binding.warn {
+                        warnings.push(format!(
+                            "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                            policy.name, binding.name, decision.message
+                        ));
+                    }
+                    if binding.deny {
+                        denied.push(Denied {
+                            policy: policy.name.clone(),
+                            binding: Some(binding.name.clone()),
+                            decision,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    match denied.into_iter().next() {
+        None => Ok(warnings),
+        Some(first) => {
+            let why = match &first.binding {
+                Some(binding) => format!(
+                    "ValidatingAdmissionPolicy '{}' with binding '{binding}' denied request: {}",
+                    first.policy, first.decision.message
+                ),
+                None => {
+                    format!("ValidatingAdmissionPolicy '{}' denied request: {}", first.policy, first.decision.message)
+                }
+            };
+            let reason = if first.decision.reason.is_empty() { "Invalid".to_string() } else { first.decision.reason };
+            let code = match reason.as_str() {
+                "Forbidden" => 403,
+                "Unauthorized" => 401,
+                "RequestEntityTooLarge" => 413,
+                _ => 422,
+            };
+            Err(Error::Policy { code, reason, why })
+        }
+    }
+}
+
+/// `namespaceObject`: the request's namespace as CEL sees it (none for cluster-scoped).
+async fn namespace_object(namespaces: &dyn NamespaceLabels, request: &Request<'_>) -> Result<Option<Value>, Error> {
+    let name = request.target.namespace;
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let labels = namespaces.labels(name).await.map_err(Error::Internal)?;
+    Ok(Some(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels.unwrap_or_default()}}),
+    ))
+}

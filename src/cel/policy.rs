@@ -1,0 +1,146 @@
+//! CEL for admission: the expressions of ValidatingAdmissionPolicies and of webhooks'
+//! `matchConditions`, compiled once over named variables that are all `dyn` (as Kubernetes
+//! declares `object`, `oldObject`, `request`, `params`, `namespaceObject`, `variables`) and
+//! evaluated over unstructured JSON with Kubernetes' per-call cost limit.
+//!
+//! Owns this entry point into the engine; the engine itself (checking, cost, libraries) is the
+//! same as for `x-kubernetes-validations`. Never sees HTTP or admission decisions.
+
+use serde_json::Value as Json;
+
+use super::compile::{self, Program};
+use super::eval::Evaluator;
+use super::types::Type;
+use super::validator::PER_CALL_LIMIT;
+use super::value::{Str, Value, from_untyped};
+
+/// What an expression must evaluate to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    Bool,
+    String,
+    Any,
+}
+
+/// A compiled admission expression.
+#[derive(Debug)]
+pub struct Expression {
+    program: Program,
+}
+
+/// The result of an evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Bool(bool),
+    String(String),
+    /// Anything else, as JSON when it has a JSON form (`null` otherwise).
+    Other(Json),
+}
+
+impl Expression {
+    /// Compiles `source` over `variables` (their order is the order of the values given to
+    /// [`Expression::evaluate`]).
+    pub fn compile(source: &str, variables: &[&str], want: Want) -> Result<Expression, String> {
+        let want = match want {
+            Want::Bool => Some(Type::Bool),
+            Want::String => Some(Type::String),
+            Want::Any => None,
+        };
+        compile::compile_with_variables(source, variables, want).map(|program| Expression { program })
+    }
+
+    /// The estimated maximum cost.
+    pub fn max_cost(&self) -> u64 {
+        self.program.max_cost
+    }
+
+    /// Evaluates over the variables' values (`None`: null) and, for `variables`-style
+    /// composition, already computed values of earlier expressions (`extra`, one map value
+    /// per name, in the slot after the JSON variables).
+    pub fn evaluate(&self, values: &[Option<&Json>], extra: Option<&[(String, Outcome)]>) -> Result<Outcome, String> {
+        let mut slots: Vec<Value<'_>> = values.iter().map(|v| v.map_or(Value::Null, from_untyped)).collect();
+        if let Some(extra) = extra {
+            let entries =
+                extra.iter().map(|(name, outcome)| (Value::Str(Str::Borrowed(name)), to_value(outcome))).collect();
+            slots.push(Value::Map(super::value::MapData::Owned(std::rc::Rc::new(entries))));
+        }
+        let mut evaluator = Evaluator::with_slots(slots, PER_CALL_LIMIT);
+        let result = evaluator.eval(&self.program.ir).map_err(|e| e.message)?;
+        Ok(match result {
+            Value::Bool(b) => Outcome::Bool(b),
+            Value::Str(s) => Outcome::String(s.as_str().to_string()),
+            other => Outcome::Other(to_json(&other)),
+        })
+    }
+}
+
+fn to_value(outcome: &Outcome) -> Value<'_> {
+    match outcome {
+        Outcome::Bool(b) => Value::Bool(*b),
+        Outcome::String(s) => Value::Str(Str::Borrowed(s)),
+        Outcome::Other(json) => from_untyped(json),
+    }
+}
+
+/// The JSON form of a value (lists, maps, scalars); `null` for what has none.
+fn to_json(value: &Value<'_>) -> Json {
+    match value {
+        Value::Null => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Int(i) => Json::from(*i),
+        Value::Uint(u) => Json::from(*u),
+        Value::Double(d) => serde_json::Number::from_f64(*d).map_or(Json::Null, Json::Number),
+        Value::Str(s) => Json::String(s.as_str().to_string()),
+        Value::List(l) => Json::Array(l.items().unwrap_or_default().iter().map(to_json).collect()),
+        Value::Map(m) => {
+            let mut out = serde_json::Map::new();
+            for key in super::value::map_keys(m) {
+                if let (Value::Str(k), Some(Ok(v))) = (&key, super::value::map_get(m, &key)) {
+                    out.insert(k.as_str().to_string(), to_json(&v));
+                }
+            }
+            Json::Object(out)
+        }
+        Value::Object(o) => Json::Object(o.fields.clone()),
+        _ => Json::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn policy_expressions_over_unstructured_objects() {
+        let vars = ["object", "oldObject", "params"];
+        let object = json!({"spec": {"replicas": 3, "image": "nginx", "tags": ["a", "b"]}});
+        let params = json!({"maxReplicas": 2});
+        let check = |source: &str| {
+            Expression::compile(source, &vars, Want::Any).unwrap().evaluate(&[Some(&object), None, Some(&params)], None)
+        };
+        assert_eq!(check("object.spec.replicas <= params.maxReplicas").unwrap(), Outcome::Bool(false));
+        assert_eq!(check("oldObject == null").unwrap(), Outcome::Bool(true));
+        assert_eq!(check("object.spec.tags.exists(t, t == 'b')").unwrap(), Outcome::Bool(true));
+        assert_eq!(check("'image ' + object.spec.image").unwrap(), Outcome::String("image nginx".into()));
+        assert_eq!(check("object.spec.missing").unwrap_err(), "no such key: missing");
+        assert!(
+            Expression::compile("object.spec.replicas +", &vars, Want::Bool)
+                .unwrap_err()
+                .starts_with("compilation failed: ")
+        );
+        assert!(
+            Expression::compile("nope.x", &vars, Want::Bool).unwrap_err().contains("undeclared reference to 'nope'")
+        );
+        assert_eq!(
+            Expression::compile("'a'", &vars, Want::Bool).unwrap_err(),
+            "cel expression must evaluate to a bool"
+        );
+        let composed =
+            Expression::compile("variables.big && object.spec.image == 'nginx'", &["object", "variables"], Want::Bool)
+                .unwrap()
+                .evaluate(&[Some(&object)], Some(&[("big".to_string(), Outcome::Bool(true))]))
+                .unwrap();
+        assert_eq!(composed, Outcome::Bool(true));
+    }
+}
