@@ -1,6 +1,7 @@
 //! The embedded backend: objects in a sled tree, revisions and history kept by this module.
 //!
-//! sled gives ordered keys, atomic batches and `flush()` to disk. It has no global order of
+//! sled gives ordered keys, atomic batches and `flush()` to the OS (its flush does not reach
+//! stable storage by itself: the writer follows it with a `syncfs`). It has no global order of
 //! changes and no history, so revisions are assigned by one writer thread (`writer`), which
 //! also groups concurrent writes into one flush, and recent events are kept in `history`.
 //! Stored values are the revision (8 bytes, big endian) followed by the caller's bytes.
@@ -51,6 +52,8 @@ struct Shared {
     /// whole batches only, and the history has every event of what it sees.
     apply_gate: RwLock<()>,
     commands: Mutex<Option<std::sync::mpsc::Sender<Command>>>,
+    /// File-system syncs completed by the writer; every acknowledged write was preceded by one.
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -101,15 +104,26 @@ impl SledStore {
             }
             None => 0,
         };
+        // Any descriptor on the store's file system serves syncfs; the directory is one.
+        let sync_handle = std::fs::File::open(dir)
+            .map_err(|e| Error::Backend(format!("opening {} for syncing: {e}", dir.display())))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             tree,
             history: Mutex::new(History::new(revision, options.history)),
             apply_gate: RwLock::new(()),
             commands: Mutex::new(Some(tx)),
+            syncs: std::sync::atomic::AtomicU64::new(0),
         });
-        writer::spawn(db, shared.clone(), revision, rx).map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
+        writer::spawn(db, sync_handle, shared.clone(), revision, rx)
+            .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
         Ok(SledStore { shared })
+    }
+
+    /// How many times the writer has synced the store's file system to stable storage. A
+    /// write is acknowledged only after a sync that began after it was applied.
+    pub fn durable_syncs(&self) -> u64 {
+        self.shared.syncs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Stops accepting writes; pending ones finish and are flushed.
@@ -280,5 +294,31 @@ mod tests {
         assert_eq!(store.current_revision(), rev_b + 1);
         let c = store.create("/g/r/c", Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(c, rev_b + 2);
+    }
+
+    #[tokio::test]
+    async fn every_acknowledged_write_follows_a_file_system_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let before = store.durable_syncs();
+        // One at a time, each write is its own batch: its acknowledgement must come after a
+        // sync of its own, whatever its size (the large one goes to a sled blob file).
+        let large = Bytes::from(vec![b'x'; 300_000]);
+        for (i, value) in [Bytes::from_static(b"{}"), large.clone(), Bytes::from_static(b"{}")].into_iter().enumerate()
+        {
+            store.create(&format!("/g/r/{i}"), value).await.unwrap();
+            assert!(store.durable_syncs() > before + i as u64, "write {i} acknowledged before its sync");
+        }
+        store.update("/g/r/1", store.get("/g/r/1").await.unwrap().unwrap().revision, large).await.unwrap();
+        store.delete("/g/r/0", None).await.unwrap();
+        assert!(store.durable_syncs() >= before + 5);
+        // Concurrent writes share syncs (group commit) but none is acknowledged without one.
+        let writes = (0..64).map(|i| {
+            let store = store.clone();
+            async move { store.create(&format!("/g/c/{i}"), Bytes::from_static(b"{}")).await.unwrap() }
+        });
+        let at = store.durable_syncs();
+        futures_util::future::join_all(writes).await;
+        assert!(store.durable_syncs() > at);
     }
 }

@@ -1,6 +1,6 @@
 //! The single writer of the sled backend: assigns revisions, checks preconditions, applies each
-//! batch of concurrent writes atomically and flushes it to disk once (group commit), then
-//! acknowledges every write of the batch and publishes its events.
+//! batch of concurrent writes atomically, flushes it and syncs it to stable storage once
+//! (group commit), then acknowledges every write of the batch and publishes its events.
 //!
 //! Runs on its own thread so that sled's blocking work and fsync never occupy the async
 //! executor.
@@ -40,12 +40,13 @@ pub(super) struct Outcome {
 
 pub(super) fn spawn(
     db: sled::Db,
+    sync_handle: std::fs::File,
     shared: Arc<Shared>,
     revision: Revision,
     commands: Receiver<Command>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
-        let mut writer = Writer { db, shared, revision };
+        let mut writer = Writer { db, sync_handle, shared, revision };
         while let Ok(first) = commands.recv() {
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
@@ -57,7 +58,7 @@ pub(super) fn spawn(
             writer.commit(batch);
         }
         // Every sender is gone: make sure the last batches are on disk before closing.
-        if let Err(e) = writer.db.flush() {
+        if let Err(e) = writer.flush_durably() {
             tracing::error!(error = %e, "final flush of the store failed");
         }
     })?;
@@ -66,6 +67,8 @@ pub(super) fn spawn(
 
 struct Writer {
     db: sled::Db,
+    /// A descriptor on the store's file system, for `syncfs`.
+    sync_handle: std::fs::File,
     shared: Arc<Shared>,
     /// The last revision assigned.
     revision: Revision,
@@ -109,13 +112,24 @@ impl Writer {
                 return Err(Error::Backend(e.to_string()));
             }
         }
-        if let Err(e) = self.db.flush() {
+        if let Err(e) = self.flush_durably() {
             // The batch is applied in memory but may not be on disk: report failure and keep
             // the state (a later flush will persist it), as the safest honest answer.
             tracing::error!(error = %e, "flushing the store failed");
             return Err(Error::Backend(format!("flush failed: {e}")));
         }
         self.shared.history().make_durable(self.revision);
+        Ok(())
+    }
+
+    /// Writes everything sled holds to the OS, then syncs the store's file system: sled's
+    /// own flush ends with `sync_file_range`, which persists neither the file's size nor new
+    /// blob files (values and nodes over 128 KiB) and leaves the drive's cache unflushed.
+    /// `syncfs` covers all of it with one call per batch.
+    fn flush_durably(&self) -> std::result::Result<(), String> {
+        self.db.flush().map_err(|e| e.to_string())?;
+        rustix::fs::syncfs(&self.sync_handle).map_err(|e| format!("syncfs: {e}"))?;
+        self.shared.syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
