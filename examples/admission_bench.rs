@@ -27,7 +27,6 @@ use crd_apiserver::store::sled::{SledOptions, SledStore};
 
 const WRITERS: usize = 32;
 const CREATES: usize = 20_000;
-const ROUNDS: usize = 3;
 const PROBES: usize = 200_000;
 
 fn webhook_configurations(
@@ -157,6 +156,8 @@ fn schema_rule(object: &Value) -> f64 {
 }
 
 fn main() {
+    // Rounds of the throughput runs (argument; default 3).
+    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c", "namespace": "default"},
         "spec": {"cronSpec": "*/5 * * * *", "image": "cron:1", "replicas": 3}});
@@ -169,7 +170,7 @@ fn main() {
     // Rounds interleave the scenarios, so that other load on the machine spreads over all of
     // them; each scenario reports its median.
     let mut rates = vec![Vec::new(); scenarios.len()];
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         for (i, (_, configurations, policy)) in scenarios.iter().enumerate() {
             rates[i].push(create_throughput(&runtime, admission(*configurations, *policy)));
         }
@@ -179,7 +180,7 @@ fn main() {
         v[v.len() / 2]
     };
     let medians: Vec<f64> = rates.iter_mut().map(median).collect();
-    println!("creates/s with {WRITERS} writers, {CREATES} CronTabs per run, median of {ROUNDS} (sled, group commit):");
+    println!("creates/s with {WRITERS} writers, {CREATES} CronTabs per run, median of {rounds} (sled, group commit):");
     for ((name, _, _), rate) in scenarios.iter().zip(&medians) {
         println!("  {name:42} {rate:8.0}/s  ratio {:.3}", rate / medians[0]);
     }

@@ -4,8 +4,8 @@
 # with 10 and 100 webhook configurations that do not match, and with one matching
 # ValidatingAdmissionPolicy; the admission step alone per write; and one rule as a policy against
 # the same rule as x-kubernetes-validations.
-# Usage: hack/bench-admission.sh
+# Usage: hack/bench-admission.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "machine: $(nproc) cores"
-cargo run --release --quiet --example admission_bench
+cargo run --release --quiet --example admission_bench -- "${1:-3}"

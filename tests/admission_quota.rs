@@ -151,3 +151,51 @@ fn status_updates_are_compare_and_swap() {
         )
     );
 }
+
+#[test]
+fn two_replicas_never_exceed_the_quota() {
+    // Two servers (each with its own store) behind one main apiserver: the quota lives there,
+    // and compare-and-swap on its status keeps both under `hard`.
+    let plane = ControlPlane::start();
+    plane.state().put_object("resourcequotas", quota("crontab-count", "5", Some("0")));
+    let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
+    let second = support::TestServer::start_delegated(&[CRONTAB_CRD], &cluster.plane.server_kubeconfig(), &[]);
+    // The admin presents a certificate of the cluster's client CA to each replica directly.
+    let admin = cluster
+        .plane
+        .client_ca
+        .issue(&crd_apiserver::cli::pki::Leaf {
+            common_name: "admin".into(),
+            organizations: vec!["system:masters".into()],
+            client: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let (cert, key) = (second.dir.path().join("admin.crt"), second.dir.path().join("admin.key"));
+    std::fs::write(&cert, &admin.cert).unwrap();
+    std::fs::write(&key, &admin.key).unwrap();
+    let replicas = [Client::new(&cluster.server, Some((&cert, &key))), Client::new(&second, Some((&cert, &key)))];
+    for replica in &replicas {
+        assert_eq!(replica.get(CRONTABS).unwrap().status, 200, "the admin is authenticated by both replicas");
+    }
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..10)
+            .map(|i| {
+                let client = &replicas[i % 2];
+                scope.spawn(move || {
+                    let response = client.send_json("POST", CRONTABS, &crontab(&format!("r-{i}")));
+                    (response.status, response.text())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(answers.iter().filter(|(s, _)| *s == 201).count(), 5, "{answers:?}");
+    for (status, text) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert!(
+            (*status == 403 && text.contains("exceeded quota: crontab-count")) || *status == 409,
+            "{status}: {text}"
+        );
+    }
+    assert_eq!(used(&cluster.plane, "crontab-count"), "5");
+}
