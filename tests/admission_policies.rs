@@ -249,3 +249,20 @@ fn policies_that_fail_follow_their_failure_policy() {
         )
     );
 }
+
+#[test]
+fn a_main_apiserver_without_policies_admits_without_them() {
+    // kube-apiserver before 1.30 does not serve admissionregistration.k8s.io/v1 policies: there
+    // are none to apply, and writes are not held back waiting for them.
+    let plane = ControlPlane::start();
+    for resource in ["validatingadmissionpolicies", "validatingadmissionpolicybindings"] {
+        plane.state().unserved.lock().unwrap().push(resource);
+    }
+    plane.add_user("admin-token", User::new("admin", &["system:masters"]));
+    let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
+    let client = Client::to_plane(&cluster.plane, "admin-token");
+    let started = Instant::now();
+    let response = client.send_json("POST", CRONTABS, &crontab("admitted", "nginx", 1));
+    assert_eq!(response.status, 201, "{}", response.text());
+    assert!(started.elapsed() < Duration::from_secs(5), "the write waited for policies that are not served");
+}

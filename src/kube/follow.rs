@@ -1,6 +1,7 @@
 //! Keeps a live copy of every object of one kind of the main apiserver (list, then watch from
 //! the list's resourceVersion; listed again when a watch fails or expires), handing the whole
-//! set to a callback after the first list and after every change, like an informer.
+//! set to a callback after the first list and after every change, like an informer. A kind
+//! the main apiserver does not serve (404) is followed as an empty set.
 //!
 //! Owns the list+watch loop; what the objects mean is the callback's business.
 
@@ -28,7 +29,13 @@ where
     loop {
         match relist_and_watch(&api, &on_change).await {
             Ok(()) => backoff = Duration::from_secs(1),
-            Err(message) => {
+            // The main apiserver does not serve this kind (an older release): there is none of
+            // it to follow; look again later in case it is turned on.
+            Err(Failure::NotServed) => {
+                on_change(Vec::new());
+                tokio::time::sleep(MAX_BACKOFF).await;
+            }
+            Err(Failure::Other(message)) => {
                 tracing::warn!(error = %message, "following {what} failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -42,11 +49,28 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-async fn relist_and_watch<K>(api: &Api<K>, on_change: &(impl Fn(Vec<K>) + Send + Sync)) -> Result<(), String>
+/// Why following stopped.
+enum Failure {
+    /// The list answered 404: the kind is not served.
+    NotServed,
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Other(message)
+    }
+}
+
+async fn relist_and_watch<K>(api: &Api<K>, on_change: &(impl Fn(Vec<K>) + Send + Sync)) -> Result<(), Failure>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let list = api.list(&ListParams::default()).await.map_err(|e| describe(&e))?;
+    let list = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(e) if super::status_code(&e) == Some(404) => return Err(Failure::NotServed),
+        Err(e) => return Err(Failure::Other(describe(&e))),
+    };
     let mut version = list.metadata.resource_version.clone().unwrap_or_default();
     let mut objects: BTreeMap<(String, String), K> = list.items.into_iter().map(|o| (key_of(&o), o)).collect();
     on_change(objects.values().cloned().collect());
@@ -69,7 +93,7 @@ where
                     continue;
                 }
                 // Too old (410) or anything else: list again.
-                WatchEvent::Error(status) => return Err(status.message),
+                WatchEvent::Error(status) => return Err(Failure::Other(status.message)),
             }
             on_change(objects.values().cloned().collect());
         }

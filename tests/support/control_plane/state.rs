@@ -66,6 +66,8 @@ pub struct State {
     pub status_updates: AtomicUsize,
     /// How many of the next status updates lose a race to another writer (409 Conflict).
     pub status_races: AtomicUsize,
+    /// Stored resources this double does not serve (404), as an older kube-apiserver.
+    pub unserved: Mutex<Vec<&'static str>>,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +97,7 @@ impl State {
             proxied: Mutex::new(Vec::new()),
             status_updates: AtomicUsize::new(0),
             status_races: AtomicUsize::new(0),
+            unserved: Mutex::new(Vec::new()),
         }
     }
 

@@ -83,6 +83,9 @@ fn not_found(attrs: &Attributes, name: &str) -> Response {
 /// Serves a request to a stored resource whose attributes were authorized.
 pub fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, String)], body: Bytes) -> Response {
     let Some(resource) = known(&attrs.resource) else { return respond::path_not_found() };
+    if super::state::lock(&state.unserved).contains(&resource) {
+        return respond::path_not_found();
+    }
     let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
     let namespace = attrs.namespace.clone();
     let in_namespace = move |o: &Value| namespace.is_empty() || o["metadata"]["namespace"] == namespace.as_str();
