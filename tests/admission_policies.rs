@@ -266,3 +266,50 @@ fn a_main_apiserver_without_policies_admits_without_them() {
     assert_eq!(response.status, 201, "{}", response.text());
     assert!(started.elapsed() < Duration::from_secs(5), "the write waited for policies that are not served");
 }
+
+#[test]
+fn policies_ask_the_authorizer() {
+    let (cluster, _) = start();
+    let plane = &cluster.plane;
+    // Only users who may delete CronTabs may create replicas above 3: a SubjectAccessReview
+    // for the request's user, through the server's authorizer.
+    let rule = json!({"validations": [{
+        "expression": "object.spec.replicas <= 3 || authorizer.group('stable.example.com').resource('crontabs').namespace(request.namespace).check('delete').allowed()",
+        "message": "more than 3 replicas need the right to delete crontabs"}]});
+    install(
+        plane,
+        policy("big-needs-delete", rule),
+        binding("big-needs-delete-binding", "big-needs-delete", json!({})),
+    );
+    for (user, verbs) in [("carol", &["create"][..]), ("dave", &["create", "delete"][..])] {
+        plane.add_user(&format!("{user}-token"), User::new(user, &[]));
+        plane.add_rule(Rule::resources(
+            &format!("{user}-binding"),
+            vec![Subject::User(user.into())],
+            verbs,
+            &["stable.example.com"],
+            &["crontabs"],
+        ));
+    }
+    let carol = Client::to_plane(plane, "carol-token");
+    let dave = Client::to_plane(plane, "dave-token");
+    let (response, name) = refused(&carol, &crontab("carol-big", "nginx", 5));
+    assert_eq!(response.status, 422, "{}", response.text());
+    assert_eq!(
+        response.json()["message"],
+        format!(
+            "crontabs.stable.example.com \"{name}\" is forbidden: ValidatingAdmissionPolicy 'big-needs-delete' with binding 'big-needs-delete-binding' denied request: more than 3 replicas need the right to delete crontabs"
+        )
+    );
+    assert_eq!(carol.send_json("POST", CRONTABS, &crontab("carol-small", "nginx", 2)).status, 201);
+    let response = dave.send_json("POST", CRONTABS, &crontab("dave-big", "nginx", 5));
+    assert_eq!(response.status, 201, "{}", response.text());
+    // The check reached the main apiserver as a SubjectAccessReview for dave.
+    assert!(
+        cluster.plane.sar_log().iter().any(|sar| sar["user"] == "dave"
+            && sar["resourceAttributes"]["verb"] == "delete"
+            && sar["resourceAttributes"]["resource"] == "crontabs"),
+        "{:?}",
+        cluster.plane.sar_log()
+    );
+}

@@ -45,7 +45,7 @@ pub struct Hook {
 }
 
 /// The variables of webhook match conditions, in slot order.
-const CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request"];
+const CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request", "authorizer"];
 
 fn endpoint_of(config: &WebhookClientConfig) -> Result<Endpoint, String> {
     match (&config.url, &config.service) {
@@ -182,6 +182,7 @@ impl Hook {
         namespaces: &dyn NamespaceLabels,
         object: Option<&serde_json::Value>,
         old: Option<&serde_json::Value>,
+        authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
     ) -> Result<Option<String>, Error> {
         let Some(version) = self.matching_version(request) else { return Ok(None) };
         if !self.namespace_matches(request, namespaces).await? {
@@ -194,7 +195,7 @@ impl Hook {
                 return Ok(None);
             }
         }
-        if !self.conditions_match(request, &version, object, old)? {
+        if !self.conditions_match(request, &version, object, old, authorizer)? {
             return Ok(None);
         }
         Ok(Some(version))
@@ -208,6 +209,7 @@ impl Hook {
         version: &str,
         object: Option<&serde_json::Value>,
         old: Option<&serde_json::Value>,
+        authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
     ) -> Result<bool, Error> {
         if self.match_conditions.is_empty() {
             return Ok(true);
@@ -218,7 +220,7 @@ impl Hook {
         for (source, condition) in &self.match_conditions {
             let outcome = condition.as_ref().map_err(Clone::clone).and_then(|program| {
                 program
-                    .evaluate(&[object, old, Some(&request_value)], None)
+                    .evaluate(&[object, old, Some(&request_value)], authorizer, None)
                     .map_err(|e| format!("expression '{source}' resulted in error: {e}"))
             });
             match outcome {

@@ -8,6 +8,7 @@
 //! Owns admission decisions and their Kubernetes wording; never touches storage, never serves
 //! HTTP, never reads requests' headers (identity arrives as `UserInfo`).
 
+pub mod authorize;
 pub mod configuration;
 pub mod hooks;
 pub mod index;
@@ -175,6 +176,8 @@ pub struct Admission {
     policies_synced: AtomicBool,
     /// Where policy params are read (none: policies with params fail to configure).
     params: Option<Arc<dyn policy::ParamSource>>,
+    /// The server's authorizer, for CEL's `authorizer` (none: its checks error).
+    authorizer: Option<Arc<dyn crate::auth::authz::Authorizer>>,
     namespaces: Arc<dyn NamespaceLabels>,
     /// The cluster's ResourceQuotas (none: no quota admission).
     quotas: Option<Arc<dyn quota::QuotaSource>>,
@@ -204,6 +207,7 @@ impl Admission {
             policies: ArcSwap::from_pointee(policy::compiled::PolicySet::default()),
             policies_synced: AtomicBool::new(!plugins.validating_policies),
             params: None,
+            authorizer: None,
             namespaces,
             quotas: None,
             plugins,
@@ -214,6 +218,18 @@ impl Admission {
     pub fn with_params(mut self, params: Arc<dyn policy::ParamSource>) -> Admission {
         self.params = Some(params);
         self
+    }
+
+    /// The same chain answering CEL's `authorizer` with the server's authorizer.
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn crate::auth::authz::Authorizer>) -> Admission {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// CEL's `authorizer` for the request's user.
+    fn authorizer_for(&self, request: &Request<'_>) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
+        let authorizer = self.authorizer.clone()?;
+        Some(Arc::new(authorize::RequestAuthorizer::new(authorizer, request.user.clone())))
     }
 
     /// Replaces the ValidatingAdmissionPolicies and bindings.
@@ -287,7 +303,8 @@ impl Admission {
             return Ok(Mutated::default());
         }
         let index = self.webhooks.load_full();
-        mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await
+        let authorizer = self.authorizer_for(request);
+        mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old, authorizer.as_ref()).await
     }
 
     /// Validating admission: ValidatingAdmissionPolicies, every matching webhook in
@@ -302,14 +319,20 @@ impl Admission {
     ) -> Result<Vec<String>, Error> {
         self.ready().await?;
         let mut warnings = Vec::new();
+        let authorizer = self.authorizer_for(request);
+        let authorizer = authorizer.as_ref();
         if self.plugins.validating_policies {
             let policies = self.policies.load_full();
             let params = self.params.as_deref();
-            warnings.extend(policy::dispatch(&policies, self.namespaces.as_ref(), params, request, object, old).await?);
+            warnings.extend(
+                policy::dispatch(&policies, self.namespaces.as_ref(), params, request, object, old, authorizer).await?,
+            );
         }
         if self.plugins.validating_webhooks {
             let index = self.webhooks.load_full();
-            warnings.extend(validating::dispatch(&index, self.namespaces.as_ref(), request, object, old).await?);
+            warnings.extend(
+                validating::dispatch(&index, self.namespaces.as_ref(), request, object, old, authorizer).await?,
+            );
         }
         if let (Some(quotas), Operation::Create) = (&self.quotas, request.operation) {
             quota::admit(quotas.as_ref(), request).await?;

@@ -37,6 +37,7 @@ pub async fn dispatch(
     request: &Request<'_>,
     mut object: Option<&mut Value>,
     old: Option<&Value>,
+    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
 ) -> Result<Mutated, Error> {
     let hooks = index.mutating_for(request.target.group, request.target.resource);
     let mut mutated = Mutated::default();
@@ -50,7 +51,9 @@ pub async fn dispatch(
         }
         for hook in &hooks {
             let current = object.as_deref();
-            let Some(version) = hook.should_call(request, namespaces, current, old).await? else { continue };
+            let Some(version) = hook.should_call(request, namespaces, current, old, authorizer).await? else {
+                continue;
+            };
             if round == 1 && !state.reinvoke.contains(&hook.uid) {
                 continue;
             }

@@ -18,6 +18,7 @@ pub async fn dispatch(
     request: &Request<'_>,
     object: Option<&Value>,
     old: Option<&Value>,
+    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
 ) -> Result<Vec<String>, Error> {
     let hooks = index.validating_for(request.target.group, request.target.resource);
     if hooks.is_empty() {
@@ -25,7 +26,7 @@ pub async fn dispatch(
     }
     let mut calls = Vec::new();
     for hook in &hooks {
-        if let Some(version) = hook.should_call(request, namespaces, object, old).await? {
+        if let Some(version) = hook.should_call(request, namespaces, object, old, authorizer).await? {
             calls.push((hook, version));
         }
     }

@@ -73,6 +73,17 @@ impl Chain {
     }
 }
 
+/// The chain answers like any authorizer (admission expressions' `authorizer` asks it).
+impl Authorizer for Chain {
+    fn authorize<'a>(
+        &'a self,
+        user: &'a UserInfo,
+        info: &'a RequestInfo,
+    ) -> BoxFuture<'a, Result<Decision, AuthzError>> {
+        Box::pin(Chain::authorize(self, user, info))
+    }
+}
+
 /// The Forbidden message Kubernetes writes for a denied request.
 pub fn forbidden_reason(user: &UserInfo, info: &RequestInfo, reason: &str) -> String {
     let mut text = if info.is_resource_request {

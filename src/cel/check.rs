@@ -90,7 +90,10 @@ impl<'d> Checker<'d> {
     /// A checker with the given variables (all `dyn`) in slots 0, 1, ...: the environment of
     /// admission policies (`object`, `oldObject`, `request`, `params`, ...).
     pub fn with_variables(names: &[&str]) -> Self {
-        let scope = names.iter().map(|n| Var { name: (*n).to_string(), ty: Type::Dyn, decl: None, visible: true });
+        let ty = |n: &str| {
+            if n == "authorizer" { Type::Opaque(super::types::Opaque::Authorizer) } else { Type::Dyn }
+        };
+        let scope = names.iter().map(|n| Var { name: (*n).to_string(), ty: ty(n), decl: None, visible: true });
         let scope: Vec<Var<'d>> = scope.collect();
         let slots = scope.len();
         Checker {

@@ -26,7 +26,11 @@ pub enum Want {
 #[derive(Debug)]
 pub struct Expression {
     program: Program,
+    /// The slot of the `authorizer` variable, when the expression's environment has one.
+    authorizer_slot: Option<usize>,
 }
+
+pub use super::library::authz::{Authorize, Check, Verdict};
 
 /// The result of an evaluation.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +50,8 @@ impl Expression {
             Want::String => Some(Type::String),
             Want::Any => None,
         };
-        compile::compile_with_variables(source, variables, want).map(|program| Expression { program })
+        let authorizer_slot = variables.iter().position(|v| *v == "authorizer");
+        compile::compile_with_variables(source, variables, want).map(|program| Expression { program, authorizer_slot })
     }
 
     /// The estimated maximum cost.
@@ -54,13 +59,25 @@ impl Expression {
         self.program.max_cost
     }
 
-    /// Evaluates over the variables' values (`None`: null) and, for `variables`-style
-    /// composition, already computed values of earlier expressions (`extra`, one map value
-    /// per name, in the slot after the JSON variables).
-    pub fn evaluate(&self, values: &[Option<&Json>], extra: Option<&[(String, Outcome)]>) -> Result<Outcome, String> {
+    /// Evaluates over the JSON variables' values (`None`: null), the `authorizer` (bound in its
+    /// slot; without one its calls fail) and, for `variables`-style composition, already
+    /// computed values of earlier expressions (`extra`, one map value per name, in the last
+    /// slot).
+    pub fn evaluate(
+        &self,
+        values: &[Option<&Json>],
+        authorizer: Option<&std::sync::Arc<dyn Authorize>>,
+        extra: Option<&[(String, Outcome)]>,
+    ) -> Result<Outcome, String> {
         let any = super::schema::any_node();
         let mut slots: Vec<Value<'_>> =
             values.iter().map(|v| v.map_or(Value::Null, |json| from_json(json, any).unwrap_or(Value::Null))).collect();
+        if let Some(slot) = self.authorizer_slot {
+            let bound = authorizer
+                .map(|a| Value::Authz(std::rc::Rc::new(super::library::authz::Authz::root(a.clone()))))
+                .unwrap_or(Value::Null);
+            slots.insert(slot.min(slots.len()), bound);
+        }
         if let Some(extra) = extra {
             let entries =
                 extra.iter().map(|(name, outcome)| (Value::Str(Str::Borrowed(name)), to_value(outcome))).collect();
@@ -113,13 +130,55 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Allows `get` of `crontabs` in `default` to the request's user, and nothing else.
+    struct Table;
+
+    impl Authorize for Table {
+        fn check(&self, check: &Check) -> Verdict {
+            let allowed = check.service_account.is_none()
+                && check.resource == "crontabs"
+                && check.namespace == "default"
+                && check.verb == "get";
+            Verdict { allowed, reason: if allowed { "" } else { "no rule" }.into(), error: String::new() }
+        }
+    }
+
+    #[test]
+    fn the_authorizer_library() {
+        let vars = ["object", "authorizer"];
+        let authorizer: std::sync::Arc<dyn Authorize> = std::sync::Arc::new(Table);
+        let run = |source: &str| {
+            Expression::compile(source, &vars, Want::Any).unwrap().evaluate(&[None], Some(&authorizer), None).unwrap()
+        };
+        let crontabs = "authorizer.group('stable.example.com').resource('crontabs').namespace('default')";
+        assert_eq!(run(&format!("{crontabs}.check('get').allowed()")), Outcome::Bool(true));
+        assert_eq!(run(&format!("{crontabs}.check('delete').allowed()")), Outcome::Bool(false));
+        assert_eq!(run(&format!("{crontabs}.check('delete').reason()")), Outcome::String("no rule".into()));
+        assert_eq!(run(&format!("{crontabs}.name('x').check('get').errored()")), Outcome::Bool(false));
+        assert_eq!(
+            run(
+                "authorizer.serviceAccount('ns', 'sa').group('').resource('crontabs').namespace('default').check('get').allowed()"
+            ),
+            Outcome::Bool(false)
+        );
+        assert_eq!(run("authorizer.path('/healthz').check('get').allowed()"), Outcome::Bool(false));
+        assert!(
+            Expression::compile("authorizer.resource('x')", &vars, Want::Any).is_err(),
+            "resource needs a group first"
+        );
+    }
+
     #[test]
     fn policy_expressions_over_unstructured_objects() {
         let vars = ["object", "oldObject", "params"];
         let object = json!({"spec": {"replicas": 3, "image": "nginx", "tags": ["a", "b"]}});
         let params = json!({"maxReplicas": 2});
         let check = |source: &str| {
-            Expression::compile(source, &vars, Want::Any).unwrap().evaluate(&[Some(&object), None, Some(&params)], None)
+            Expression::compile(source, &vars, Want::Any).unwrap().evaluate(
+                &[Some(&object), None, Some(&params)],
+                None,
+                None,
+            )
         };
         assert_eq!(check("object.spec.replicas <= params.maxReplicas").unwrap(), Outcome::Bool(false));
         assert_eq!(check("oldObject == null").unwrap(), Outcome::Bool(true));
@@ -141,7 +200,7 @@ mod tests {
         let composed =
             Expression::compile("variables.big && object.spec.image == 'nginx'", &["object", "variables"], Want::Bool)
                 .unwrap()
-                .evaluate(&[Some(&object)], Some(&[("big".to_string(), Outcome::Bool(true))]))
+                .evaluate(&[Some(&object)], None, Some(&[("big".to_string(), Outcome::Bool(true))]))
                 .unwrap();
         assert_eq!(composed, Outcome::Bool(true));
     }

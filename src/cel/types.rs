@@ -23,6 +23,11 @@ pub enum Opaque {
     Cidr,
     Semver,
     Format,
+    Authorizer,
+    PathCheck,
+    GroupCheck,
+    ResourceCheck,
+    AuthzDecision,
 }
 
 impl Opaque {
@@ -34,6 +39,11 @@ impl Opaque {
             Opaque::Cidr => "net.CIDR",
             Opaque::Semver => "kubernetes.Semver",
             Opaque::Format => "kubernetes.NamedFormat",
+            Opaque::Authorizer => "kubernetes.authorization.Authorizer",
+            Opaque::PathCheck => "kubernetes.authorization.PathCheck",
+            Opaque::GroupCheck => "kubernetes.authorization.GroupCheck",
+            Opaque::ResourceCheck => "kubernetes.authorization.ResourceCheck",
+            Opaque::AuthzDecision => "kubernetes.authorization.Decision",
         }
     }
 }

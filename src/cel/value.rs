@@ -133,6 +133,8 @@ pub enum Value<'a> {
     Cidr(Cidr),
     Semver(Rc<Semver>),
     Format(&'static str),
+    /// A value of the authorizer library (admission expressions).
+    Authz(Rc<super::library::authz::Authz>),
     /// An error held by a comprehension's accumulator, so that `||` and `&&` in later steps
     /// can still absorb it.
     Error(Rc<EvalError>),
@@ -193,6 +195,13 @@ impl<'a> Value<'a> {
             Value::Cidr(_) => TypeVal::Opaque(Opaque::Cidr),
             Value::Semver(_) => TypeVal::Opaque(Opaque::Semver),
             Value::Format(_) => TypeVal::Opaque(Opaque::Format),
+            Value::Authz(a) => TypeVal::Opaque(match a.kind {
+                super::library::authz::Kind::Authorizer => Opaque::Authorizer,
+                super::library::authz::Kind::PathCheck => Opaque::PathCheck,
+                super::library::authz::Kind::GroupCheck => Opaque::GroupCheck,
+                super::library::authz::Kind::ResourceCheck => Opaque::ResourceCheck,
+                super::library::authz::Kind::Decision => Opaque::AuthzDecision,
+            }),
             Value::Error(_) => TypeVal::Null,
         }
     }

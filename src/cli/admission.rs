@@ -83,7 +83,12 @@ fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client) {
 }
 
 /// The admission chain of a server talking to `client`'s cluster (none: development mode).
-pub fn start(client: Option<::kube::Client>, namespaces: Arc<NamespaceCache>, plugins: Plugins) -> Arc<Admission> {
+pub fn start(
+    client: Option<::kube::Client>,
+    namespaces: Arc<NamespaceCache>,
+    plugins: Plugins,
+    authorizer: Arc<dyn crate::auth::authz::Authorizer>,
+) -> Arc<Admission> {
     tracing::info!(plugins = %plugins.running().join(","), "admission plugins");
     let Some(client) = client else {
         return Arc::new(Admission::without_cluster_running(plugins));
@@ -92,7 +97,8 @@ pub fn start(client: Option<::kube::Client>, namespaces: Arc<NamespaceCache>, pl
     let admission = Arc::new(
         Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone())
             .with_quotas(quotas)
-            .with_params(Arc::new(ClusterParams::new(client.clone()))),
+            .with_params(Arc::new(ClusterParams::new(client.clone())))
+            .with_authorizer(authorizer),
     );
     if plugins.validating_policies {
         follow_policies(&admission, &client);

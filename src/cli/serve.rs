@@ -122,7 +122,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
-    let admission = super::admission::start(delegation.cluster.clone(), delegation.namespaces.clone(), plugins);
+    let admission = super::admission::start(
+        delegation.cluster.clone(),
+        delegation.namespaces.clone(),
+        plugins,
+        delegation.authorization.chain.clone(),
+    );
     let api = Arc::new(
         Api::with_namespaces(
             store.clone(),

@@ -15,7 +15,8 @@ use crate::cel::policy::{Expression, Want};
 
 /// The variables every policy expression may use, in slot order (`variables` comes last,
 /// bound to the computed variables).
-pub const VARIABLES: &[&str] = &["object", "oldObject", "request", "params", "namespaceObject", "variables"];
+pub const VARIABLES: &[&str] =
+    &["object", "oldObject", "request", "params", "namespaceObject", "authorizer", "variables"];
 
 /// A compiled expression with its source, or the compile error.
 #[derive(Debug)]

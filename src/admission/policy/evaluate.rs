@@ -28,13 +28,14 @@ pub struct Inputs<'a> {
     pub request: &'a Value,
     pub params: Option<&'a Value>,
     pub namespace: Option<&'a Value>,
+    pub authorizer: Option<&'a std::sync::Arc<dyn crate::cel::policy::Authorize>>,
 }
 
 fn run(compiled: &Compiled, inputs: &Inputs<'_>, variables: &[(String, Outcome)]) -> Result<Outcome, String> {
     let program = compiled.program.as_ref().map_err(Clone::clone)?;
     let values = [inputs.object, inputs.old, Some(inputs.request), inputs.params, inputs.namespace];
     program
-        .evaluate(&values, Some(variables))
+        .evaluate(&values, inputs.authorizer, Some(variables))
         .map_err(|e| format!("expression '{}' resulted in error: {e}", compiled.source))
 }
 

@@ -92,6 +92,7 @@ pub async fn dispatch(
     request: &Request<'_>,
     object: Option<&Value>,
     old: Option<&Value>,
+    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
 ) -> Result<Vec<String>, Error> {
     let mut warnings = Vec::new();
     let mut denied: Vec<Denied> = Vec::new();
@@ -154,6 +155,7 @@ pub async fn dispatch(
                     request: &request_value,
                     params: param.as_ref(),
                     namespace: namespace_value.as_ref(),
+                    authorizer,
                 };
                 for decision in evaluate::evaluate(policy, &inputs) {
                     if binding.warn {

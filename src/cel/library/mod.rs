@@ -4,6 +4,7 @@
 //!
 //! Owns: what each function computes and its error texts. Must not touch: cost, variables.
 
+pub mod authz;
 pub mod format;
 pub mod lists;
 pub mod net;
@@ -237,6 +238,18 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         | Func::PrefixLength => net::call(func, args),
         Func::FormatNamed | Func::FormatBuiltin(_) | Func::Validate => format::call(func, args),
         Func::Semver | Func::IsSemver | Func::Major | Func::Minor | Func::Patch => semver::call(func, args),
+        Func::AuthzPath
+        | Func::AuthzGroup
+        | Func::AuthzServiceAccount
+        | Func::AuthzResource
+        | Func::AuthzSubresource
+        | Func::AuthzNamespace
+        | Func::AuthzName
+        | Func::AuthzCheck
+        | Func::AuthzAllowed
+        | Func::AuthzReason
+        | Func::AuthzErrored
+        | Func::AuthzError => authz::call(func, args),
     }
 }
 
