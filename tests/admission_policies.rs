@@ -274,6 +274,8 @@ fn policies_ask_the_authorizer() {
     // Only users who may delete CronTabs may create replicas above 3: a SubjectAccessReview
     // for the request's user, through the server's authorizer.
     let rule = json!({"validations": [{
+        "expression": "object.spec.replicas <= 3 || authorizer.requestResource.check('delete').allowed()",
+        "message": "more than 3 replicas need the right to delete this crontab"}, {
         "expression": "object.spec.replicas <= 3 || authorizer.group('stable.example.com').resource('crontabs').namespace(request.namespace).check('delete').allowed()",
         "message": "more than 3 replicas need the right to delete crontabs"}]});
     install(
@@ -298,7 +300,7 @@ fn policies_ask_the_authorizer() {
     assert_eq!(
         response.json()["message"],
         format!(
-            "crontabs.stable.example.com \"{name}\" is forbidden: ValidatingAdmissionPolicy 'big-needs-delete' with binding 'big-needs-delete-binding' denied request: more than 3 replicas need the right to delete crontabs"
+            "crontabs.stable.example.com \"{name}\" is forbidden: ValidatingAdmissionPolicy 'big-needs-delete' with binding 'big-needs-delete-binding' denied request: more than 3 replicas need the right to delete this crontab"
         )
     );
     assert_eq!(carol.send_json("POST", CRONTABS, &crontab("carol-small", "nginx", 2)).status, 201);

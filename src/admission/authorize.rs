@@ -14,11 +14,22 @@ use crate::core::user::UserInfo;
 pub struct RequestAuthorizer {
     authorizer: Arc<dyn Authorizer>,
     user: UserInfo,
+    /// The request's resource attributes.
+    request: Check,
 }
 
 impl RequestAuthorizer {
-    pub fn new(authorizer: Arc<dyn Authorizer>, user: UserInfo) -> RequestAuthorizer {
-        RequestAuthorizer { authorizer, user }
+    pub fn new(authorizer: Arc<dyn Authorizer>, request: &super::Request<'_>) -> RequestAuthorizer {
+        let t = &request.target;
+        let check = Check {
+            group: t.group.to_string(),
+            resource: t.resource.to_string(),
+            subresource: t.subresource.to_string(),
+            namespace: t.namespace.to_string(),
+            name: t.name.to_string(),
+            ..Check::default()
+        };
+        RequestAuthorizer { authorizer, user: request.user.clone(), request: check }
     }
 }
 
@@ -52,6 +63,10 @@ fn attributes(check: &Check) -> RequestInfo {
 }
 
 impl Authorize for RequestAuthorizer {
+    fn request_resource(&self) -> Check {
+        self.request.clone()
+    }
+
     /// Asks synchronously: expressions are evaluated inside the request's task, which the
     /// multi-threaded runtime lets block while the answer (often cached) arrives.
     fn check(&self, check: &Check) -> Verdict {

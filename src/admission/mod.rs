@@ -229,7 +229,7 @@ impl Admission {
     /// CEL's `authorizer` for the request's user.
     fn authorizer_for(&self, request: &Request<'_>) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
         let authorizer = self.authorizer.clone()?;
-        Some(Arc::new(authorize::RequestAuthorizer::new(authorizer, request.user.clone())))
+        Some(Arc::new(authorize::RequestAuthorizer::new(authorizer, request)))
     }
 
     /// Replaces the ValidatingAdmissionPolicies and bindings.

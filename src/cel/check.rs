@@ -207,6 +207,12 @@ impl<'d> Checker<'d> {
             (t, SelectMode::Optional) => (t.clone(), true, SelectMode::Optional),
             (t, m) => (t.clone(), false, m),
         };
+        if let (Type::Opaque(super::types::Opaque::Authorizer), "requestResource", false) = (&inner, field, test) {
+            // `authorizer.requestResource`: a resource check of the request's own resource.
+            let cost = operand.cost.add(Cost::fixed(1));
+            let ir = Ir::Call { func: super::ir::Func::AuthzRequestResource, args: vec![operand.ir] };
+            return Checked { ir, ty: Type::Opaque(super::types::Opaque::ResourceCheck), decl: None, cost, size: None };
+        }
         let (ty, decl, json_name) = match &inner {
             Type::Object(_) => {
                 match operand.decl.and_then(|d| d.field(field).or_else(|| d.field(&keyword_field(field)))) {

@@ -124,6 +124,7 @@ pub enum Func {
     Semver,
     IsSemver,
     AuthzPath,
+    AuthzRequestResource,
     AuthzGroup,
     AuthzServiceAccount,
     AuthzResource,

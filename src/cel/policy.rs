@@ -141,6 +141,10 @@ mod tests {
                 && check.verb == "get";
             Verdict { allowed, reason: if allowed { "" } else { "no rule" }.into(), error: String::new() }
         }
+
+        fn request_resource(&self) -> Check {
+            Check { resource: "crontabs".into(), namespace: "default".into(), ..Check::default() }
+        }
     }
 
     #[test]
@@ -162,6 +166,8 @@ mod tests {
             Outcome::Bool(false)
         );
         assert_eq!(run("authorizer.path('/healthz').check('get').allowed()"), Outcome::Bool(false));
+        assert_eq!(run("authorizer.requestResource.check('get').allowed()"), Outcome::Bool(true));
+        assert_eq!(run("authorizer.requestResource.check('patch').allowed()"), Outcome::Bool(false));
         assert!(
             Expression::compile("authorizer.resource('x')", &vars, Want::Any).is_err(),
             "resource needs a group first"

@@ -1,7 +1,7 @@
 //! Kubernetes' authorizer library for admission expressions: `authorizer.path(p)`,
 //! `authorizer.group(g).resource(r).subresource(s).namespace(ns).name(n)`,
 //! `authorizer.serviceAccount(ns, name)`, `.check(verb)` and the decision's `allowed()`,
-//! `reason()`, `errored()`, `error()`. The question itself goes to an [`Authorize`] the caller
+//! `reason()`, `errored()`, `error()`, and `authorizer.requestResource`. The question itself goes to an [`Authorize`] the caller
 //! binds (the server's authorizer); this module only builds it.
 //!
 //! Owns the values and calls of the library. Must not touch: the network.
@@ -38,6 +38,8 @@ pub struct Verdict {
 /// Answers authorization checks (synchronously; the caller decides how).
 pub trait Authorize: Send + Sync {
     fn check(&self, check: &Check) -> Verdict;
+    /// The resource attributes of the request being admitted (`authorizer.requestResource`).
+    fn request_resource(&self) -> Check;
 }
 
 /// Which value of the library this is.
@@ -93,6 +95,16 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         (Func::AuthzPath, Kind::Authorizer) => {
             let path = arg(1)?.to_string();
             this.with(Kind::PathCheck, |c| c.path = Some(path))
+        }
+        (Func::AuthzRequestResource, Kind::Authorizer) => {
+            let request = this.authorizer.request_resource();
+            this.with(Kind::ResourceCheck, |c| {
+                c.group = request.group;
+                c.resource = request.resource;
+                c.subresource = request.subresource;
+                c.namespace = request.namespace;
+                c.name = request.name;
+            })
         }
         (Func::AuthzGroup, Kind::Authorizer) => {
             let group = arg(1)?.to_string();

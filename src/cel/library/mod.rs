@@ -239,6 +239,7 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         Func::FormatNamed | Func::FormatBuiltin(_) | Func::Validate => format::call(func, args),
         Func::Semver | Func::IsSemver | Func::Major | Func::Minor | Func::Patch => semver::call(func, args),
         Func::AuthzPath
+        | Func::AuthzRequestResource
         | Func::AuthzGroup
         | Func::AuthzServiceAccount
         | Func::AuthzResource
