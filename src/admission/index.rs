@@ -20,6 +20,8 @@ pub struct Index {
     pub validating: Vec<Arc<Hook>>,
     mutating_keys: Keys,
     validating_keys: Keys,
+    /// Whether any webhook's match conditions may use `authorizer` (their text names it).
+    uses_authorizer: bool,
 }
 
 fn keys_of(hooks: &[Arc<Hook>]) -> Keys {
@@ -59,7 +61,16 @@ impl Index {
     pub fn new(mutating: Vec<Arc<Hook>>, validating: Vec<Arc<Hook>>) -> Index {
         let mutating_keys = keys_of(&mutating);
         let validating_keys = keys_of(&validating);
-        Index { mutating, validating, mutating_keys, validating_keys }
+        let uses_authorizer = mutating
+            .iter()
+            .chain(&validating)
+            .any(|h| h.match_conditions.iter().any(|(source, _)| source.contains("authorizer")));
+        Index { mutating, validating, mutating_keys, validating_keys, uses_authorizer }
+    }
+
+    /// Whether any webhook's match conditions may use `authorizer`.
+    pub fn uses_authorizer(&self) -> bool {
+        self.uses_authorizer
     }
 
     /// Whether any webhook names this group and resource (or a wildcard covering them).

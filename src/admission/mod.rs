@@ -227,7 +227,11 @@ impl Admission {
     }
 
     /// CEL's `authorizer` for the request's user.
+    /// Built only when some expression may ask (it copies the request's identity).
     fn authorizer_for(&self, request: &Request<'_>) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
+        if !self.webhooks.load().uses_authorizer() && !self.policies.load().uses_authorizer() {
+            return None;
+        }
         let authorizer = self.authorizer.clone()?;
         Some(Arc::new(authorize::RequestAuthorizer::new(authorizer, request)))
     }

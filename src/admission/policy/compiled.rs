@@ -56,6 +56,7 @@ pub struct Policy {
     /// otherwise they are not built for each request.
     pub needs_request: bool,
     pub needs_namespace: bool,
+    pub needs_authorizer: bool,
 }
 
 /// How a binding finds its params.
@@ -103,6 +104,7 @@ impl Policy {
         Policy {
             needs_request,
             needs_namespace,
+            needs_authorizer: needs("authorizer"),
             name: wire.metadata.name.clone().unwrap_or_default(),
             fail: spec.failure_policy.as_deref() != Some("Ignore"),
             param_kind: spec
@@ -160,6 +162,7 @@ impl Binding {
 #[derive(Default)]
 pub struct PolicySet {
     pub entries: Vec<(Arc<Policy>, Vec<Arc<Binding>>)>,
+    uses_authorizer: bool,
     keys: HashMap<String, HashMap<String, Vec<usize>>>,
 }
 
@@ -194,12 +197,18 @@ impl PolicySet {
                 // covers everything.
                 set.keys.entry("*".into()).or_default().entry("*".into()).or_default().push(position);
             }
+            set.uses_authorizer |= policy.needs_authorizer;
             set.entries.push((policy, attached));
         }
         set
     }
 
     /// Whether a policy could apply to a group and resource.
+    /// Whether any policy's expressions may use `authorizer`.
+    pub fn uses_authorizer(&self) -> bool {
+        self.uses_authorizer
+    }
+
     pub fn covers(&self, group: &str, resource: &str) -> bool {
         [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
     }
