@@ -238,3 +238,28 @@ fn development_mode_needs_no_main_apiserver() {
     assert_eq!(anonymous.status, 403);
     assert!(anonymous.text().contains("system:anonymous"));
 }
+
+#[test]
+fn development_mode_believes_only_the_development_front_proxy() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let read = |file: &str| std::fs::read_to_string(server.pki.path(file)).unwrap();
+    let proxy_ca = Authority::load(&read("front-proxy-ca.crt"), &read("front-proxy-ca.key")).unwrap();
+    let ask = |cert: PathBuf, key: PathBuf| {
+        Client::new(&server, Some((&cert, &key)))
+            .header("X-Remote-User", "alice")
+            .header("X-Remote-Group", "system:authenticated")
+            .get(LIST)
+            .unwrap()
+    };
+
+    // The proxy certificate the development PKI wrote is the front proxy.
+    let proxy = ask(server.pki.path("front-proxy-client.crt"), server.pki.path("front-proxy-client.key"));
+    assert_eq!(proxy.status, 200, "{}", proxy.text());
+
+    // Another certificate from the same CA is not: its identity headers are refused.
+    let mallory = proxy_leaf(&proxy_ca, "mallory", false);
+    let (cert, key) = (server.write("mallory.crt", &mallory.cert), server.write("mallory.key", &mallory.key));
+    let refused = ask(cert, key);
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(refused.json()["reason"], "Unauthorized");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::ServeArgs;
-use super::pki::DevPki;
+use super::pki::{DEV_FRONT_PROXY_CN, DevPki};
 use super::reload;
 use super::serve::StartError;
 use crate::auth::authz::{self, AllowAuthenticated, Authorizer, AuthzError, Decision};
@@ -67,12 +67,19 @@ fn request_header_from_flags(
     dev: Option<&DevPki>,
 ) -> Result<Option<RequestHeaderConfig>, StartError> {
     let flags = &args.auth;
-    let Some(ca_file) = flags.requestheader_client_ca_file.clone().or_else(|| dev.map(DevPki::front_proxy_ca)) else {
-        return Ok(None);
+    let (ca_file, allowed_names) = match (&flags.requestheader_client_ca_file, dev) {
+        (Some(file), _) => (file.clone(), flags.requestheader_allowed_names.clone()),
+        // The development front-proxy CA signs one proxy certificate; a certificate of
+        // another name from the same CA is not the proxy, unless the flags say otherwise.
+        (None, Some(dev)) if flags.requestheader_allowed_names.is_empty() => {
+            (dev.front_proxy_ca(), vec![DEV_FRONT_PROXY_CN.to_string()])
+        }
+        (None, Some(dev)) => (dev.front_proxy_ca(), flags.requestheader_allowed_names.clone()),
+        (None, None) => return Ok(None),
     };
     Ok(Some(RequestHeaderConfig {
         ca: read_bundle(&ca_file)?,
-        allowed_names: flags.requestheader_allowed_names.clone(),
+        allowed_names,
         username_headers: flags.requestheader_username_headers.clone(),
         uid_headers: flags.requestheader_uid_headers.clone(),
         group_headers: flags.requestheader_group_headers.clone(),

@@ -124,6 +124,11 @@ fn read(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| Error::Read { path: path.display().to_string(), message: e.to_string() })
 }
 
+/// The common name of the development front-proxy client certificate, and so the only name
+/// development mode allows a front proxy to have (a real deployment sets
+/// `--requestheader-allowed-names` the same way).
+pub const DEV_FRONT_PROXY_CN: &str = "front-proxy-client";
+
 /// Where the development PKI lives.
 #[derive(Debug, Clone)]
 pub struct DevPki {
@@ -197,7 +202,7 @@ impl DevPki {
         let proxy_ca = Authority::new("crd-apiserver-front-proxy-ca")?;
         pki.save("front-proxy-ca", &proxy_ca.pem)?;
         let proxy =
-            proxy_ca.issue(&Leaf { common_name: "front-proxy-client".into(), client: true, ..Leaf::default() })?;
+            proxy_ca.issue(&Leaf { common_name: DEV_FRONT_PROXY_CN.into(), client: true, ..Leaf::default() })?;
         pki.save("front-proxy-client", &proxy)?;
         Ok(pki)
     }
