@@ -225,3 +225,42 @@ fn paths_with_empty_segments_reach_nothing() {
     let trailing = server.send(Method::GET, "/apis/stable.example.com/v1/namespaces/bad/crontabs/", "", "");
     assert_eq!(trailing.body["items"].as_array().map(Vec::len), Some(2), "{}", trailing.text);
 }
+
+/// Continue tokens are client input: whatever a client crafts is answered as Kubernetes
+/// answers it (400 for a malformed token, 410 for one older than the retained history), and a
+/// page ends where the token says, never outside the resource.
+#[test]
+fn crafted_continue_tokens_get_kubernetes_answers() {
+    use base64::Engine as _;
+    let server = InProcess::new(&[CRONTAB_CRD]);
+    for name in ["a", "b", "c"] {
+        let created = server.send_json(Method::POST, COLLECTION, "application/json", &crontab(name));
+        assert_eq!(created.code, 201, "{}", created.text);
+    }
+    let first = server.send(Method::GET, &format!("{COLLECTION}?limit=1"), "", "");
+    let issued = first.body["metadata"]["continue"].as_str().unwrap().to_string();
+    let page = |token: &str| server.send(Method::GET, &format!("{COLLECTION}?limit=5&continue={token}"), "", "");
+    let names = |answer: &robustness::in_process::Answer| -> Vec<String> {
+        let items = answer.body["items"].as_array().cloned().unwrap_or_default();
+        items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    assert_eq!(names(&page(&issued)), ["b", "c"]);
+
+    let craft = |json: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+    for (token, code) in [
+        (craft(r#"{"v":"meta.k8s.io/v1","rv":18446744073709551615,"start":"default/a"}"#), 400),
+        (craft(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"default/a"}"#), 400),
+        (craft(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../../"}"#), 400),
+        (craft(r#"{"v":"meta.k8s.io/v2","rv":1,"start":"default/a"}"#), 400),
+        ("%%%".to_string(), 400),
+        (format!("{issued}="), 400),
+    ] {
+        let answer = page(&token);
+        assert_eq!(answer.code, code, "{token}: {}", answer.text);
+        assert_eq!(answer.body["kind"], "Status", "{}", answer.text);
+        assert_eq!(answer.body["reason"], "BadRequest", "{}", answer.text);
+    }
+    // A negative revision asks for the newest state, from the given key on.
+    let newest = page(&craft(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"default/b"}"#));
+    assert_eq!((newest.code, names(&newest)), (200, vec!["c".to_string()]), "{}", newest.text);
+}

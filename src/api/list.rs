@@ -69,10 +69,13 @@ pub fn parse_revision(text: &str) -> Result<Revision, ApiError> {
     })
 }
 
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// A continue token as Kubernetes encodes it: the list's revision (a signed 64-bit number in
+/// Kubernetes' encoding, so larger ones are refused like any other malformed token) and the
+/// last key returned, relative to the resource.
+#[derive(Debug, serde::Deserialize)]
 struct ContinueToken {
     v: String,
-    rv: Revision,
+    rv: i64,
     start: String,
 }
 
@@ -83,19 +86,36 @@ fn encode_continue(revision: Revision, start: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-fn decode_continue(text: &str) -> Result<ContinueToken, ApiError> {
-    let invalid = |why: String| ApiError::bad_request(format!("continue key is not valid: {why}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(text.trim_end_matches('='))
-        .map_err(|e| invalid(e.to_string()))?;
-    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| invalid(e.to_string()))?;
+/// A decoded continue token: the key to start after (relative to the resource) and the
+/// revision to read at (`None`: the newest, which a negative revision asks for).
+#[derive(Debug, PartialEq)]
+struct Continuation {
+    start: String,
+    revision: Option<Revision>,
+}
+
+/// Decodes a continue token with the checks and messages of Kubernetes' storage layer; every
+/// failure is a 400 `invalid continue token: continue key is not valid...`.
+fn decode_continue(text: &str) -> Result<Continuation, ApiError> {
+    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: continue key is not valid{why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).map_err(|e| invalid(&format!(": {e}")))?;
+    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| invalid(&format!(": {e}")))?;
     if token.v != "meta.k8s.io/v1" {
-        return Err(invalid(format!("incorrect encoded start resourceVersion (version {})", token.v)));
+        return Err(invalid(&format!(": server does not recognize this encoded version {}", token.v)));
     }
-    if token.start.contains("..") || token.start.starts_with('/') {
-        return Err(invalid("continue key may not contain a path traversal".into()));
+    if token.rv == 0 {
+        return Err(invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
     }
-    Ok(token)
+    if token.start.is_empty() {
+        return Err(invalid(": encoded start key empty (version meta.k8s.io/v1)"));
+    }
+    // A key that is not already in its cleanest form could reach outside the resource.
+    let rooted = if token.start.starts_with('/') { token.start.clone() } else { format!("/{}", token.start) };
+    if crate::core::paths::clean(&rooted) != rooted {
+        return Err(invalid(&format!(": {}", token.start)));
+    }
+    let start = rooted.get(1..).unwrap_or_default().to_string();
+    Ok(Continuation { start, revision: u64::try_from(token.rv).ok() })
 }
 
 /// Where a list starts: the revision to read at and the key to start after.
@@ -110,12 +130,12 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
     let rv = call.query.get("resourceVersion").unwrap_or_default();
     let rvm = call.query.get("resourceVersionMatch").unwrap_or_default();
     if let Some(token) = call.query.get("continue").filter(|c| !c.is_empty()) {
+        let token = decode_continue(token)?;
         if !rv.is_empty() && rv != "0" {
             return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
         }
-        let token = decode_continue(token)?;
         let start_after = format!("{}{}", key_root(call), token.start);
-        return Ok(Start { revision: Some(token.rv), at_least: None, start_after: Some(start_after) });
+        return Ok(Start { revision: token.revision, at_least: None, start_after: Some(start_after) });
     }
     if call.query.get("sendInitialEvents").is_some() {
         return Err(list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list"));
@@ -232,10 +252,41 @@ mod tests {
     fn continue_tokens_round_trip() {
         let token = encode_continue(42, "default/x");
         let decoded = decode_continue(&token).unwrap();
-        assert_eq!((decoded.rv, decoded.start.as_str()), (42, "default/x"));
-        assert_eq!(decode_continue("not base64!").unwrap_err().code, 400);
-        let traversal =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#);
-        assert_eq!(decode_continue(&traversal).unwrap_err().code, 400);
+        assert_eq!(decoded, Continuation { start: "default/x".into(), revision: Some(42) });
+    }
+
+    fn token(json: &str) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    #[test]
+    fn crafted_continue_tokens_are_refused_as_kubernetes_refuses_them() {
+        let refused = |text: &str| decode_continue(text).map(|c| panic!("accepted {c:?}")).unwrap_err();
+        let cases = [
+            ("not base64!".to_string(), "continue key is not valid: "),
+            (token("{"), "continue key is not valid: "),
+            (token(r#"{"v":"meta.k8s.io/v1","rv":18446744073709551615,"start":"a/x"}"#), "continue key is not valid: "),
+            (token(r#"{"v":"v2","rv":1,"start":"a/x"}"#), "server does not recognize this encoded version v2"),
+            (token(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/x"}"#), "incorrect encoded start resourceVersion"),
+            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":""}"#), "encoded start key empty"),
+            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#), "continue key is not valid: ../x"),
+            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"a//x"}"#), "continue key is not valid: a//x"),
+        ];
+        for (text, expected) in cases {
+            let error = refused(&text);
+            assert_eq!(error.code, 400, "{text}");
+            assert!(
+                error.message.starts_with("invalid continue token: continue key is not valid"),
+                "{}",
+                error.message
+            );
+            assert!(error.message.contains(expected), "{text}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn a_negative_continue_revision_reads_the_newest_state() {
+        let decoded = decode_continue(&token(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"/a/x"}"#)).unwrap();
+        assert_eq!(decoded, Continuation { start: "a/x".into(), revision: None });
     }
 }

@@ -2,7 +2,6 @@
 
 use super::gvr::GroupVersion;
 
-/// `/apis/<group>`
 /// The segments of a request path as k8s.io/apiserver splits them: the leading and trailing
 /// slashes are trimmed and every other slash separates a segment, so an empty segment (`a//b`)
 /// stays a segment of its own and never lets a longer path stand for a shorter one.
@@ -11,6 +10,30 @@ pub fn segments(path: &str) -> Vec<&str> {
     if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() }
 }
 
+/// A slash-separated path in its shortest equivalent form, as Go's `path.Clean` gives it: no
+/// empty or `.` segments, `..` folded into its parent (never above the root of a rooted path),
+/// `.` for an empty result.
+pub fn clean(path: &str) -> String {
+    let rooted = path.starts_with('/');
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." if kept.last().is_some_and(|last| *last != "..") => {
+                kept.pop();
+            }
+            ".." if rooted => {}
+            other => kept.push(other),
+        }
+    }
+    match (rooted, kept.is_empty()) {
+        (true, _) => format!("/{}", kept.join("/")),
+        (false, true) => ".".to_string(),
+        (false, false) => kept.join("/"),
+    }
+}
+
+/// `/apis/<group>`
 pub fn group_path(group: &str) -> String {
     format!("/apis/{group}")
 }
@@ -46,4 +69,28 @@ pub fn openapi_collection_template(gv: &GroupVersion, namespaced: bool, plural: 
 /// The URL of a group version's OpenAPI v3 document, with its content hash.
 pub fn openapi_v3_url(gv: &GroupVersion, hash: &str) -> String {
     format!("/openapi/v3/apis/{}/{}?hash={hash}", gv.group, gv.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_cleaned_as_go_cleans_them() {
+        let cases = [
+            ("", "."),
+            ("/", "/"),
+            ("a/b", "a/b"),
+            ("/a//b/", "/a/b"),
+            ("/a/./b", "/a/b"),
+            ("/a/../b", "/b"),
+            ("/../x", "/x"),
+            ("../x", "../x"),
+            ("a/../..", ".."),
+            ("a/..", "."),
+        ];
+        for (path, clean_form) in cases {
+            assert_eq!(clean(path), clean_form, "{path}");
+        }
+    }
 }
