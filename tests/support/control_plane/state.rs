@@ -178,8 +178,24 @@ impl State {
     /// Creates or replaces a stored object (`resource` is one of `stored_api::RESOURCES`),
     /// stamping uid, creationTimestamp, generation and resourceVersion as kube-apiserver does;
     /// returns it.
-    pub fn put_object(&self, resource: &'static str, mut object: Value) -> Value {
+    pub fn put_object(&self, resource: &'static str, object: Value) -> Value {
         let mut objects = lock(&self.objects);
+        self.put_locked(&mut objects, resource, object)
+    }
+
+    /// Replaces a stored object only while its resourceVersion is still `expected` (empty:
+    /// unconditionally), checked and written under one lock as etcd's transaction does;
+    /// `None` is a conflict.
+    pub fn replace_object_if(&self, resource: &'static str, expected: &str, object: Value) -> Option<Value> {
+        let mut objects = lock(&self.objects);
+        let current = objects.stored.get(&Self::key(resource, &object))?;
+        if !expected.is_empty() && expected != current["metadata"]["resourceVersion"] {
+            return None;
+        }
+        Some(self.put_locked(&mut objects, resource, object))
+    }
+
+    fn put_locked(&self, objects: &mut Objects, resource: &'static str, mut object: Value) -> Value {
         let key = Self::key(resource, &object);
         let previous = objects.stored.get(&key).cloned();
         let meta = &mut object["metadata"];
@@ -198,7 +214,7 @@ impl State {
             }
         }
         let kind = if previous.is_some() { "MODIFIED" } else { "ADDED" };
-        let stored = self.record(&mut objects, resource, kind, object);
+        let stored = self.record(objects, resource, kind, object);
         objects.stored.insert(key, stored.clone());
         stored
     }

@@ -158,5 +158,9 @@ fn update(state: &Arc<State>, resource: &'static str, attrs: &Attributes, body: 
         next["status"] = status.clone();
     }
     next["metadata"]["namespace"] = current["metadata"]["namespace"].clone();
-    respond::json(200, &state.put_object(resource, next))
+    next["metadata"]["name"] = current["metadata"]["name"].clone();
+    match state.replace_object_if(resource, expected, next) {
+        Some(stored) => respond::json(200, &stored),
+        None => conflict(attrs, &attrs.name),
+    }
 }
