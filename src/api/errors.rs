@@ -26,6 +26,9 @@ pub fn storage(error: store::Error, call: &Call, name: &str) -> ApiError {
         .with_cause("ResourceVersionTooLarge", "Too large resource version", ""),
         store::Error::Closed => ApiError::service_unavailable("storage is shutting down"),
         store::Error::Backend(message) => ApiError::internal(message),
+        store::Error::NoSpace(cause) => ApiError::insufficient_storage(format!(
+            "the store's disk is full ({cause}); writes resume by themselves once space is freed"
+        )),
     }
 }
 

@@ -220,6 +220,13 @@ impl ApiError {
         ApiError::new(503, "ServiceUnavailable", message)
     }
 
+    /// 507 for a store whose disk is full, as kube-apiserver answers etcd's "no space" alarm;
+    /// Kubernetes names no reason for it, so the reason is the code's name. Retry later.
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        ApiError::new(507, "InsufficientStorage", message)
+            .with_details(StatusDetails { retry_after_seconds: Some(1), ..StatusDetails::default() })
+    }
+
     /// 504 with reason Timeout.
     pub fn timeout(message: impl Into<String>, retry_after_seconds: u32) -> Self {
         ApiError::new(504, "Timeout", message)

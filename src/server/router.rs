@@ -75,17 +75,18 @@ impl Readiness {
         self.authentication.store(loaded, Ordering::SeqCst);
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) && self.authentication.load(Ordering::SeqCst)
+    /// Ready, given whether the store can take writes now (`store_healthy`).
+    pub fn is_ready(&self, store_healthy: bool) -> bool {
+        self.ready.load(Ordering::SeqCst) && store_healthy && self.authentication.load(Ordering::SeqCst)
     }
 
     /// The `/readyz` body of a server that is not ready, one line per check as
     /// k8s.io/apiserver writes them.
-    pub fn report(&self) -> String {
+    pub fn report(&self, store_healthy: bool) -> String {
         let line = |name: &str, ok: bool| {
             if ok { format!("[+]{name} ok\n") } else { format!("[-]{name} failed: reason withheld\n") }
         };
-        let mut text = line("storage", self.ready.load(Ordering::SeqCst));
+        let mut text = line("storage", self.ready.load(Ordering::SeqCst) && store_healthy);
         text.push_str(&line("authentication-configuration", self.authentication.load(Ordering::SeqCst)));
         text.push_str("readyz check failed\n");
         text
@@ -132,12 +133,18 @@ impl Router {
             request.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
         match endpoint {
             Endpoint::Healthz | Endpoint::Livez => text(StatusCode::OK, "ok"),
-            Endpoint::Readyz if self.readiness.is_ready() => text(StatusCode::OK, "ok"),
-            Endpoint::Readyz => body::bytes_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "text/plain; charset=utf-8",
-                self.readiness.report(),
-            ),
+            Endpoint::Readyz => {
+                let store_healthy = crate::store::Store::health(self.api.store()).is_ok();
+                if self.readiness.is_ready(store_healthy) {
+                    text(StatusCode::OK, "ok")
+                } else {
+                    body::bytes_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "text/plain; charset=utf-8",
+                        self.readiness.report(store_healthy),
+                    )
+                }
+            }
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -245,14 +252,20 @@ mod tests {
     fn ready_needs_storage_and_authentication() {
         let readiness = Readiness::default();
         readiness.set_ready(true);
-        assert!(!readiness.is_ready());
+        assert!(!readiness.is_ready(true));
         assert_eq!(
-            readiness.report(),
+            readiness.report(true),
             "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
         );
         readiness.set_authentication_loaded(true);
-        assert!(readiness.is_ready());
+        assert!(readiness.is_ready(true));
+        // A store that cannot write (a full disk) fails the storage check alone.
+        assert!(!readiness.is_ready(false));
+        assert_eq!(
+            readiness.report(false),
+            "[-]storage failed: reason withheld\n[+]authentication-configuration ok\nreadyz check failed\n"
+        );
         readiness.set_ready(false);
-        assert!(!readiness.is_ready());
+        assert!(!readiness.is_ready(true));
     }
 }

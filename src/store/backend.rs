@@ -62,4 +62,10 @@ impl Store for Backend {
             Backend::Sled(s) => s.watch(prefix, from).await,
         }
     }
+
+    fn health(&self) -> Result<()> {
+        match self {
+            Backend::Sled(s) => s.health(),
+        }
+    }
 }

@@ -102,6 +102,9 @@ pub enum Error {
     TooLarge { requested: Revision, current: Revision },
     #[error("storage is closed")]
     Closed,
+    /// The store's file system is full: writes fail until space is freed, then resume.
+    #[error("the store's disk is full: {0}")]
+    NoSpace(String),
     #[error("storage failure: {0}")]
     Backend(String),
 }
@@ -159,4 +162,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every event on keys under `prefix` after revision `from`, then live events.
     fn watch(&self, prefix: &str, from: Revision) -> impl Future<Output = Result<Watch>> + Send;
+
+    /// Why writes cannot succeed right now (a full disk, a failed sync), or `Ok` when they can.
+    /// The backend recovers by itself once the cause goes away.
+    fn health(&self) -> Result<()>;
 }

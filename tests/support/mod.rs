@@ -46,6 +46,9 @@ pub struct TestServer {
     pub port: u16,
     pub pki: DevPki,
     child: Option<Child>,
+    /// A command (and its arguments) the server is started under, ending in `exec "$@"`
+    /// style: the server's path and arguments follow it. Empty: started directly.
+    pub launcher: Vec<String>,
     /// `None`: development mode; else delegated mode with this kubeconfig of the main
     /// apiserver (the serving certificate still comes from the development PKI).
     delegated: Option<PathBuf>,
@@ -76,7 +79,7 @@ impl TestServer {
             std::fs::write(defs.join(format!("{i:02}.yaml")), text).unwrap();
         }
         let pki = DevPki::ensure(&dir.path().join("certs")).unwrap();
-        TestServer { dir, port: free_port(), pki, child: None, delegated }
+        TestServer { dir, port: free_port(), pki, child: None, launcher: Vec::new(), delegated }
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -98,7 +101,14 @@ impl TestServer {
     pub fn launch(&mut self, extra: &[&str]) {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("server.log")).unwrap();
-        let mut command = Command::new(binary());
+        let mut command = match self.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary());
+                command
+            }
+            None => Command::new(binary()),
+        };
         command.current_dir(self.dir.path()).args(["serve", "--bind-address", "127.0.0.1"]);
         match &self.delegated {
             None => {
@@ -155,6 +165,11 @@ impl TestServer {
             assert!(Instant::now() < deadline, "server did not become ready: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The server's process id (the launcher's, which became the server by `exec`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
     }
 
     pub fn log(&self) -> String {

@@ -125,6 +125,23 @@ impl History {
         self.trim();
     }
 
+    /// Forgets every event and watcher: the store was reopened at `revision` and what it
+    /// holds cannot be told apart from the window (a failed batch that reached the disk only
+    /// in part). Watchers' streams end, and a watch or list at an older revision is `Expired`,
+    /// so clients list again.
+    pub fn reset(&mut self, revision: Revision) {
+        self.records.clear();
+        self.bytes = 0;
+        self.compacted = revision;
+        self.durable = revision;
+        self.watchers.clear();
+    }
+
+    /// The revision of the newest event recorded, durable or pending.
+    pub fn newest(&self) -> Revision {
+        self.records.back().map_or(self.durable, |r| r.event.revision)
+    }
+
     fn trim(&mut self) {
         while self.records.len() > self.limits.max_events || self.bytes > self.limits.max_bytes {
             let Some(front) = self.records.front() else {
@@ -206,5 +223,56 @@ impl History {
             ws.retain(|w| !w.tx.is_closed());
             !ws.is_empty()
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EventType;
+
+    fn record(revision: Revision, key: &str) -> Record {
+        Record {
+            event: Event {
+                kind: EventType::Added,
+                key: key.into(),
+                revision,
+                value: Bytes::from_static(b"{}"),
+                prev: None,
+            },
+            prev_revision: 0,
+        }
+    }
+
+    #[test]
+    fn a_failed_batch_is_pending_until_settled() {
+        let mut history = History::new(10, HistoryLimits::default());
+        let (_, mut live) = history.subscribe("/g/r/", 10).unwrap();
+        history.push_pending(vec![record(11, "/g/r/a")]);
+        history.make_durable(11);
+        history.push_pending(vec![record(12, "/g/r/b"), record(13, "/g/r/c")]);
+        assert_eq!((history.durable(), history.newest()), (11, 13));
+        // Reads as of the durable revision see the pending keys as absent.
+        assert_eq!(history.changed_since("/g/r/", None, 11).len(), 2);
+        assert!(history.value_at("/g/r/b", None, 11).is_none());
+        // Gone from disk: discarded, never delivered; the revisions are skipped, not reused.
+        history.discard_pending_after(11);
+        history.make_durable(13);
+        assert_eq!((history.durable(), history.newest()), (13, 11));
+        assert_eq!(live.try_recv().unwrap().revision, 11);
+        assert!(live.try_recv().is_err());
+        assert!(history.changed_since("/g/r/", None, 11).is_empty());
+    }
+
+    #[test]
+    fn a_reset_ends_watchers_and_expires_older_revisions() {
+        let mut history = History::new(10, HistoryLimits::default());
+        let (_, mut live) = history.subscribe("/g/r/", 10).unwrap();
+        history.push_pending(vec![record(11, "/g/r/a")]);
+        history.reset(20);
+        assert_eq!((history.durable(), history.newest()), (20, 20));
+        assert!(matches!(live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
+        assert!(matches!(history.subscribe("/g/r/", 15), Err(Error::Expired { requested: 15, oldest: 20 })));
+        assert!(history.subscribe("/g/r/", 20).is_ok());
     }
 }

@@ -5,12 +5,16 @@
 //! changes and no history, so revisions are assigned by one writer thread (`writer`), which
 //! also groups concurrent writes into one flush, and recent events are kept in `history`.
 //! Stored values are the revision (8 bytes, big endian) followed by the caller's bytes.
+//!
+//! A failed flush (a full disk, an I/O error) puts the store in a fault: writes fail at once
+//! with the cause, reads go on from the last durable state, and the writer reopens the store
+//! from disk as soon as it can write again (`writer::Writer::recover`).
 
 mod history;
 mod writer;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -46,7 +50,12 @@ pub struct SledStore {
 
 /// State shared by readers and the writer thread.
 struct Shared {
-    tree: sled::Tree,
+    /// The open tree; empty while the writer reopens the store after a fault (sled allows
+    /// one open handle per directory, so every reader's handle must be gone first). Readers
+    /// hold the read lock for as long as they use the tree.
+    tree: RwLock<Option<sled::Tree>>,
+    /// Why writes fail right now; `None` when healthy.
+    fault: Mutex<Option<Error>>,
     history: Mutex<History>,
     /// Held for writing while a batch is applied, for reading while a list scans: a scan sees
     /// whole batches only, and the history has every event of what it sees.
@@ -64,13 +73,49 @@ impl Shared {
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<Versioned>> {
-        let raw = self.tree.get(key).map_err(backend)?;
+        let slot = self.tree();
+        let raw = self.open_tree(&slot)?.get(key).map_err(storage_error)?;
         raw.map(|v| decode(&v)).transpose()
+    }
+
+    fn tree(&self) -> RwLockReadGuard<'_, Option<sled::Tree>> {
+        self.tree.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tree in `slot`, or the fault that closed it.
+    fn open_tree<'a>(&self, slot: &'a Option<sled::Tree>) -> Result<&'a sled::Tree> {
+        slot.as_ref().ok_or_else(|| self.fault().err().unwrap_or(Error::Backend("the store is reopening".into())))
+    }
+
+    fn fault(&self) -> Result<()> {
+        match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn set_fault(&self, fault: Option<Error>) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 }
 
-fn backend(e: sled::Error) -> Error {
-    Error::Backend(e.to_string())
+/// A sled error as the storage contract names it: a full file system (or quota) is `NoSpace`.
+fn storage_error(e: sled::Error) -> Error {
+    match &e {
+        // sled wraps the OS error in one of its own text: name the condition plainly.
+        sled::Error::Io(io) if is_no_space(io) => no_space(),
+        _ => Error::Backend(e.to_string()),
+    }
+}
+
+fn no_space() -> Error {
+    Error::NoSpace(std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()).to_string())
+}
+
+fn is_no_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() || code == rustix::io::Errno::DQUOT.raw_os_error())
 }
 
 fn encode(revision: Revision, value: &[u8]) -> Vec<u8> {
@@ -90,32 +135,21 @@ fn decode(raw: &[u8]) -> Result<Versioned> {
 impl SledStore {
     /// Opens (or creates) a store in `dir`.
     pub fn open(dir: &Path, options: SledOptions) -> Result<SledStore> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(options.cache_capacity)
-            .open()
-            .map_err(|e| Error::Backend(format!("opening {}: {e}", dir.display())))?;
-        let tree = db.open_tree("objects").map_err(backend)?;
-        let revision = match tree.get(REVISION_KEY).map_err(backend)? {
-            Some(raw) => {
-                let bytes: [u8; 8] =
-                    raw.as_ref().try_into().map_err(|_| Error::Backend("corrupt revision key".into()))?;
-                u64::from_be_bytes(bytes)
-            }
-            None => 0,
-        };
+        let Opened { db, tree, revision } = Opened::open(dir, options.cache_capacity)?;
         // Any descriptor on the store's file system serves syncfs; the directory is one.
         let sync_handle = std::fs::File::open(dir)
             .map_err(|e| Error::Backend(format!("opening {} for syncing: {e}", dir.display())))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
-            tree,
+            tree: RwLock::new(Some(tree)),
+            fault: Mutex::new(None),
             history: Mutex::new(History::new(revision, options.history)),
             apply_gate: RwLock::new(()),
             commands: Mutex::new(Some(tx)),
             syncs: std::sync::atomic::AtomicU64::new(0),
         });
-        writer::spawn(db, sync_handle, shared.clone(), revision, rx)
+        let place = writer::Place { dir: dir.to_path_buf(), cache_capacity: options.cache_capacity, sync_handle };
+        writer::spawn(db, place, shared.clone(), revision, rx)
             .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
         Ok(SledStore { shared })
     }
@@ -144,6 +178,8 @@ impl SledStore {
     }
 
     fn list_blocking(shared: &Shared, prefix: &str, options: &ListOptions) -> Result<ListResult> {
+        let slot = shared.tree();
+        let tree = shared.open_tree(&slot)?;
         let _gate = shared.apply_gate.read().unwrap_or_else(|e| e.into_inner());
         let (at, changed) = {
             let history = shared.history();
@@ -166,8 +202,7 @@ impl SledStore {
             }
             None => prefix.as_bytes().to_vec(),
         };
-        let mut scan = shared
-            .tree
+        let mut scan = tree
             .range(start..)
             .take_while(|r| r.as_ref().map_or(true, |(k, _)| k.starts_with(prefix.as_bytes())))
             .peekable();
@@ -177,7 +212,7 @@ impl SledStore {
         loop {
             let from_tree = match scan.peek() {
                 Some(Ok((k, _))) => Some(String::from_utf8_lossy(k).into_owned()),
-                Some(Err(e)) => return Err(Error::Backend(e.to_string())),
+                Some(Err(e)) => return Err(storage_error(e.clone())),
                 None => None,
             };
             let from_history = changed.peek().map(|(k, _)| k.clone());
@@ -254,6 +289,39 @@ impl Store for SledStore {
         history.prune_closed_watchers();
         let (backlog, live) = history.subscribe(prefix, from)?;
         Ok(Watch::new(backlog, live))
+    }
+
+    fn health(&self) -> Result<()> {
+        self.shared.fault()
+    }
+}
+
+/// A store opened from disk: the database, its objects tree and the last revision written.
+struct Opened {
+    db: sled::Db,
+    tree: sled::Tree,
+    revision: Revision,
+}
+
+impl Opened {
+    fn open(dir: &Path, cache_capacity: u64) -> Result<Opened> {
+        let db =
+            sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| {
+                match storage_error(e) {
+                    Error::NoSpace(m) => Error::NoSpace(m),
+                    other => Error::Backend(format!("opening {}: {other}", dir.display())),
+                }
+            })?;
+        let tree = db.open_tree("objects").map_err(storage_error)?;
+        let revision = match tree.get(REVISION_KEY).map_err(storage_error)? {
+            Some(raw) => {
+                let bytes: [u8; 8] =
+                    raw.as_ref().try_into().map_err(|_| Error::Backend("corrupt revision key".into()))?;
+                u64::from_be_bytes(bytes)
+            }
+            None => 0,
+        };
+        Ok(Opened { db, tree, revision })
     }
 }
 

@@ -4,20 +4,45 @@
 //!
 //! Runs on its own thread so that sled's blocking work and fsync never occupy the async
 //! executor.
+//!
+//! A batch that fails to apply or to reach the disk puts the store in a fault (see
+//! `Shared::fault`): its writes are refused, its events stay pending (never delivered), its
+//! revisions are never given out again, and later writes fail at once. Reads go on from the
+//! last durable state, as the pending events describe what the in-memory tree holds beyond it.
+//! Once the file system has room again, the writer drops its handles and reopens the store
+//! from disk, which forgets whatever of the failed batch sled held only in memory.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::history::Record;
-use super::{REVISION_KEY, Shared, decode, encode};
+use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
 use crate::store::{Error, Event, EventType, Result, Revision, Versioned};
 
 /// Most writes decided and flushed together.
 const MAX_BATCH: usize = 4096;
+
+/// How often a faulty store checks whether it can reopen.
+const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Free space the store's file system needs before a faulty store reopens: sled writes a
+/// new segment (512 KiB) on opening, and reopening into a disk that is still full would only
+/// close the store to readers too.
+const MIN_FREE_BYTES: u64 = 4 << 20;
+
+/// Where the store lives, for reopening it.
+pub(super) struct Place {
+    pub dir: PathBuf,
+    pub cache_capacity: u64,
+    /// A descriptor on the store's file system, for `syncfs` and free space.
+    pub sync_handle: std::fs::File,
+}
 
 pub(super) enum Op {
     Create(Bytes),
@@ -40,25 +65,18 @@ pub(super) struct Outcome {
 
 pub(super) fn spawn(
     db: sled::Db,
-    sync_handle: std::fs::File,
+    place: Place,
     shared: Arc<Shared>,
     revision: Revision,
     commands: Receiver<Command>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
-        let mut writer = Writer { db, sync_handle, shared, revision };
-        while let Ok(first) = commands.recv() {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match commands.try_recv() {
-                    Ok(c) => batch.push(c),
-                    Err(_) => break,
-                }
-            }
-            writer.commit(batch);
-        }
+        let mut writer = Writer { db: Some(db), place, shared, revision, last_recovery: Instant::now() };
+        writer.run(&commands);
         // Every sender is gone: make sure the last batches are on disk before closing.
-        if let Err(e) = writer.flush_durably() {
+        if writer.db.is_some()
+            && let Err(e) = writer.flush_durably()
+        {
             tracing::error!(error = %e, "final flush of the store failed");
         }
     })?;
@@ -66,15 +84,53 @@ pub(super) fn spawn(
 }
 
 struct Writer {
-    db: sled::Db,
-    /// A descriptor on the store's file system, for `syncfs`.
-    sync_handle: std::fs::File,
+    /// The open database; `None` while a fault has closed it.
+    db: Option<sled::Db>,
+    place: Place,
     shared: Arc<Shared>,
     /// The last revision assigned.
     revision: Revision,
+    /// When the store last tried to reopen after a fault.
+    last_recovery: Instant,
 }
 
 impl Writer {
+    fn run(&mut self, commands: &Receiver<Command>) {
+        loop {
+            let first = if self.shared.fault().is_ok() {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            } else {
+                match commands.recv_timeout(RECOVERY_INTERVAL) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            };
+            if self.shared.fault().is_err() && self.last_recovery.elapsed() >= RECOVERY_INTERVAL {
+                self.last_recovery = Instant::now();
+                self.recover_when_room();
+            }
+            let Some(first) = first else { continue };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match commands.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            if let Err(fault) = self.shared.fault() {
+                for command in batch {
+                    let _ = command.reply.send(Err(fault.clone()));
+                }
+                continue;
+            }
+            self.commit(batch);
+        }
+    }
+
     fn commit(&mut self, commands: Vec<Command>) {
         let start_revision = self.revision;
         let mut overlay: HashMap<String, Option<Versioned>> = HashMap::new();
@@ -87,9 +143,13 @@ impl Writer {
         }
         if self.revision > start_revision {
             batch.insert(REVISION_KEY, &self.revision.to_be_bytes());
-            if let Err(e) = self.apply(batch, records, start_revision) {
-                // Nothing of this batch is visible or durable: fail every write in it.
-                self.revision = start_revision;
+            if let Err(e) = self.apply(batch, records) {
+                // Nothing of this batch is acknowledged or delivered: fail every write in it.
+                // Its revisions stay used (sled may hold the batch in memory, or have put part
+                // of it on disk), and the store stays faulty until it is reopened from disk.
+                tracing::error!(error = %e, first = start_revision + 1, last = self.revision, "a write batch failed; writes are refused until the store can be reopened");
+                self.last_recovery = Instant::now();
+                self.shared.set_fault(Some(e.clone()));
                 for (reply, result) in replies {
                     let _ = reply.send(result.and(Err(e.clone())));
                 }
@@ -103,21 +163,16 @@ impl Writer {
     }
 
     /// Applies the batch, flushes it to disk, then makes its events durable and visible.
-    fn apply(&mut self, batch: sled::Batch, records: Vec<Record>, start_revision: Revision) -> Result<()> {
+    /// On failure the events stay pending: they describe what the tree may hold in memory
+    /// beyond the durable revision, so that reads keep answering as of that revision.
+    fn apply(&mut self, batch: sled::Batch, records: Vec<Record>) -> Result<()> {
         self.shared.history().push_pending(records);
         {
             let _gate = self.shared.apply_gate.write().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = self.shared.tree.apply_batch(batch) {
-                self.shared.history().discard_pending_after(start_revision);
-                return Err(Error::Backend(e.to_string()));
-            }
+            let slot = self.shared.tree();
+            self.shared.open_tree(&slot)?.apply_batch(batch).map_err(storage_error)?;
         }
-        if let Err(e) = self.flush_durably() {
-            // The batch is applied in memory but may not be on disk: report failure and keep
-            // the state (a later flush will persist it), as the safest honest answer.
-            tracing::error!(error = %e, "flushing the store failed");
-            return Err(Error::Backend(format!("flush failed: {e}")));
-        }
+        self.flush_durably()?;
         self.shared.history().make_durable(self.revision);
         Ok(())
     }
@@ -126,10 +181,85 @@ impl Writer {
     /// own flush ends with `sync_file_range`, which persists neither the file's size nor new
     /// blob files (values and nodes over 128 KiB) and leaves the drive's cache unflushed.
     /// `syncfs` covers all of it with one call per batch.
-    fn flush_durably(&self) -> std::result::Result<(), String> {
-        self.db.flush().map_err(|e| e.to_string())?;
-        rustix::fs::syncfs(&self.sync_handle).map_err(|e| format!("syncfs: {e}"))?;
+    fn flush_durably(&self) -> Result<()> {
+        let db = self.db.as_ref().ok_or_else(|| Error::Backend("the store is closed by a fault".into()))?;
+        db.flush().map_err(storage_error)?;
+        rustix::fs::syncfs(&self.place.sync_handle).map_err(|e| {
+            let e = std::io::Error::from(e);
+            if is_no_space(&e) { no_space() } else { Error::Backend(format!("syncfs: {e}")) }
+        })?;
         self.shared.syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reopens a faulty store once its file system has room again; until then readers keep
+    /// the open tree.
+    fn recover_when_room(&mut self) {
+        match rustix::fs::fstatvfs(&self.place.sync_handle) {
+            Ok(fs) if fs.f_bavail.saturating_mul(fs.f_frsize) < MIN_FREE_BYTES => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the store's free space; reopening anyway"),
+        }
+        match self.recover() {
+            Ok(()) => tracing::info!(revision = self.revision, "the store is writable again"),
+            Err(e) => tracing::warn!(error = %e, "the store could not be reopened yet"),
+        }
+    }
+
+    /// Drops every handle on the store, opens it from disk, settles the pending events of the
+    /// failed batch by what reached the disk, and proves that writes work again with a
+    /// durable write of the revision counter.
+    fn recover(&mut self) -> Result<()> {
+        // Readers hold the read lock while they use the tree: once this write lock is taken,
+        // the slot's handle is the last one besides `db`.
+        drop(self.shared.tree.write().unwrap_or_else(|e| e.into_inner()).take());
+        self.db = None;
+        // sled's own background thread may hold the file lock for a moment longer.
+        let mut attempts = 0;
+        let Opened { db, tree, revision: on_disk } = loop {
+            match Opened::open(&self.place.dir, self.place.cache_capacity) {
+                Ok(opened) => break opened,
+                Err(e) if attempts == 20 => return Err(e),
+                Err(_) => {
+                    attempts += 1;
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+            }
+        };
+        let (durable, newest) = {
+            let history = self.shared.history();
+            (history.durable(), history.newest())
+        };
+        // Revisions handed out stay used, even those of a batch that never reached the disk.
+        let next = self.revision.max(on_disk);
+        tree.insert(REVISION_KEY, &next.to_be_bytes()).map_err(storage_error)?;
+        self.db = Some(db);
+        if let Err(e) = self.flush_durably() {
+            self.db = None;
+            return Err(e);
+        }
+        {
+            let mut history = self.shared.history();
+            if on_disk == durable {
+                // The failed batch is gone with sled's memory.
+                history.discard_pending_after(durable);
+                history.make_durable(next);
+            } else if on_disk == newest {
+                // It reached the disk whole after all: its events are true, deliver them.
+                history.make_durable(next);
+            } else {
+                tracing::warn!(
+                    on_disk,
+                    durable,
+                    newest,
+                    "the reopened store matches no known state; watchers must list again"
+                );
+                history.reset(next);
+            }
+        }
+        self.revision = next;
+        *self.shared.tree.write().unwrap_or_else(|e| e.into_inner()) = Some(tree);
+        self.shared.set_fault(None);
         Ok(())
     }
 
@@ -137,10 +267,7 @@ impl Writer {
         if let Some(v) = overlay.get(key) {
             return Ok(v.clone());
         }
-        match self.shared.tree.get(key.as_bytes()) {
-            Ok(raw) => raw.map(|r| decode(&r)).transpose(),
-            Err(e) => Err(Error::Backend(e.to_string())),
-        }
+        self.shared.read(key.as_bytes())
     }
 
     fn decide(
