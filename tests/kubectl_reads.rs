@@ -87,6 +87,20 @@ fn tables_yaml_categories_and_selectors() {
     assert_eq!(names("season notin (winter)"), ["example1", "example2"]);
     assert_eq!(names("!sale"), ["example1", "example2"]);
     assert_eq!(names("season!=summer"), ["example3"]);
+    // The empty set is the empty value: nothing has season="", so every shirt matches.
+    assert_eq!(names("season notin ()"), ["example1", "example2", "example3"]);
+    // kubectl wraps a selector's refusal in its "Unable to find" sentence.
+    let refused = |selector: &str, why: &str| {
+        assert_eq!(
+            carol.fails(&["get", "shirts", "-l", selector]),
+            format!(
+                "Error from server (BadRequest): Unable to find \"stable.example.com/v1, Resource=shirts\" that match \
+                 label selector \"{selector}\", field selector \"\": {why}"
+            )
+        );
+    };
+    refused("season in summer", "unable to parse requirement: found 'summer' expected: '('");
+    refused("season=summer,", "found '', expected: identifier after ','");
     setup.assert_reviewed();
 }
 

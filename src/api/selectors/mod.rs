@@ -1,11 +1,13 @@
-//! Label and field selectors, parsed as Kubernetes parses them (`labels.Parse`,
-//! `fields.ParseSelector`) and matched against unstructured objects.
+//! Label and field selectors, parsed as Kubernetes parses them (`labels.Parse` in
+//! `label_syntax`, `fields.ParseSelector` here) and matched against unstructured objects.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::core::status::ApiError;
+
+mod label_syntax;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,21 +31,10 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
-    /// Parses the full label selector syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`,
-    /// `a notin (x)`, `a`, `!a`, `a>1`, `a<1`.
+    /// Parses a label selector as Kubernetes does (`label_syntax`); errors are 400s with its
+    /// texts.
     pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {
-        let mut requirements = Vec::new();
-        for term in split_top_level(text) {
-            let term = term.trim();
-            if term.is_empty() {
-                continue;
-            }
-            requirements.push(
-                parse_requirement(term)
-                    .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
-            );
-        }
-        Ok(LabelSelector(requirements))
+        label_syntax::parse(text).map(LabelSelector).map_err(ApiError::bad_request)
     }
 
     pub fn matches(&self, labels: &BTreeMap<&str, &str>) -> bool {
@@ -74,89 +65,6 @@ impl LabelSelector {
             .unwrap_or_default();
         self.matches(&labels)
     }
-}
-
-/// Splits on commas outside parentheses.
-fn split_top_level(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(text.get(start..i).unwrap_or_default());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(text.get(start..).unwrap_or_default());
-    out
-}
-
-fn is_key_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')
-}
-
-fn check_key(key: &str) -> Result<String, String> {
-    if key.is_empty() || !key.chars().all(is_key_char) {
-        return Err(format!("invalid label key \"{key}\""));
-    }
-    Ok(key.to_string())
-}
-
-fn check_value(value: &str) -> Result<String, String> {
-    let ok = value.len() <= 63 && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
-        return Err(format!("invalid label value: \"{value}\""));
-    }
-    Ok(value.to_string())
-}
-
-fn parse_set(rest: &str) -> Result<Vec<String>, String> {
-    let inner = rest
-        .trim()
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| "found '', expected: '('".to_string())?;
-    inner.split(',').map(|v| check_value(v.trim())).collect()
-}
-
-fn parse_requirement(term: &str) -> Result<LabelRequirement, String> {
-    if let Some(key) = term.strip_prefix('!') {
-        return Ok(LabelRequirement::NotExists(check_key(key.trim())?));
-    }
-    for (op, ctor) in [("==", 0), ("!=", 1), ("=", 0)] {
-        if let Some((k, v)) = term.split_once(op) {
-            let (k, v) = (check_key(k.trim())?, check_value(v.trim())?);
-            return Ok(if ctor == 0 { LabelRequirement::Equals(k, v) } else { LabelRequirement::NotEquals(k, v) });
-        }
-    }
-    for (op, greater) in [(">", true), ("<", false)] {
-        if let Some((k, v)) = term.split_once(op) {
-            let n: i64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {}", v.trim()))?;
-            let k = check_key(k.trim())?;
-            return Ok(if greater { LabelRequirement::GreaterThan(k, n) } else { LabelRequirement::LessThan(k, n) });
-        }
-    }
-    let mut words = term.splitn(2, char::is_whitespace);
-    let key = check_key(words.next().unwrap_or_default().trim())?;
-    let rest = words.next().unwrap_or_default().trim();
-    if rest.is_empty() {
-        return Ok(LabelRequirement::Exists(key));
-    }
-    if let Some(set) = rest.strip_prefix("notin") {
-        return Ok(LabelRequirement::NotIn(key, parse_set(set)?));
-    }
-    if let Some(set) = rest.strip_prefix("in") {
-        return Ok(LabelRequirement::In(key, parse_set(set)?));
-    }
-    Err(format!("found '{rest}', expected: in, notin, =, ==, !=, gt, lt"))
 }
 
 /// One field selector term.
