@@ -104,3 +104,46 @@ fn past_the_connection_cap_new_clients_wait_and_established_ones_are_served() {
         assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
     });
 }
+
+/// Sends `request` on a fresh connection and returns the answer's head and Status body.
+async fn refused(client: &Client, request: Vec<u8>) -> (String, serde_json::Value) {
+    let mut stream = client.connect_tls().await.unwrap();
+    // The server may answer and close before reading everything: a failed write is fine.
+    let _ = stream.write_all(&request).await;
+    let _ = stream.flush().await;
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(10)).await.expect("connection kept open");
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no answer: {answer:?}"));
+    (head.to_string(), serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}")))
+}
+
+#[test]
+fn requests_too_large_to_read_get_a_status() {
+    let server = server_with(&[]);
+    let client = Client::admin(&server);
+    let collection = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    runtime().block_on(async {
+        // A request line longer than 65,534 bytes.
+        let long = format!("GET {collection}?labelSelector={} HTTP/1.1\r\nHost: localhost\r\n\r\n", "a".repeat(70_000));
+        let (head, status) = refused(&client, long.into_bytes()).await;
+        assert!(head.starts_with("HTTP/1.1 414 URI Too Long\r\n"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 414);
+        assert_eq!(status["message"], "the request URI is longer than the server accepts (65534 bytes)");
+
+        // A head past 1 MiB, as Go's MaxHeaderBytes refuses it; and too many header fields.
+        let huge = format!("GET {collection} HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "x".repeat(3 << 20));
+        let many: String = (0..200).map(|i| format!("X-Field-{i}: v\r\n")).collect();
+        let many = format!("GET {collection} HTTP/1.1\r\nHost: localhost\r\n{many}\r\n");
+        for request in [huge, many] {
+            let (head, status) = refused(&client, request.into_bytes()).await;
+            assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
+            assert_eq!(status["code"], 431);
+            assert_eq!(status["reason"], "RequestHeaderFieldsTooLarge");
+        }
+    });
+    // Heads below the limit are served, however large.
+    let big = Client::admin(&server).header("X-Big", &"x".repeat(600_000));
+    assert_eq!(big.get("/apis/stable.example.com/v1/namespaces/default/crontabs").unwrap().status, 200);
+}

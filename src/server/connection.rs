@@ -28,6 +28,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::conn::ConnInfo;
 use super::filters::{self, Next};
+use super::refusals::WithRefusalBodies;
 use crate::api::body::{BodyError, RespBody};
 
 /// Bounds of one connection. The defaults are k8s.io/apiserver's.
@@ -57,6 +58,9 @@ impl Default for ConnectionSettings {
     }
 }
 
+/// Largest HTTP/1.1 request head (request line and headers): Go's `MaxHeaderBytes` (1 MiB)
+/// plus the 4 KiB its reader allows beyond it. Larger heads are refused with 431.
+const HTTP1_MAX_HEAD_BYTES: usize = (1 << 20) + 4096;
 /// Largest HTTP/2 header list a client may send (Go's default `MaxHeaderBytes`, 1 MiB).
 const HTTP2_MAX_HEADER_LIST_BYTES: u32 = 1 << 20;
 /// Streams a client may open and reset before the server reads them (the "rapid reset"
@@ -115,7 +119,11 @@ pub async fn serve(
         })
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .max_buf_size(HTTP1_MAX_HEAD_BYTES);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -124,7 +132,8 @@ pub async fn serve(
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
         .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
         .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
+    let io = TokioIo::new(WithRefusalBodies::new(tls_stream));
+    let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
     let mut closing = false;
     loop {

@@ -1,6 +1,6 @@
 //! The secure port: TLS listener and connection cap (`listener`), one bounded hyper connection
-//! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`), the filter chain, routing, graceful
-//! shutdown.
+//! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`), Status bodies for the requests hyper
+//! refuses itself (`refusals`), the filter chain, routing, graceful shutdown.
 //!
 //! Owns the transport and the order of the request path. Must not implement API semantics
 //! (those are in `api`) nor authentication logic (in `auth`).
@@ -9,6 +9,7 @@ pub mod conn;
 pub mod connection;
 pub mod filters;
 pub mod listener;
+pub mod refusals;
 pub mod router;
 pub mod stack;
 pub mod tls;
