@@ -7,6 +7,8 @@
 
 #![recursion_limit = "256"]
 
+pub mod amplify;
+pub mod http_bytes;
 pub mod json;
 pub mod requests;
 pub mod rules;

@@ -79,7 +79,7 @@ pub async fn serve(
     acceptor: TlsAcceptor,
     handler: Next,
     settings: Arc<ConnectionSettings>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let _ = tcp.set_nodelay(true);
     let tls_stream = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
@@ -100,6 +100,21 @@ pub async fn serve(
         .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
         .unwrap_or_default();
     let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates) };
+    serve_stream(tls_stream, info, handler, settings, shutdown).await;
+}
+
+/// Serves HTTP/1.1 or HTTP/2 (by the client's first bytes) on an established, decrypted
+/// stream until it ends, it is idle too long, or `shutdown` turns true.
+pub async fn serve_stream<S>(
+    stream: S,
+    info: ConnInfo,
+    handler: Next,
+    settings: Arc<ConnectionSettings>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let remote = info.remote;
     let activity = Arc::new(Activity::new());
     let service = {
         let activity = activity.clone();
@@ -132,7 +147,7 @@ pub async fn serve(
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
         .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
         .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-    let io = TokioIo::new(WithRefusalBodies::new(tls_stream));
+    let io = TokioIo::new(WithRefusalBodies::new(stream));
     let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
     let mut closing = false;
