@@ -5,7 +5,7 @@
 # the input to replay:  hack/fuzz.sh replay <target> <file>
 #
 # Usage: hack/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
-#   targets: write body read cel definition parsers (all by default); 60 seconds by default.
+#   targets: write body read cel definition parsers patch http (all by default); 60 seconds by default.
 set -euo pipefail
 caller="$PWD"
 cd "$(dirname "$0")/../fuzz"
@@ -33,7 +33,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(write body read cel definition parsers)
+  targets=(write body read cel definition parsers patch http)
 fi
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"
