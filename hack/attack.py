@@ -188,6 +188,74 @@ def spoofed_front_proxy():
     return summary(response.status, response.read())
 
 
+def cas_race(clients=32, increments=10):
+    """Read-modify-write increments from many clients, retrying on 409: none may be lost."""
+    import threading
+    request("POST", COLLECTION, {**crontab("counter"), "metadata": {"name": "counter", "annotations": {"n": "0"}}})
+    conflicts = [0]
+
+    def worker():
+        done = 0
+        while done < increments:
+            _, payload = request("GET", f"{COLLECTION}/counter")
+            obj = json.loads(payload)
+            obj["metadata"]["annotations"]["n"] = str(int(obj["metadata"]["annotations"]["n"]) + 1)
+            status, _ = request("PUT", f"{COLLECTION}/counter", obj)
+            if status == 200:
+                done += 1
+            elif status == 409:
+                conflicts[0] += 1
+            else:
+                raise RuntimeError(f"update answered {status}")
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _, payload = request("GET", f"{COLLECTION}/counter")
+    final = json.loads(payload)["metadata"]["annotations"]["n"]
+    request("DELETE", f"{COLLECTION}/counter")
+    return f"counter {final} of {clients * increments}; {conflicts[0]} conflicts retried"
+
+
+def watch_gaps(creates=300):
+    """A watch from a list's resourceVersion sees every acknowledged create once, in order."""
+    import threading
+    _, payload = request("GET", COLLECTION)
+    rv = json.loads(payload)["metadata"]["resourceVersion"]
+    conn = http.client.HTTPSConnection("127.0.0.1", PORT, context=context(), timeout=60)
+    conn.request("GET", f"{COLLECTION}?watch=1&resourceVersion={rv}&timeoutSeconds=30")
+    stream = conn.getresponse()
+    acknowledged = []
+
+    def writer(k):
+        for i in range(k, creates, 4):
+            status, payload = request("POST", COLLECTION, crontab(f"w{i}"))
+            if status == 201:
+                acknowledged.append(json.loads(payload)["metadata"]["name"])
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seen, revisions = [], []
+    while len(seen) < len(acknowledged):
+        line = stream.readline()
+        if not line:
+            break
+        event = json.loads(line)
+        if event["type"] == "ADDED":
+            seen.append(event["object"]["metadata"]["name"])
+            revisions.append(int(event["object"]["metadata"]["resourceVersion"]))
+    conn.close()
+    request("DELETE", f"{COLLECTION}?labelSelector=")
+    ordered = revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
+    missing = len(set(acknowledged) - set(seen))
+    return f"{len(seen)} events for {len(acknowledged)} creates; missing {missing}; in order: {ordered}"
+
+
 case("json patch: 40 doublings of an array", "422/413, no memory spent", lambda: amplification(41, 40))
 case("json patch: 40 doublings of an object", "422/413, no memory spent", nested_copy)
 case("json patch: 10,001 operations", "413 (Kubernetes' 10,000 limit)", lambda: amplification(10001, 0))
@@ -204,5 +272,7 @@ case("URI of 70,000 bytes", "414 with a Status body",
 case("header of 3 MiB", "431 with a Status body",
      lambda: raw(f"GET {COLLECTION} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * (3 << 20)}\r\n\r\n".encode()))
 case("dev front-proxy cert, CN=mallory", "401, identity not believed", spoofed_front_proxy)
+case("32 clients racing updates (CAS)", "no increment lost", cas_race)
+case("watch during 300 creates", "every event once, in order", watch_gaps)
 case("200 slowloris connections", "closed at the header timeout", slowloris)
 print(f"server resident memory now / peak: {rss_mib()[0]} / {rss_mib()[1]} MiB")
