@@ -13,7 +13,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, so that the idle watchdog follows the runtime's time (paused in the fuzz
+// harness, which runs connections in virtual time).
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::Request;
