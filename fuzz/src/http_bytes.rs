@@ -65,9 +65,16 @@ impl Session {
 
     async fn exchange(&self) {
         let (client, server) = tokio::io::duplex(1 << 16);
+        // Reads the whole body, within the deadline the server's timeout filter puts on every
+        // request (60 s): a client that announces a body and never sends it is answered 504.
         let handler = endpoint(|request: http::Request<_>| async move {
-            let read = request.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
-            bytes_response(StatusCode::OK, "text/plain", Bytes::from(read.to_string()))
+            match tokio::time::timeout(Duration::from_secs(60), request.into_body().collect()).await {
+                Ok(body) => {
+                    let read = body.map(|b| b.to_bytes().len()).unwrap_or(0);
+                    bytes_response(StatusCode::OK, "text/plain", Bytes::from(read.to_string()))
+                }
+                Err(_) => bytes_response(StatusCode::GATEWAY_TIMEOUT, "text/plain", Bytes::from_static(b"timeout")),
+            }
         });
         let info = ConnInfo { remote: ([127, 0, 0, 1], 1).into(), peer_certificates: Arc::new(Vec::new()) };
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
@@ -100,11 +107,12 @@ impl Session {
         if self.close {
             let _ = to_server.shutdown().await;
         }
-        // Past the header (32 s) and idle (90 s) timeouts the server must have let go.
-        match tokio::time::timeout(Duration::from_secs(200), connection).await {
+        // Past the header (32 s), request (60 s) and idle (90 s) timeouts the server must have
+        // let go.
+        match tokio::time::timeout(Duration::from_secs(300), connection).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => panic!("the connection task failed: {e}"),
-            Err(_) => panic!("the connection was still open 200 s after the client went quiet"),
+            Err(_) => panic!("the connection was still open 300 s after the client went quiet"),
         }
         drop(to_server);
         let out = reader.await.unwrap_or_else(|e| panic!("reader: {e}"));
