@@ -74,7 +74,7 @@ impl Shared {
 
     fn read(&self, key: &[u8]) -> Result<Option<Versioned>> {
         let slot = self.tree();
-        let raw = self.open_tree(&slot)?.get(key).map_err(storage_error)?;
+        let raw = self.tree_or_fault(&slot)?.get(key).map_err(storage_error)?;
         raw.map(|v| decode(&v)).transpose()
     }
 
@@ -83,7 +83,7 @@ impl Shared {
     }
 
     /// The tree in `slot`, or the fault that closed it.
-    fn open_tree<'a>(&self, slot: &'a Option<sled::Tree>) -> Result<&'a sled::Tree> {
+    fn tree_or_fault<'a>(&self, slot: &'a Option<sled::Tree>) -> Result<&'a sled::Tree> {
         slot.as_ref().ok_or_else(|| self.fault().err().unwrap_or(Error::Backend("the store is reopening".into())))
     }
 
@@ -179,7 +179,7 @@ impl SledStore {
 
     fn list_blocking(shared: &Shared, prefix: &str, options: &ListOptions) -> Result<ListResult> {
         let slot = shared.tree();
-        let tree = shared.open_tree(&slot)?;
+        let tree = shared.tree_or_fault(&slot)?;
         let _gate = shared.apply_gate.read().unwrap_or_else(|e| e.into_inner());
         let (at, changed) = {
             let history = shared.history();
@@ -308,8 +308,8 @@ impl Opened {
         let db =
             sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| {
                 match storage_error(e) {
-                    Error::NoSpace(m) => Error::NoSpace(m),
-                    other => Error::Backend(format!("opening {}: {other}", dir.display())),
+                    Error::Backend(m) => Error::Backend(format!("opening {}: {m}", dir.display())),
+                    other => other,
                 }
             })?;
         let tree = db.open_tree("objects").map_err(storage_error)?;

@@ -71,7 +71,7 @@ pub(super) fn spawn(
     commands: Receiver<Command>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
-        let mut writer = Writer { db: Some(db), place, shared, revision, last_recovery: Instant::now() };
+        let mut writer = Writer { db: Some(db), place, shared, revision, last_recovery: Instant::now(), fault: None };
         writer.run(&commands);
         // Every sender is gone: make sure the last batches are on disk before closing.
         if writer.db.is_some()
@@ -92,12 +92,21 @@ struct Writer {
     revision: Revision,
     /// When the store last tried to reopen after a fault.
     last_recovery: Instant,
+    /// Why writes fail now; the writer's own copy of `Shared::fault`, which only it sets, so
+    /// that the write path never takes the shared lock.
+    fault: Option<Error>,
 }
 
 impl Writer {
+    /// Records the fault here and for readers (`/readyz`, reads while the tree is closed).
+    fn set_fault(&mut self, fault: Option<Error>) {
+        self.shared.set_fault(fault.clone());
+        self.fault = fault;
+    }
+
     fn run(&mut self, commands: &Receiver<Command>) {
         loop {
-            let first = if self.shared.fault().is_ok() {
+            let first = if self.fault.is_none() {
                 match commands.recv() {
                     Ok(c) => Some(c),
                     Err(_) => return,
@@ -109,7 +118,7 @@ impl Writer {
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             };
-            if self.shared.fault().is_err() && self.last_recovery.elapsed() >= RECOVERY_INTERVAL {
+            if self.fault.is_some() && self.last_recovery.elapsed() >= RECOVERY_INTERVAL {
                 self.last_recovery = Instant::now();
                 self.recover_when_room();
             }
@@ -121,7 +130,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if let Err(fault) = self.shared.fault() {
+            if let Some(fault) = &self.fault {
                 for command in batch {
                     let _ = command.reply.send(Err(fault.clone()));
                 }
@@ -149,7 +158,7 @@ impl Writer {
                 // of it on disk), and the store stays faulty until it is reopened from disk.
                 tracing::error!(error = %e, first = start_revision + 1, last = self.revision, "a write batch failed; writes are refused until the store can be reopened");
                 self.last_recovery = Instant::now();
-                self.shared.set_fault(Some(e.clone()));
+                self.set_fault(Some(e.clone()));
                 for (reply, result) in replies {
                     let _ = reply.send(result.and(Err(e.clone())));
                 }
@@ -170,7 +179,7 @@ impl Writer {
         {
             let _gate = self.shared.apply_gate.write().unwrap_or_else(|e| e.into_inner());
             let slot = self.shared.tree();
-            self.shared.open_tree(&slot)?.apply_batch(batch).map_err(storage_error)?;
+            self.shared.tree_or_fault(&slot)?.apply_batch(batch).map_err(storage_error)?;
         }
         self.flush_durably()?;
         self.shared.history().make_durable(self.revision);
@@ -259,7 +268,7 @@ impl Writer {
         }
         self.revision = next;
         *self.shared.tree.write().unwrap_or_else(|e| e.into_inner()) = Some(tree);
-        self.shared.set_fault(None);
+        self.set_fault(None);
         Ok(())
     }
 
