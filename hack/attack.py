@@ -97,28 +97,29 @@ def case(name, expected, run):
     print(f"{name:<34} | {expected:<30} | {answer} ({time.time() - started:.2f}s)", flush=True)
 
 
+def patch_with_peak(name, ops):
+    """JSON-patches a fresh object with `ops`; the answer and the server's peak memory."""
+    request("POST", COLLECTION, crontab(name))
+    before = rss_mib()[1]
+    status, payload = request("PATCH", f"{COLLECTION}/{name}", ops, "application/json-patch+json")
+    after = rss_mib()[1]
+    request("DELETE", f"{COLLECTION}/{name}")
+    return f"{summary(status, payload)} [peak RSS {before}->{after} MiB]"
+
+
 def amplification(op_count, doubling):
-    request("POST", COLLECTION, crontab("amp"))
+    # Each copy of the array onto its own end doubles it.
     ops = [{"op": "add", "path": "/spec/x", "value": ["a" * 64]}]
     ops += [{"op": "copy", "from": "/spec/x", "path": "/spec/x/-"} for _ in range(doubling)]
     ops += [{"op": "test", "path": "/spec/image", "value": "amp"}] * max(0, op_count - len(ops))
-    before = rss_mib()[1]
-    status, payload = request("PATCH", f"{COLLECTION}/amp", ops, "application/json-patch+json")
-    after = rss_mib()[1]
-    request("DELETE", f"{COLLECTION}/amp")
-    return f"{summary(status, payload)} [peak RSS {before}->{after} MiB]"
+    return patch_with_peak("amp", ops)
 
 
 def nested_copy():
     # Each copy of /spec/o into a new key of itself doubles it: 40 rounds would be 2^40 seeds.
-    request("POST", COLLECTION, crontab("dbl"))
     ops = [{"op": "add", "path": "/spec/o", "value": {"k": "b" * 100}}]
     ops += [{"op": "copy", "from": "/spec/o", "path": f"/spec/o/k{i}"} for i in range(40)]
-    before = rss_mib()[1]
-    status, payload = request("PATCH", f"{COLLECTION}/dbl", ops, "application/json-patch+json")
-    after = rss_mib()[1]
-    request("DELETE", f"{COLLECTION}/dbl")
-    return f"{summary(status, payload)} [peak RSS {before}->{after} MiB]"
+    return patch_with_peak("dbl", ops)
 
 
 def merge_patch_bomb():
