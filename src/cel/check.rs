@@ -61,6 +61,9 @@ pub struct Checker<'d> {
     /// the program's depth bounds the evaluator's recursion on a request's stack.
     depth: usize,
     pub too_deep: bool,
+    /// Whether this is the environment of MutatingAdmissionPolicy mutations: `Object{...}` and
+    /// `JSONPatch{...}` literals and `jsonpatch.escapeKey` are declared only there.
+    pub mutation: bool,
 }
 
 /// The deepest expression tree checked (cel-go's per-rule recursion limit).
@@ -84,6 +87,7 @@ impl<'d> Checker<'d> {
             mixed_literal_ok: false,
             depth: 0,
             too_deep: false,
+            mutation: false,
         }
     }
 
@@ -106,6 +110,7 @@ impl<'d> Checker<'d> {
             mixed_literal_ok: false,
             depth: 0,
             too_deep: false,
+            mutation: false,
         }
     }
 
@@ -167,6 +172,7 @@ impl<'d> Checker<'d> {
             Expr::List(list) => self.list(list),
             Expr::Map(map) => self.map(map),
             Expr::Comprehension(c) => self.fold(c),
+            Expr::Struct(s) if self.mutation => self.struct_literal(e.id, s),
             Expr::Struct(_) => {
                 self.err(e.id, "object creation is not supported");
                 Checked::error()
@@ -303,6 +309,35 @@ impl<'d> Checker<'d> {
         }
     }
 
+    /// `Object{...}`, `Object.spec{...}` and `JSONPatch{...}` of MutatingAdmissionPolicy
+    /// mutations: an object built field by field, evaluated as a map of its fields.
+    fn struct_literal(&mut self, id: u64, literal: &cel::common::ast::StructExpr) -> Checked<'d> {
+        let Some(kind) = super::mutation::LiteralKind::of(&literal.type_name) else {
+            self.err(id, format!("undeclared reference to '{}' (in container '')", literal.type_name));
+            return Checked::error();
+        };
+        let mut entries = Vec::new();
+        let mut cost = Cost::fixed(super::mutation::STRUCT_CREATION_COST);
+        for entry in &literal.entries {
+            let EntryExpr::StructField(field) = &entry.expr else {
+                self.err(entry.id, "unexpected map entry in object literal");
+                continue;
+            };
+            let value = self.check(&field.value);
+            let value_ty = match (&value.ty, field.optional) {
+                (Type::Optional(inner), true) => (**inner).clone(),
+                (t, _) => t.clone(),
+            };
+            if let Some(message) = kind.field_error(&field.field, &value_ty) {
+                self.err(entry.id, message);
+            }
+            cost = cost.add(value.cost);
+            entries.push((Ir::Const(Const::Str(Arc::from(field.field.as_str()))), value.ir, field.optional));
+        }
+        let n = entries.len() as u64;
+        Checked { ir: Ir::Map { entries }, ty: kind.ty(), decl: None, cost, size: Some(Size::exact(n)) }
+    }
+
     fn map(&mut self, map: &cel::common::ast::MapExpr) -> Checked<'d> {
         let mut entries = Vec::new();
         let mut key_ty = None;
@@ -414,7 +449,9 @@ impl<'d> Checker<'d> {
         if let Some(t) = target {
             if let Some(ns) = namespace_of(t).filter(|ns| !self.is_var(ns.split('.').next().unwrap_or(""))) {
                 let qualified = format!("{ns}.{name}");
-                if overloads::declared(&qualified) {
+                if overloads::declared(&qualified)
+                    && (self.mutation || !super::mutation::only_for_mutations(&qualified))
+                {
                     return self.resolve_call(e, &qualified, None, args);
                 }
             }

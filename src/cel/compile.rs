@@ -424,9 +424,24 @@ pub fn compile_expr(
     compiled.unwrap_or_else(|| (Err("compilation failed: the expression could not be compiled".into()), false))
 }
 
+/// An admission expression compiled, with what mutations need besides the program.
+pub struct AdmissionProgram {
+    pub program: Program,
+    /// The checked result type.
+    pub ty: Type,
+    /// Apply-configuration literals whose type names do not follow their field paths.
+    pub type_mismatches: Vec<String>,
+}
+
 /// Compiles an admission policy expression over `variables` (all `dyn`), wanting a result of
-/// type `want` (`None`: any), with the same parser limits and error texts as rules.
-pub fn compile_with_variables(source: &str, variables: &[&str], want: Option<Type>) -> Result<Program, String> {
+/// type `want` (`None`: any), with the same parser limits and error texts as rules; in the
+/// environment of mutations when `mutation` (object literals, `jsonpatch`).
+pub fn compile_admission(
+    source: &str,
+    variables: &[&str],
+    want: Option<Type>,
+    mutation: bool,
+) -> Result<AdmissionProgram, String> {
     let size = source.chars().count();
     if size > MAX_EXPRESSION_CODE_POINTS {
         return Err(limit_error(&format!(
@@ -447,6 +462,7 @@ pub fn compile_with_variables(source: &str, variables: &[&str], want: Option<Typ
                     Err(errs) => return Err(format!("compilation failed: {}", errors::parse_errors(source, &errs))),
                 };
                 let mut checker = Checker::with_variables(variables);
+                checker.mutation = mutation;
                 let checked = checker.check(&expr);
                 if checker.too_deep {
                     return Err(limit_error(&format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")));
@@ -470,7 +486,12 @@ pub fn compile_with_variables(source: &str, variables: &[&str], want: Option<Typ
                 if let Some(e) = checker.program_errors.first() {
                     return Err(e.clone());
                 }
-                Ok(Program { ir: checked.ir, max_cost: checked.cost.max })
+                let type_mismatches = if mutation { super::mutation::type_name_mismatches(&expr) } else { Vec::new() };
+                Ok(AdmissionProgram {
+                    program: Program { ir: checked.ir, max_cost: checked.cost.max },
+                    ty: checked.ty,
+                    type_mismatches,
+                })
             })
             .ok()
             .and_then(|thread| thread.join().ok())

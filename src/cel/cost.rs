@@ -176,9 +176,12 @@ pub fn call_cost(func: Func, args: &[Checked<'_>], result: &Type) -> (Cost, Opti
             (traverse(size_of(a0)), Some(size_of(a0).times(Size { min: 1, max: 4 })))
         }
         Func::CharAt => (Cost::fixed(1), None),
-        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::Replace => {
-            (traverse(size_of(a0)), Some(size_of(a0)))
-        }
+        Func::LowerAscii
+        | Func::UpperAscii
+        | Func::Trim
+        | Func::Substring
+        | Func::Replace
+        | Func::JsonPatchEscapeKey => (traverse(size_of(a0)), Some(size_of(a0))),
         Func::IndexOf | Func::LastIndexOf => match a0.map(|a| &a.ty) {
             Some(Type::String) => (traverse(size_of(a0)).add(traverse(size_of(a1))), None),
             _ => (elem_traversal(a0), None),
@@ -256,9 +259,13 @@ pub fn runtime_call_cost(func: Func, args: &[Value<'_>], result: Option<&Value<'
         },
         Func::InSet => 0,
         Func::ToString | Func::ToBytes | Func::Quote | Func::Format => traverse(size(0)),
-        Func::LowerAscii | Func::UpperAscii | Func::Trim | Func::Substring | Func::Replace | Func::Split => {
-            traverse(size(0)).max(1)
-        }
+        Func::LowerAscii
+        | Func::UpperAscii
+        | Func::Trim
+        | Func::Substring
+        | Func::Replace
+        | Func::Split
+        | Func::JsonPatchEscapeKey => traverse(size(0)).max(1),
         Func::CharAt => 1,
         Func::IndexOf | Func::LastIndexOf => match args.first() {
             Some(Value::Str(_)) => traverse(size(0)).max(1),

@@ -67,6 +67,8 @@ pub enum Func {
     Trim,
     Join,
     Quote,
+    /// `jsonpatch.escapeKey` (mutations only).
+    JsonPatchEscapeKey,
     Format,
     SetsContains,
     SetsEquivalent,

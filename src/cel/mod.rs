@@ -18,6 +18,7 @@ mod eval;
 mod fieldpath;
 mod ir;
 pub mod library;
+mod mutation;
 mod overloads;
 pub mod policy;
 mod schema;

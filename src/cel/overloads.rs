@@ -110,6 +110,7 @@ fn rows() -> Vec<Row> {
         ("join", "list(string)", "", "string", F::Join),
         ("join", "list(string)", "string", "string", F::Join),
         ("strings.quote", "", "string", "string", F::Quote),
+        ("jsonpatch.escapeKey", "", "string", "string", F::JsonPatchEscapeKey),
         ("format", "string", "list(dyn)", "string", F::Format),
         ("sets.contains", "", "list(A), list(A)", "bool", F::SetsContains),
         ("sets.equivalent", "", "list(A), list(A)", "bool", F::SetsEquivalent),

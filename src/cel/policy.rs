@@ -20,6 +20,10 @@ pub enum Want {
     Bool,
     String,
     Any,
+    /// A MutatingAdmissionPolicy apply configuration: an `Object{...}` literal.
+    ApplyConfiguration,
+    /// A MutatingAdmissionPolicy JSON patch: a list of `JSONPatch{...}` literals.
+    JsonPatch,
 }
 
 /// A compiled admission expression.
@@ -28,6 +32,9 @@ pub struct Expression {
     program: Program,
     /// The slot of the `authorizer` variable, when the expression's environment has one.
     authorizer_slot: Option<usize>,
+    /// Apply-configuration literals named against their field path (reported when the
+    /// expression's result is used, as Kubernetes reports them).
+    pub type_mismatches: Vec<String>,
 }
 
 pub use super::library::authz::{Authorize, Check, Verdict};
@@ -45,13 +52,23 @@ impl Expression {
     /// Compiles `source` over `variables` (their order is the order of the values given to
     /// [`Expression::evaluate`]).
     pub fn compile(source: &str, variables: &[&str], want: Want) -> Result<Expression, String> {
-        let want = match want {
-            Want::Bool => Some(Type::Bool),
-            Want::String => Some(Type::String),
-            Want::Any => None,
-        };
         let authorizer_slot = variables.iter().position(|v| *v == "authorizer");
-        compile::compile_with_variables(source, variables, want).map(|program| Expression { program, authorizer_slot })
+        let (want_ty, mutation) = match want {
+            Want::Bool => (Some(Type::Bool), false),
+            Want::String => (Some(Type::String), false),
+            Want::Any => (None, false),
+            Want::ApplyConfiguration | Want::JsonPatch => (None, true),
+        };
+        let compiled = compile::compile_admission(source, variables, want_ty, mutation)?;
+        let expected = match want {
+            Want::ApplyConfiguration => Some(super::mutation::LiteralKind::Object(super::mutation::OBJECT.into()).ty()),
+            Want::JsonPatch => Some(Type::list(super::mutation::LiteralKind::JsonPatch.ty())),
+            _ => None,
+        };
+        if let Some(expected) = expected.filter(|e| *e != compiled.ty) {
+            return Err(format!("must evaluate to {expected} but got {}", compiled.ty));
+        }
+        Ok(Expression { program: compiled.program, authorizer_slot, type_mismatches: compiled.type_mismatches })
     }
 
     /// The estimated maximum cost.
@@ -209,5 +226,44 @@ mod tests {
                 .evaluate(&[Some(&object)], None, Some(&[("big".to_string(), Outcome::Bool(true))]))
                 .unwrap();
         assert_eq!(composed, Outcome::Bool(true));
+    }
+
+    #[test]
+    fn mutation_expressions_build_objects_and_patches() {
+        let vars = ["object", "oldObject"];
+        let object = json!({"metadata": {"name": "a"}, "spec": {"replicas": 3}});
+        let run = |source: &str, want: Want| {
+            Expression::compile(source, &vars, want).unwrap().evaluate(&[Some(&object), None], None, None).unwrap()
+        };
+        assert_eq!(
+            run(
+                "Object{spec: Object.spec{replicas: object.spec.replicas + 1, ?paused: optional.none()}}",
+                Want::ApplyConfiguration
+            ),
+            Outcome::Other(json!({"spec": {"replicas": 4}}))
+        );
+        assert_eq!(
+            run(
+                "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('example.com/x'), value: 'y'}]",
+                Want::JsonPatch
+            ),
+            Outcome::Other(json!([{"op": "add", "path": "/metadata/labels/example.com~1x", "value": "y"}]))
+        );
+        let refused = |source: &str, want: Want| Expression::compile(source, &vars, want).unwrap_err();
+        assert_eq!(refused("object", Want::ApplyConfiguration), "must evaluate to Object but got dyn");
+        assert_eq!(refused("[1]", Want::JsonPatch), "must evaluate to list(JSONPatch) but got list(int)");
+        assert_eq!(refused("Object.spec{}", Want::ApplyConfiguration), "must evaluate to Object but got Object.spec");
+        assert!(
+            refused("[JSONPatch{op: 1, path: '/a'}]", Want::JsonPatch)
+                .contains("expected type of field 'op' is 'string' but provided type is 'int'")
+        );
+        assert!(refused("[JSONPatch{verb: 'add'}]", Want::JsonPatch).contains("undefined field 'verb'"));
+        // Object literals and jsonpatch belong to mutations only.
+        assert!(refused("Object{} == Object{}", Want::Bool).contains("object creation is not supported"));
+        assert!(refused("jsonpatch.escapeKey('a') == 'a'", Want::Bool).contains("undeclared reference to 'jsonpatch'"));
+        let mismatched =
+            Expression::compile("Object{spec: Object.spec{x: Object.spec.y{}}}", &vars, Want::ApplyConfiguration)
+                .unwrap();
+        assert_eq!(mismatched.type_mismatches.len(), 1);
     }
 }

@@ -181,6 +181,7 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
         | Func::Trim
         | Func::Join
         | Func::Quote
+        | Func::JsonPatchEscapeKey
         | Func::Format => strings::call(func, args),
         Func::IndexOf | Func::LastIndexOf => match a0 {
             Some(Value::Str(_)) => strings::call(func, args),

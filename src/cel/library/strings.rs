@@ -94,6 +94,7 @@ pub fn call<'a>(func: Func, args: &[Value<'a>]) -> EvalResult<'a> {
             Ok(Value::string(parts.join(sep)))
         }
         Func::Quote => Ok(Value::string(quote(s(a0)?))),
+        Func::JsonPatchEscapeKey => Ok(Value::string(crate::cel::mutation::escape_key(s(a0)?))),
         Func::Format => {
             let Some(Value::List(l)) = a1 else { return Err(EvalError::no_overload()) };
             format(s(a0)?, &l.items()?).map(Value::string)
