@@ -13,6 +13,7 @@ pub mod configuration;
 pub mod hooks;
 pub mod index;
 pub mod mutating;
+pub mod mutating_policy;
 pub mod plugins;
 pub mod policy;
 pub mod quota;
@@ -123,6 +124,10 @@ pub enum Error {
     /// and name with the policy's code and reason.
     #[error("{why}")]
     Policy { code: u16, reason: String, why: String },
+    /// A MutatingAdmissionPolicy failed under `failurePolicy: Fail`: 403 with this reason
+    /// (`Invalid` for a failed mutation) and the policy's message as the whole text.
+    #[error("{message}")]
+    MutationPolicy { reason: String, message: String },
     /// 404 of the request's namespace (a namespaceSelector needs its labels).
     #[error("namespaces \"{0}\" not found")]
     NamespaceNotFound(String),
@@ -174,6 +179,8 @@ pub struct Admission {
     synced: AtomicBool,
     policies: ArcSwap<policy::compiled::PolicySet>,
     policies_synced: AtomicBool,
+    mutating_policies: ArcSwap<mutating_policy::compiled::MutatingPolicySet>,
+    mutating_policies_synced: AtomicBool,
     /// Where policy params are read (none: policies with params fail to configure).
     params: Option<Arc<dyn policy::ParamSource>>,
     /// The server's authorizer, for CEL's `authorizer` (none: its checks error).
@@ -196,6 +203,7 @@ impl Admission {
         let admission = Admission::new(Arc::new(NameLabelOnly), plugins);
         admission.synced.store(true, Ordering::SeqCst);
         admission.policies_synced.store(true, Ordering::SeqCst);
+        admission.mutating_policies_synced.store(true, Ordering::SeqCst);
         admission
     }
 
@@ -206,6 +214,8 @@ impl Admission {
             synced: AtomicBool::new(false),
             policies: ArcSwap::from_pointee(policy::compiled::PolicySet::default()),
             policies_synced: AtomicBool::new(!plugins.validating_policies),
+            mutating_policies: ArcSwap::from_pointee(mutating_policy::compiled::MutatingPolicySet::default()),
+            mutating_policies_synced: AtomicBool::new(!plugins.mutating_policies),
             params: None,
             authorizer: None,
             namespaces,
@@ -229,7 +239,10 @@ impl Admission {
     /// CEL's `authorizer` for the request's user.
     /// Built only when some expression may ask (it copies the request's identity).
     fn authorizer_for(&self, request: &Request<'_>) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
-        if !self.webhooks.load().uses_authorizer() && !self.policies.load().uses_authorizer() {
+        if !self.webhooks.load().uses_authorizer()
+            && !self.policies.load().uses_authorizer()
+            && !self.mutating_policies.load().uses_authorizer()
+        {
             return None;
         }
         let authorizer = self.authorizer.clone()?;
@@ -240,6 +253,12 @@ impl Admission {
     pub fn set_policies(&self, set: policy::compiled::PolicySet) {
         self.policies.store(Arc::new(set));
         self.policies_synced.store(true, Ordering::SeqCst);
+    }
+
+    /// Replaces the MutatingAdmissionPolicies and bindings.
+    pub fn set_mutating_policies(&self, set: mutating_policy::compiled::MutatingPolicySet) {
+        self.mutating_policies.store(Arc::new(set));
+        self.mutating_policies_synced.store(true, Ordering::SeqCst);
     }
 
     /// The same chain enforcing the object-count quotas of `quotas`.
@@ -265,6 +284,7 @@ impl Admission {
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
             && self.policies_synced.load(Ordering::SeqCst)
+            && self.mutating_policies_synced.load(Ordering::SeqCst)
             && self.quotas.as_ref().is_none_or(|q| q.is_synced())
     }
 
@@ -274,6 +294,7 @@ impl Admission {
         !self.is_synced()
             || self.webhooks.load().covers(group, resource)
             || self.policies.load().covers(group, resource)
+            || self.mutating_policies.load().covers(group, resource)
             || self.quotas.as_ref().is_some_and(|q| q.covers(group, resource))
     }
 
@@ -293,22 +314,65 @@ impl Admission {
         Err(Error::Forbidden("not yet ready to handle request".to_string()))
     }
 
-    /// Mutating admission: the webhooks that match, in order, with one reinvocation round.
-    /// `object` is changed in place (in the request version); `old` is the current object of
-    /// updates.
+    /// Mutating admission: MutatingAdmissionPolicies, then mutating webhooks, in order; when
+    /// either changed the object and an earlier step asked `reinvocationPolicy: IfNeeded`,
+    /// both run once more (k8s.io/apiserver's reinvoker). `object` is changed in place (in the
+    /// request version); `old` is the current object of updates.
     pub async fn mutate(
         &self,
         request: &Request<'_>,
-        object: Option<&mut Value>,
+        mut object: Option<&mut Value>,
         old: Option<&Value>,
     ) -> Result<Mutated, Error> {
         self.ready().await?;
-        if !self.plugins.mutating_webhooks {
-            return Ok(Mutated::default());
+        let mut mutated = Mutated::default();
+        if !self.plugins.mutating_webhooks && !self.plugins.mutating_policies {
+            return Ok(mutated);
         }
         let index = self.webhooks.load_full();
+        let policies = self.mutating_policies.load_full();
         let authorizer = self.authorizer_for(request);
-        mutating::dispatch(&index, self.namespaces.as_ref(), request, object, old, authorizer.as_ref()).await
+        let params = self.params.as_deref();
+        let mut policy_state = mutating_policy::Reinvocation::default();
+        let mut webhook_state = mutating::Reinvocation::default();
+        for round in 0..2 {
+            let reinvoking = round == 1;
+            let mut should_reinvoke = false;
+            if self.plugins.mutating_policies {
+                let before = mutated.changed;
+                should_reinvoke |= mutating_policy::dispatch(
+                    &policies,
+                    self.namespaces.as_ref(),
+                    params,
+                    request,
+                    object.as_deref_mut(),
+                    old,
+                    authorizer.as_ref(),
+                    &mut policy_state,
+                    reinvoking,
+                )
+                .await?;
+                mutated.changed = before || should_reinvoke;
+            }
+            if self.plugins.mutating_webhooks {
+                should_reinvoke |= mutating::dispatch(
+                    &index,
+                    self.namespaces.as_ref(),
+                    request,
+                    object.as_deref_mut(),
+                    old,
+                    authorizer.as_ref(),
+                    &mut webhook_state,
+                    reinvoking,
+                    &mut mutated,
+                )
+                .await?;
+            }
+            if !should_reinvoke {
+                break;
+            }
+        }
+        Ok(mutated)
     }
 
     /// Validating admission: ValidatingAdmissionPolicies, every matching webhook in

@@ -18,10 +18,11 @@ use super::{Error, Mutated, NamespaceLabels, Request};
 
 /// Which webhooks a second round calls (`webhookReinvokeContext`).
 #[derive(Default)]
-struct Reinvocation {
+pub struct Reinvocation {
     previously_invoked: HashSet<String>,
     reinvoke: HashSet<String>,
-    should_reinvoke: bool,
+    /// The object as the webhooks last left it.
+    last_output: Option<Value>,
 }
 
 impl Reinvocation {
@@ -30,7 +31,10 @@ impl Reinvocation {
     }
 }
 
-/// Runs the mutating webhooks over `object` (absent on deletes).
+/// Runs the mutating webhooks over `object` (absent on deletes): every matching one in the
+/// first round; in the reinvocation round only those that asked for it. Returns whether a
+/// webhook changed the object (so a reinvocation round is needed).
+#[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     index: &Index,
     namespaces: &dyn NamespaceLabels,
@@ -38,42 +42,44 @@ pub async fn dispatch(
     mut object: Option<&mut Value>,
     old: Option<&Value>,
     authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
-) -> Result<Mutated, Error> {
+    state: &mut Reinvocation,
+    reinvoking: bool,
+    mutated: &mut Mutated,
+) -> Result<bool, Error> {
     let hooks = index.mutating_for(request.target.group, request.target.resource);
-    let mut mutated = Mutated::default();
     if hooks.is_empty() {
-        return Ok(mutated);
+        return Ok(false);
     }
-    let mut state = Reinvocation::default();
-    for round in 0..2 {
-        if round == 1 && !state.should_reinvoke {
-            break;
+    if reinvoking && state.last_output.as_ref() != object.as_deref() {
+        // Another plugin changed the object since the webhooks ran.
+        state.require_reinvoking_previously_invoked();
+    }
+    let mut should_reinvoke = false;
+    for hook in &hooks {
+        let current = object.as_deref();
+        let Some(version) = hook.should_call(request, namespaces, current, old, authorizer).await? else {
+            continue;
+        };
+        if reinvoking && !state.reinvoke.contains(&hook.uid) {
+            continue;
         }
-        for hook in &hooks {
-            let current = object.as_deref();
-            let Some(version) = hook.should_call(request, namespaces, current, old, authorizer).await? else {
-                continue;
-            };
-            if round == 1 && !state.reinvoke.contains(&hook.uid) {
-                continue;
-            }
-            let changed = call_one(hook, request, &version, object.as_deref_mut(), old, &mut mutated).await?;
-            if changed {
-                mutated.changed = true;
-                state.require_reinvoking_previously_invoked();
-                state.should_reinvoke = true;
-            }
-            if hook.reinvoke_if_needed {
-                state.previously_invoked.insert(hook.uid.clone());
-            }
+        let changed = call_one(hook, request, &version, object.as_deref_mut(), old, mutated).await?;
+        if changed {
+            mutated.changed = true;
+            state.require_reinvoking_previously_invoked();
+            should_reinvoke = true;
+        }
+        if hook.reinvoke_if_needed {
+            state.previously_invoked.insert(hook.uid.clone());
         }
     }
-    Ok(mutated)
+    state.last_output = object.as_deref().cloned();
+    Ok(should_reinvoke)
 }
 
 /// The object in another version of its definition (for a webhook matched through an
 /// equivalent version).
-fn in_version(request: &Request<'_>, object: &Value, version: &str) -> Result<Value, Error> {
+pub(crate) fn in_version(request: &Request<'_>, object: &Value, version: &str) -> Result<Value, Error> {
     let mut copy = object.clone();
     if version != request.version {
         crate::conversion::convert(request.definition, &mut copy, version)

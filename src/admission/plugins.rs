@@ -8,6 +8,7 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plugins {
     pub namespace_lifecycle: bool,
+    pub mutating_policies: bool,
     pub mutating_webhooks: bool,
     pub validating_webhooks: bool,
     pub resource_quota: bool,
@@ -18,6 +19,7 @@ impl Default for Plugins {
     fn default() -> Self {
         Plugins {
             namespace_lifecycle: true,
+            mutating_policies: true,
             mutating_webhooks: true,
             validating_webhooks: true,
             resource_quota: true,
@@ -27,10 +29,10 @@ impl Default for Plugins {
 }
 
 /// The plugins this server knows, in kube-apiserver's order, and whether each is on by
-/// default. MutatingAdmissionPolicy is known (so the flags accept it) but not run.
+/// default.
 pub const KNOWN_PLUGINS: &[(&str, bool)] = &[
     ("NamespaceLifecycle", true),
-    ("MutatingAdmissionPolicy", false),
+    ("MutatingAdmissionPolicy", true),
     ("MutatingAdmissionWebhook", true),
     ("ValidatingAdmissionPolicy", true),
     ("ValidatingAdmissionWebhook", true),
@@ -70,6 +72,7 @@ impl Plugins {
         };
         Ok(Plugins {
             namespace_lifecycle: on("NamespaceLifecycle"),
+            mutating_policies: on("MutatingAdmissionPolicy"),
             mutating_webhooks: on("MutatingAdmissionWebhook"),
             validating_webhooks: on("ValidatingAdmissionWebhook"),
             resource_quota: on("ResourceQuota"),
@@ -81,6 +84,7 @@ impl Plugins {
     pub fn running(&self) -> Vec<&'static str> {
         let flags = [
             ("NamespaceLifecycle", self.namespace_lifecycle),
+            ("MutatingAdmissionPolicy", self.mutating_policies),
             ("MutatingAdmissionWebhook", self.mutating_webhooks),
             ("ValidatingAdmissionPolicy", self.validating_policies),
             ("ValidatingAdmissionWebhook", self.validating_webhooks),
@@ -103,7 +107,10 @@ mod tests {
         let all = Plugins::from_flags(&[], &[]).unwrap();
         assert_eq!(all, Plugins::default());
         let fewer = Plugins::from_flags(&[], &names(&["ResourceQuota", "ValidatingAdmissionWebhook"])).unwrap();
-        assert_eq!(fewer.running(), ["NamespaceLifecycle", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy"]);
+        assert_eq!(
+            fewer.running(),
+            ["NamespaceLifecycle", "MutatingAdmissionPolicy", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy"]
+        );
         assert_eq!(
             Plugins::from_flags(&names(&["PodSecurity"]), &[]).unwrap_err(),
             "enable-admission-plugins plugin \"PodSecurity\" is unknown"

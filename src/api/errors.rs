@@ -49,6 +49,12 @@ pub fn admission(error: crate::admission::Error, call: &Call, name: &str) -> Api
             let forbidden = ApiError::forbidden(&call.resource(), name, &why).with_cause("", &why, "");
             ApiError::from_parts(code, reason, forbidden.message, forbidden.details.map(|d| *d))
         }
+        Error::MutationPolicy { reason, message } => {
+            // kube-apiserver builds a Forbidden error on the resource and name, then replaces
+            // its message (and reason) with the policy's.
+            let forbidden = ApiError::forbidden(&call.resource(), name, &message).with_cause("", &message, "");
+            ApiError::from_parts(403, reason, message, forbidden.details.map(|d| *d))
+        }
         Error::NamespaceNotFound(namespace) => {
             ApiError::not_found(&crate::core::gvr::GroupResource::new("", "namespaces"), &namespace)
         }

@@ -1,18 +1,21 @@
 //! Starts the admission chain from the cluster: follows the Mutating and Validating webhook
-//! configurations of the main apiserver (list+watch through `kube::follow`) and hands every
-//! new set to `admission`; namespace labels come from the namespace cache, ResourceQuotas
-//! from `kube::quotas`. Without a cluster
+//! configurations, ValidatingAdmissionPolicies and MutatingAdmissionPolicies (v1, or v1beta1
+//! where the main apiserver serves only that) with their bindings (list+watch through
+//! `kube::follow`) and hands every new set to `admission`; namespace labels come from the
+//! namespace cache, ResourceQuotas from `kube::quotas`. Without a cluster
 //! (development mode) nothing is admitted but namespace lifecycle.
 
 use std::sync::{Arc, Mutex};
 
-use ::kube::api::Api;
+use ::kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     ValidatingWebhookConfiguration,
 };
+use serde_json::Value;
 
+use crate::admission::mutating_policy::compiled::MutatingPolicySet;
 use crate::admission::policy::compiled::PolicySet;
 use crate::admission::{Admission, NamespaceLabels, Plugins, configuration};
 use crate::kube::follow;
@@ -82,6 +85,68 @@ fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client) {
     }));
 }
 
+/// The MutatingAdmissionPolicy API versions followed, preferred first: `v1` (Kubernetes
+/// 1.36) and `v1beta1` (1.34, 1.35). A version the main apiserver does not serve is followed as
+/// empty; a policy served in both is the same object, taken once.
+const MUTATING_POLICY_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// The latest MutatingAdmissionPolicies and bindings of each followed version.
+#[derive(Default)]
+struct LatestMutating {
+    policies: [Option<Vec<Value>>; 2],
+    bindings: [Option<Vec<Value>>; 2],
+}
+
+impl LatestMutating {
+    /// Every object of the preferred version, plus those only the other one serves; `None`
+    /// until every list was read once.
+    fn merged(lists: &[Option<Vec<Value>>; 2]) -> Option<Vec<Value>> {
+        let mut names = std::collections::BTreeSet::new();
+        let mut all = Vec::new();
+        for list in lists {
+            for object in list.as_ref()? {
+                if names
+                    .insert(object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string())
+                {
+                    all.push(object.clone());
+                }
+            }
+        }
+        Some(all)
+    }
+}
+
+/// Follows MutatingAdmissionPolicies and their bindings.
+fn follow_mutating_policies(admission: &Arc<Admission>, client: &::kube::Client) {
+    let latest = Arc::new(Mutex::new(LatestMutating::default()));
+    for (slot, version) in MUTATING_POLICY_VERSIONS.iter().enumerate() {
+        for (plural, kind) in [
+            ("mutatingadmissionpolicies", "MutatingAdmissionPolicy"),
+            ("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding"),
+        ] {
+            let resource = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("admissionregistration.k8s.io", version, kind),
+                plural,
+            );
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let (admission, latest) = (admission.clone(), latest.clone());
+            tokio::spawn(follow::follow(api, plural, move |items| {
+                let values: Vec<Value> = items.iter().filter_map(|o| serde_json::to_value(o).ok()).collect();
+                let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
+                let lists = if kind.ends_with("Binding") { &mut latest.bindings } else { &mut latest.policies };
+                if let Some(list) = lists.get_mut(slot) {
+                    *list = Some(values);
+                }
+                if let (Some(policies), Some(bindings)) =
+                    (LatestMutating::merged(&latest.policies), LatestMutating::merged(&latest.bindings))
+                {
+                    admission.set_mutating_policies(MutatingPolicySet::from_json(&policies, &bindings));
+                }
+            }));
+        }
+    }
+}
+
 /// The admission chain of a server talking to `client`'s cluster (none: development mode).
 pub fn start(
     client: Option<::kube::Client>,
@@ -102,6 +167,9 @@ pub fn start(
     );
     if plugins.validating_policies {
         follow_policies(&admission, &client);
+    }
+    if plugins.mutating_policies {
+        follow_mutating_policies(&admission, &client);
     }
     let latest = Arc::new(Mutex::new(Latest::default()));
     if !plugins.mutating_webhooks {

@@ -34,6 +34,10 @@ pub enum PatchFailure {
     CopyLimit(usize),
     #[error("{0}")]
     NotApplicable(String),
+    /// A `test` operation found another value (MutatingAdmissionPolicy's JSON patches then
+    /// leave the object as it was).
+    #[error("{0}")]
+    TestFailed(String),
 }
 
 impl From<PatchFailure> for ApiError {
@@ -75,7 +79,11 @@ pub fn apply(operations: &[PatchOperation], target: &Value) -> Result<Value, Pat
         // everything replaced) is not needed: on failure the copy is dropped.
         json_patch::patch_unsafe(&mut doc, std::slice::from_ref(operation)).map_err(|e| {
             // The crate numbers operations within the slice it was given: one.
-            PatchFailure::NotApplicable(format!("operation '/{index}' failed at path '{}': {}", e.path, e.kind))
+            let message = format!("operation '/{index}' failed at path '{}': {}", e.path, e.kind);
+            match e.kind {
+                json_patch::PatchErrorKind::TestFailed => PatchFailure::TestFailed(message),
+                _ => PatchFailure::NotApplicable(message),
+            }
         })?;
     }
     Ok(doc)

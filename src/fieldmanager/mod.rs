@@ -8,6 +8,7 @@
 //! version, schemas are compiled once per definition version ([`Schema`]). The API layer
 //! turns [`Error`] into Kubernetes Status errors.
 
+pub mod apply_configuration;
 mod conflict;
 mod fieldsv1;
 mod gojson;

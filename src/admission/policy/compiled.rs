@@ -26,7 +26,7 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    fn new(source: &str, want: Want) -> Compiled {
+    pub fn new(source: &str, want: Want) -> Compiled {
         Compiled { source: source.to_string(), program: Expression::compile(source, VARIABLES, want) }
     }
 }
@@ -158,12 +158,58 @@ impl Binding {
     }
 }
 
+/// Positions of policies by the API group and resource their constraints name (`*` for
+/// either), shared by validating and mutating policy sets.
+#[derive(Default)]
+pub struct ResourceIndex {
+    keys: HashMap<String, HashMap<String, Vec<usize>>>,
+}
+
+impl ResourceIndex {
+    /// Records the policy at `position`; one whose constraints do not compile covers
+    /// everything (under Fail it still fails its requests).
+    pub fn add(&mut self, position: usize, constraints: &Result<Matcher, String>) {
+        let keys: Vec<(&str, &str)> = match constraints {
+            Ok(matcher) => matcher.index_keys().collect(),
+            Err(_) => vec![("*", "*")],
+        };
+        for (group, resource) in keys {
+            let list = self.keys.entry(group.to_string()).or_default().entry(resource.to_string()).or_default();
+            if list.last() != Some(&position) {
+                list.push(position);
+            }
+        }
+    }
+
+    /// Whether a policy could apply to a group and resource.
+    pub fn covers(&self, group: &str, resource: &str) -> bool {
+        [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
+    }
+
+    /// The positions of the policies that could apply, in order.
+    pub fn positions(&self, group: &str, resource: &str) -> Vec<usize> {
+        if !self.covers(group, resource) {
+            return Vec::new();
+        }
+        let mut positions: Vec<usize> = [group, "*"]
+            .iter()
+            .filter_map(|g| self.keys.get(*g))
+            .flat_map(|r| [resource, "*"].into_iter().filter_map(|k| r.get(k)))
+            .flatten()
+            .copied()
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        positions
+    }
+}
+
 /// Every policy with its bindings, indexed by the group and resource its constraints name.
 #[derive(Default)]
 pub struct PolicySet {
     pub entries: Vec<(Arc<Policy>, Vec<Arc<Binding>>)>,
     uses_authorizer: bool,
-    keys: HashMap<String, HashMap<String, Vec<usize>>>,
+    index: ResourceIndex,
 }
 
 impl PolicySet {
@@ -184,49 +230,25 @@ impl PolicySet {
             if attached.is_empty() {
                 continue;
             }
-            let position = set.entries.len();
-            if let Ok(matcher) = &policy.constraints {
-                for (group, resource) in matcher.index_keys() {
-                    let list = set.keys.entry(group.to_string()).or_default().entry(resource.to_string()).or_default();
-                    if list.last() != Some(&position) {
-                        list.push(position);
-                    }
-                }
-            } else {
-                // A policy that cannot be matched still fails its requests under Fail: it
-                // covers everything.
-                set.keys.entry("*".into()).or_default().entry("*".into()).or_default().push(position);
-            }
+            set.index.add(set.entries.len(), &policy.constraints);
             set.uses_authorizer |= policy.needs_authorizer;
             set.entries.push((policy, attached));
         }
         set
     }
 
-    /// Whether a policy could apply to a group and resource.
     /// Whether any policy's expressions may use `authorizer`.
     pub fn uses_authorizer(&self) -> bool {
         self.uses_authorizer
     }
 
+    /// Whether a policy could apply to a group and resource.
     pub fn covers(&self, group: &str, resource: &str) -> bool {
-        [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
+        self.index.covers(group, resource)
     }
 
     /// The policies that could apply, in name order.
     pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<Policy>, Vec<Arc<Binding>>)> {
-        if !self.covers(group, resource) {
-            return Vec::new();
-        }
-        let mut positions: Vec<usize> = [group, "*"]
-            .iter()
-            .filter_map(|g| self.keys.get(*g))
-            .flat_map(|r| [resource, "*"].into_iter().filter_map(|k| r.get(k)))
-            .flatten()
-            .copied()
-            .collect();
-        positions.sort_unstable();
-        positions.dedup();
-        positions.into_iter().filter_map(|p| self.entries.get(p)).collect()
+        self.index.positions(group, resource).into_iter().filter_map(|p| self.entries.get(p)).collect()
     }
 }

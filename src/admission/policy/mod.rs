@@ -50,13 +50,14 @@ struct Denied {
 }
 
 /// The params of a binding (`CollectParams`): `[None]` without a param kind or reference.
-async fn params(
+/// Shared with MutatingAdmissionPolicies.
+pub(crate) async fn params(
     source: Option<&dyn ParamSource>,
-    policy: &Policy,
-    binding: &Binding,
+    param_kind: Option<&(String, String)>,
+    param_ref: Option<&compiled::ParamRef>,
     request: &Request<'_>,
 ) -> Result<Vec<Option<Value>>, String> {
-    let (Some((api_version, kind)), Some(reference)) = (&policy.param_kind, &binding.param_ref) else {
+    let (Some((api_version, kind)), Some(reference)) = (param_kind, param_ref) else {
         return Ok(vec![None]);
     };
     let source = source.ok_or("params cannot be read without a cluster")?;
@@ -141,7 +142,7 @@ pub async fn dispatch(
                 Some(Ok(matcher)) if matcher.matches(request, namespaces, object, old).await?.is_none() => continue,
                 _ => {}
             }
-            let params = match params(source, policy, binding, request).await {
+            let params = match params(source, policy.param_kind.as_ref(), binding.param_ref.as_ref(), request).await {
                 Ok(p) => p,
                 Err(e) => {
                     config_error(&mut denied, policy, Some(binding), &e);
@@ -200,7 +201,10 @@ pub async fn dispatch(
 }
 
 /// `namespaceObject`: the request's namespace as CEL sees it (none for cluster-scoped).
-async fn namespace_object(namespaces: &dyn NamespaceLabels, request: &Request<'_>) -> Result<Option<Value>, Error> {
+pub(crate) async fn namespace_object(
+    namespaces: &dyn NamespaceLabels,
+    request: &Request<'_>,
+) -> Result<Option<Value>, Error> {
     let name = request.target.namespace;
     if name.is_empty() {
         return Ok(None);

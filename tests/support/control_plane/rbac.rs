@@ -233,6 +233,8 @@ pub fn default_rules() -> Vec<Rule> {
                 "validatingwebhookconfigurations",
                 "validatingadmissionpolicies",
                 "validatingadmissionpolicybindings",
+                "mutatingadmissionpolicies",
+                "mutatingadmissionpolicybindings",
             ],
         ),
         Rule::resources("crd-apiserver:admission", sa(), &["get", "list", "watch"], &[""], &["resourcequotas"]),

@@ -1,7 +1,7 @@
 //! Objects the double stores as kube-apiserver does, with resourceVersions from the double's
 //! global counter and watch events: the admission configurations of
-//! `admissionregistration.k8s.io/v1` (webhook configurations, ValidatingAdmissionPolicies and
-//! their bindings) and core/v1 ResourceQuotas (with the `status` subresource, whose updates
+//! `admissionregistration.k8s.io/v1` (webhook configurations, Validating and Mutating
+//! AdmissionPolicies and their bindings, as Kubernetes 1.36 serves them; v1beta1 is not served) and core/v1 ResourceQuotas (with the `status` subresource, whose updates
 //! are compare-and-swap on `metadata.resourceVersion`). Get, list, watch, create, update,
 //! delete.
 
@@ -27,6 +27,8 @@ pub const RESOURCES: &[(&str, &str, &str, bool)] = &[
         "admissionregistration.k8s.io/v1",
         false,
     ),
+    ("mutatingadmissionpolicies", "MutatingAdmissionPolicyList", "admissionregistration.k8s.io/v1", false),
+    ("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBindingList", "admissionregistration.k8s.io/v1", false),
     ("resourcequotas", "ResourceQuotaList", "v1", true),
     ("configmaps", "ConfigMapList", "v1", true),
 ];
