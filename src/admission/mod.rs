@@ -335,12 +335,15 @@ impl Admission {
         let params = self.params.as_deref();
         let mut policy_state = mutating_policy::Reinvocation::default();
         let mut webhook_state = mutating::Reinvocation::default();
+        // How many times a plugin changed the object: each plugin remembers the count it left,
+        // so a reinvocation round knows whether another one changed the object since (instead
+        // of keeping a copy of the object to compare).
+        let mut changes = 0u64;
         for round in 0..2 {
             let reinvoking = round == 1;
             let mut should_reinvoke = false;
             if self.plugins.mutating_policies {
-                let before = mutated.changed;
-                should_reinvoke |= mutating_policy::dispatch(
+                let changed = mutating_policy::dispatch(
                     &policies,
                     self.namespaces.as_ref(),
                     params,
@@ -350,12 +353,15 @@ impl Admission {
                     authorizer.as_ref(),
                     &mut policy_state,
                     reinvoking,
+                    changes,
                 )
                 .await?;
-                mutated.changed = before || should_reinvoke;
+                mutated.changed |= changed;
+                changes += u64::from(changed);
+                should_reinvoke |= changed;
             }
             if self.plugins.mutating_webhooks {
-                should_reinvoke |= mutating::dispatch(
+                let changed = mutating::dispatch(
                     &index,
                     self.namespaces.as_ref(),
                     request,
@@ -364,9 +370,12 @@ impl Admission {
                     authorizer.as_ref(),
                     &mut webhook_state,
                     reinvoking,
+                    changes,
                     &mut mutated,
                 )
                 .await?;
+                changes += u64::from(changed);
+                should_reinvoke |= changed;
             }
             if !should_reinvoke {
                 break;

@@ -21,8 +21,8 @@ use super::{Error, Mutated, NamespaceLabels, Request};
 pub struct Reinvocation {
     previously_invoked: HashSet<String>,
     reinvoke: HashSet<String>,
-    /// The object as the webhooks last left it.
-    last_output: Option<Value>,
+    /// The count of changes to the object when the webhooks last finished.
+    last_output: Option<u64>,
 }
 
 impl Reinvocation {
@@ -32,7 +32,8 @@ impl Reinvocation {
 }
 
 /// Runs the mutating webhooks over `object` (absent on deletes): every matching one in the
-/// first round; in the reinvocation round only those that asked for it. Returns whether a
+/// first round; in the reinvocation round only those that asked for it (`changes` counts
+/// the changes admission made to the object so far). Returns whether a
 /// webhook changed the object (so a reinvocation round is needed).
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
@@ -44,13 +45,14 @@ pub async fn dispatch(
     authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
     state: &mut Reinvocation,
     reinvoking: bool,
+    changes: u64,
     mutated: &mut Mutated,
 ) -> Result<bool, Error> {
     let hooks = index.mutating_for(request.target.group, request.target.resource);
     if hooks.is_empty() {
         return Ok(false);
     }
-    if reinvoking && state.last_output.as_ref() != object.as_deref() {
+    if reinvoking && state.last_output != Some(changes) {
         // Another plugin changed the object since the webhooks ran.
         state.require_reinvoking_previously_invoked();
     }
@@ -73,7 +75,7 @@ pub async fn dispatch(
             state.previously_invoked.insert(hook.uid.clone());
         }
     }
-    state.last_output = object.as_deref().cloned();
+    state.last_output = Some(changes + u64::from(should_reinvoke));
     Ok(should_reinvoke)
 }
 

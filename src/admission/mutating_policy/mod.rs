@@ -33,8 +33,9 @@ type Key = (String, String, String);
 pub struct Reinvocation {
     previously_invoked: HashSet<Key>,
     reinvoke: HashSet<Key>,
-    /// The object as this plugin last left it.
-    last_output: Option<Value>,
+    /// The count of changes to the object when this plugin last finished (see
+    /// [`super::Admission::mutate`]): a higher count later means another step changed it.
+    last_output: Option<u64>,
 }
 
 impl Reinvocation {
@@ -77,7 +78,8 @@ fn run(
 }
 
 /// Runs the matching policies over `object` (absent on deletes, which this plugin does not
-/// handle). Returns whether a reinvocation round is needed.
+/// handle); `changes` counts the changes admission made to the object so far. Returns
+/// whether a policy changed it (so a reinvocation round is needed).
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     set: &MutatingPolicySet,
@@ -89,13 +91,14 @@ pub async fn dispatch(
     authorizer: Option<&Arc<dyn Authorize>>,
     state: &mut Reinvocation,
     reinvoking: bool,
+    changes: u64,
 ) -> Result<bool, Error> {
     let Some(object) = object else { return Ok(false) };
     let entries = set.for_resource(request.target.group, request.target.resource);
     if entries.is_empty() {
         return Ok(false);
     }
-    if reinvoking && state.last_output.as_ref() != Some(&*object) {
+    if reinvoking && state.last_output != Some(changes) {
         // Another plugin changed the object since these policies ran.
         state.require_reinvoking_previously_invoked();
     }
@@ -170,7 +173,7 @@ pub async fn dispatch(
             }
         }
     }
-    state.last_output = Some(object.clone());
+    state.last_output = Some(changes + u64::from(should_reinvoke));
     match failures.into_iter().find(|f| f.fail) {
         None => Ok(should_reinvoke),
         Some(first) => {
