@@ -262,8 +262,8 @@ fn the_garbage_collectors_metadata_list() {
     assert_eq!(
         stale.json()["message"],
         format!(
-            "Operation cannot be fulfilled on shirts.stable.example.com \"example1\": Precondition failed: UID in \
-             precondition: 0000, UID in object meta: {uid}"
+            "Operation cannot be fulfilled on Shirt.stable.example.com \"example1\": the UID in the precondition \
+             (0000) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
         )
     );
     let deleted = gc

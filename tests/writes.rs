@@ -67,14 +67,24 @@ fn preconditions_and_policies() {
     let wrong_uid = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-it"}});
     let response = client.send_json("DELETE", &format!("{COLL}/p"), &wrong_uid);
     assert_eq!(response.status, 409);
+    // Worded as `rest.BeforeDelete` words it, on the kind.
     assert_eq!(
         response.json()["message"],
         format!(
-            "Operation cannot be fulfilled on crontabs.stable.example.com \"p\": Precondition failed: UID in precondition: not-it, UID in object meta: {uid}"
+            "Operation cannot be fulfilled on CronTab.stable.example.com \"p\": the UID in the precondition (not-it) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
         )
     );
+    assert_eq!(response.json()["details"], json!({"name": "p", "group": "stable.example.com", "kind": "CronTab"}));
     let wrong_rv = json!({"preconditions": {"resourceVersion": "999"}});
-    assert_eq!(client.send_json("DELETE", &format!("{COLL}/p"), &wrong_rv).status, 409);
+    let response = client.send_json("DELETE", &format!("{COLL}/p"), &wrong_rv);
+    assert_eq!(response.status, 409);
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    assert_eq!(
+        response.json()["message"],
+        format!(
+            "Operation cannot be fulfilled on CronTab.stable.example.com \"p\": the ResourceVersion in the precondition (999) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+        )
+    );
     assert!(exists(&client, "p"));
     let bad_policy = client.request("DELETE", &format!("{COLL}/p?propagationPolicy=Sometimes"), None, None).unwrap();
     assert_eq!(bad_policy.status, 422);
@@ -130,7 +140,6 @@ fn dry_run_writes_store_nothing() {
     assert_eq!(created.status, 201);
     assert_eq!(created.json()["metadata"]["name"], "dry");
     assert!(!exists(&client, "dry"));
-    assert_eq!(client.send("POST", &format!("{COLL}?dryRun=Some"), "application/json", "{}").unwrap().status, 400);
     client.send_json("POST", COLL, &crontab("real", json!({})));
     let patched = client
         .send("PATCH", &format!("{COLL}/real?dryRun=All"), "application/merge-patch+json", r#"{"spec":{"image":"y"}}"#)
@@ -166,4 +175,120 @@ fn annotate_label_and_edit() {
     let edited = client.get(&format!("{COLL}/e")).unwrap().json();
     assert_eq!(edited["spec"]["image"], "edited");
     assert_eq!(edited["metadata"]["generation"], 2);
+}
+
+#[test]
+fn invalid_options_are_invalid_on_the_options_kind() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    client.send_json("POST", COLL, &crontab("o", json!({})));
+    let body = serde_json::to_vec(&crontab("n", json!({}))).unwrap();
+    let cases = [
+        (
+            "POST",
+            format!("{COLL}?fieldValidation=Bogus"),
+            "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+        ),
+        (
+            "POST",
+            format!("{COLL}?dryRun=Some&fieldValidation=Bogus"),
+            "CreateOptions.meta.k8s.io \"\" is invalid: [dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\", fieldValidation: Unsupported value: \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]",
+        ),
+        (
+            "PUT",
+            format!("{COLL}/o?dryRun=Some"),
+            "UpdateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\"",
+        ),
+        (
+            "DELETE",
+            format!("{COLL}/o?dryRun=Some"),
+            "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\"",
+        ),
+        (
+            "GET",
+            format!("{COLL}?resourceVersion=1&resourceVersionMatch=Bogus"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+        ),
+    ];
+    for (method, path, message) in cases {
+        let response = client.send(method, &path, "application/json", body.clone()).unwrap();
+        assert_eq!(response.status, 422, "{method} {path}: {}", response.text());
+        assert_eq!(response.json()["message"], message, "{method} {path}");
+        assert_eq!(response.json()["details"]["group"], "meta.k8s.io");
+    }
+    let patch =
+        client.send("PATCH", &format!("{COLL}/o?fieldValidation=Bogus"), "application/merge-patch+json", "{}").unwrap();
+    assert_eq!(patch.status, 422);
+    assert!(
+        patch.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: ")
+    );
+    assert!(exists(&client, "o"), "nothing was deleted");
+}
+
+#[test]
+fn updates_of_missing_objects_are_not_found() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    // With or without a resourceVersion: the object is looked up first.
+    for rv in [None, Some("5")] {
+        let mut object = crontab("missing", json!({}));
+        if let Some(rv) = rv {
+            object["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let response = client.send_json("PUT", &format!("{COLL}/missing"), &object);
+        assert_eq!(response.status, 404, "{}", response.text());
+        assert_eq!(response.json()["message"], "crontabs.stable.example.com \"missing\" not found");
+    }
+    // An existing object without a resourceVersion is still refused as Invalid.
+    client.send_json("POST", COLL, &crontab("present", json!({})));
+    let response = client.send_json("PUT", &format!("{COLL}/present"), &crontab("present", json!({})));
+    assert_eq!(response.status, 422, "{}", response.text());
+}
+
+#[test]
+fn generation_tracks_the_desired_state_only() {
+    let server = TestServer::start(&[support::TENANT_CRD]);
+    let client = Client::admin(&server);
+    let tenants = "/apis/platform.example.com/v1/tenants";
+    let tenant = json!({"apiVersion": "platform.example.com/v1", "kind": "Tenant",
+        "metadata": {"name": "t", "finalizers": ["example.com/keep"]}, "spec": {"owner": "a", "quotaGiB": 1}});
+    let created = client.send_json("POST", tenants, &tenant);
+    assert_eq!(created.status, 201, "{}", created.text());
+    let generation =
+        |client: &Client| client.get(&format!("{tenants}/t")).unwrap().json()["metadata"]["generation"].clone();
+    assert_eq!(generation(&client), 1);
+    // Status writes (update, merge patch, apply) never change it.
+    let mut current = client.get(&format!("{tenants}/t")).unwrap().json();
+    current["status"] = json!({"phase": "Ready"});
+    let updated = client.send_json("PUT", &format!("{tenants}/t/status"), &current);
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    let patched = client
+        .send("PATCH", &format!("{tenants}/t/status"), "application/merge-patch+json", r#"{"status":{"phase":"Busy"}}"#)
+        .unwrap();
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let applied = client
+        .send(
+            "PATCH",
+            &format!("{tenants}/t/status?fieldManager=ctl&force=true"),
+            "application/apply-patch+yaml",
+            r#"{"apiVersion":"platform.example.com/v1","kind":"Tenant","metadata":{"name":"t"},"status":{"phase":"Done"}}"#,
+        )
+        .unwrap();
+    assert_eq!(applied.status, 200, "{}", applied.text());
+    assert_eq!(applied.json()["status"]["phase"], "Done");
+    assert_eq!(generation(&client), 1);
+    // A spec change does.
+    let patched = client
+        .send("PATCH", &format!("{tenants}/t"), "application/merge-patch+json", r#"{"spec":{"quotaGiB":2}}"#)
+        .unwrap();
+    assert_eq!(patched.json()["metadata"]["generation"], 2);
+    // So does marking it deleted while a finalizer holds it, once.
+    let deleting = client.request("DELETE", &format!("{tenants}/t"), None, None).unwrap();
+    assert_eq!(deleting.status, 200, "{}", deleting.text());
+    assert_eq!(generation(&client), 3);
+    client.request("DELETE", &format!("{tenants}/t"), None, None).unwrap();
+    assert_eq!(generation(&client), 3);
 }

@@ -20,13 +20,14 @@ use crate::store::Store;
 
 pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
+    // Options are checked before the body is read, as Kubernetes' handlers check them.
+    ownership::check_options(call, "CreateOptions", false)?;
     let bytes = read_limited(body).await?;
     let decoded = codec::decode_object(&bytes, call.content_type())?;
     let mut object = decoded.value;
     write::check_type_meta(&call.served, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
-    ownership::check_options(call, "CreateOptions", false)?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     ownership::track_create(call, &mut object);

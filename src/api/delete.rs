@@ -32,7 +32,12 @@ pub struct DeleteOptions {
 impl DeleteOptions {
     /// Reads options from the body (a `DeleteOptions` object, possibly empty) and the query.
     pub fn parse(call: &Call, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-        let mut options = DeleteOptions { dry_run: call.dry_run()?, ..DeleteOptions::default() };
+        let options_kind = crate::core::gvr::GroupKind::new("meta.k8s.io", "DeleteOptions");
+        let query_dry_run: Vec<&str> = call.query.all("dryRun").collect();
+        if let Some(error) = super::ownership::dry_run_error(&query_dry_run) {
+            return Err(ApiError::invalid(&options_kind, "", &[error]));
+        }
+        let mut options = DeleteOptions { dry_run: !query_dry_run.is_empty(), ..DeleteOptions::default() };
         if !body.iter().all(u8::is_ascii_whitespace) {
             let value: Value = serde_json::from_slice(body)
                 .or_else(|_| {
@@ -46,16 +51,11 @@ impl DeleteOptions {
             options.resource_version = text(value.pointer("/preconditions/resourceVersion"));
             options.propagation_policy = text(value.get("propagationPolicy"));
             if let Some(dry) = value.get("dryRun").and_then(Value::as_array) {
-                match dry.iter().map(|v| v.as_str().unwrap_or_default()).collect::<Vec<_>>().as_slice() {
-                    [] => {}
-                    ["All"] => options.dry_run = true,
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "Invalid dryRun value {:?}: supported values: \"All\"",
-                            other.join(",")
-                        )));
-                    }
+                let values: Vec<&str> = dry.iter().map(|v| v.as_str().unwrap_or_default()).collect();
+                if let Some(error) = super::ownership::dry_run_error(&values) {
+                    return Err(ApiError::invalid(&options_kind, "", &[error]));
                 }
+                options.dry_run |= !values.is_empty();
             }
             if value.get("orphanDependents").and_then(Value::as_bool) == Some(true)
                 && options.propagation_policy.is_none()
@@ -92,25 +92,28 @@ enum Outcome {
 async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions) -> Result<Outcome, ApiError> {
     let call = Call { name: name.to_string(), ..call.clone() };
     let resource = call.resource();
+    // Preconditions fail early as `rest.BeforeDelete` words them: on the kind, not the resource.
+    let definition = &call.served.definition;
+    let kind = crate::core::gvr::GroupResource::new(&definition.group, &definition.kind);
     for _ in 0..MAX_ATTEMPTS {
         let (current, mut object) = read_current(api, &call).await?;
         if let Some(uid) = &options.uid
             && uid != objects::uid(&object)
         {
             let why = format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                 objects::uid(&object)
             );
-            return Err(ApiError::conflict(&resource, name, &why));
+            return Err(ApiError::conflict(&kind, name, &why));
         }
         if let Some(rv) = &options.resource_version
             && rv != objects::resource_version(&object)
         {
             let why = format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                 objects::resource_version(&object)
             );
-            return Err(ApiError::conflict(&resource, name, &why));
+            return Err(ApiError::conflict(&kind, name, &why));
         }
         // Deletes pass admission too: webhooks see the object as oldObject.
         let write = admit::Write::new(Operation::Delete, name, options.dry_run);
@@ -146,6 +149,11 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         }
         let meta = objects::ensure_metadata(&mut object)?;
         if meta.get("deletionTimestamp").is_none_or(|v| v.is_null()) {
+            // Marking an object as deleting is a change of its desired state (`markAsDeleting`).
+            let generation = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            if generation > 0 {
+                meta.insert("generation".into(), json!(generation + 1));
+            }
             meta.insert("deletionTimestamp".into(), json!(crate::core::time::now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }

@@ -160,10 +160,14 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
             let revision = parse_revision(rv)?;
             Ok(Start { revision: None, at_least: (revision > 0).then_some(revision), start_after: None })
         }
-        (_, other) => Err(list_options_invalid(
-            "resourceVersionMatch",
-            &format!("Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""),
-        )),
+        (_, other) => {
+            let error = crate::core::field::FieldError::not_supported(
+                crate::core::field::Path::new("resourceVersionMatch"),
+                other,
+                &["Exact", "NotOlderThan", ""],
+            );
+            Err(ApiError::invalid(&crate::core::gvr::GroupKind::new("meta.k8s.io", "ListOptions"), "", &[error]))
+        }
     }
 }
 

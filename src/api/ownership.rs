@@ -121,6 +121,16 @@ pub fn manager_name(call: &Call) -> String {
     out
 }
 
+/// `ValidateDryRun`: every value must be `All`. The values print as Go prints a `[]string`.
+pub fn dry_run_error(values: &[&str]) -> Option<FieldError> {
+    if values.iter().all(|v| *v == "All") {
+        return None;
+    }
+    let quoted: Vec<String> = values.iter().map(|v| crate::core::field::go_quote(v)).collect();
+    let detail = format!("[]string{{{}}}: supported values: \"All\"", quoted.join(", "));
+    Some(FieldError::new(crate::core::field::ErrorType::NotSupported, FieldPath::new("dryRun"), None, detail))
+}
+
 /// Go's `unicode.IsPrint`: graphic characters and the ASCII space.
 fn is_print(c: char) -> bool {
     if c == ' ' {
@@ -153,6 +163,16 @@ pub fn check_options(call: &Call, kind: &str, apply: bool) -> Result<(), ApiErro
                 format!("invalid character U+{:04X} (at position {i})", c as u32),
             ));
         }
+    }
+    errors.extend(dry_run_error(&call.query.all("dryRun").collect::<Vec<_>>()));
+    if let Some(mode) = call.query.get("fieldValidation")
+        && !["", "Ignore", "Strict", "Warn"].contains(&mode)
+    {
+        errors.push(FieldError::not_supported(
+            FieldPath::new("fieldValidation"),
+            mode,
+            &["", "Ignore", "Strict", "Warn"],
+        ));
     }
     if errors.is_empty() {
         return Ok(());

@@ -165,9 +165,9 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
 }
 
 pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    ownership::check_options(call, "UpdateOptions", false)?;
     let bytes = read_limited(body).await?;
     let scale = codec::decode_object(&bytes, call.content_type())?.value;
-    ownership::check_options(call, "UpdateOptions", false)?;
     apply_scale(api, call, ScaleWrite::Replace(scale)).await
 }
 

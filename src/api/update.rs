@@ -82,6 +82,17 @@ pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
     merged
 }
 
+/// Puts the old object's generation back into `object`.
+fn keep_generation(object: &mut Value, old: &Value) {
+    let generation = old.pointer("/metadata/generation").cloned();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        match generation {
+            Some(generation) => meta.insert("generation".into(), generation),
+            None => meta.remove("generation"),
+        };
+    }
+}
+
 /// What a write ended as.
 pub enum Committed {
     Written(Value),
@@ -121,6 +132,11 @@ pub async fn commit(
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
     super::ownership::keep_times_of_unchanged(old, &mut object);
     let status_only = call.subresource == Subresource::Status;
+    if status_only {
+        // A status write never changes the desired state: the status strategy keeps the old
+        // generation, however the status changed.
+        keep_generation(&mut object, old);
+    }
     warnings.extend(write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?);
     if admission.is_some() {
         warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);
@@ -159,6 +175,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
         return scale::update(api, call, body).await;
     }
     let output = negotiate(call.accept(), false)?;
+    ownership::check_options(call, "UpdateOptions", false)?;
     let bytes = read_limited(body).await?;
     let decoded = codec::decode_object(&bytes, call.content_type())?;
     let mut object = decoded.value;
@@ -166,9 +183,11 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
-    ownership::check_options(call, "UpdateOptions", false)?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
+    // A missing object is NotFound whatever the body says (the update finds nothing to update
+    // before it checks the resourceVersion).
+    let (current, old) = read_current(api, call).await?;
     let rv = objects::resource_version(&object).to_string();
     if rv.is_empty() {
         let error =
@@ -177,7 +196,6 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
         return Err(ApiError::invalid(&GroupKind::new(&d.group, &d.plural), &call.name, &[error]));
     }
     let expected = parse_revision(&rv)?;
-    let (current, old) = read_current(api, call).await?;
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
     if current.revision != expected {
         return Err(conflict());
