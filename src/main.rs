@@ -12,7 +12,9 @@ fn init_logging(verbosity: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!("{default},sled=warn,h2=warn,hyper=warn,rustls=warn"))
     });
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour codes only for a terminal: logs collected from a pipe or a file stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 fn main() -> anyhow::Result<()> {

@@ -98,3 +98,30 @@ fn acknowledged_writes_survive_kill_9() {
         assert!(lost.is_empty(), "round {round}: {} acknowledged writes lost, e.g. {:?}", lost.len(), lost.first());
     }
 }
+
+#[test]
+fn a_second_server_on_the_same_store_is_refused_in_plain_words() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let pid = std::fs::read_to_string(server.data_dir().join("crd-apiserver.pid")).unwrap();
+    let out = std::process::Command::new(support::binary())
+        .current_dir(server.dir.path())
+        .args(["serve", "--bind-address", "127.0.0.1", "--dev", "--cert-dir", server.pki.dir.to_str().unwrap()])
+        .args(["--secure-port", &support::free_port().to_string()])
+        .args(["--storage", server.data_dir().to_str().unwrap()])
+        .args(["--definitions", server.definitions_dir().to_str().unwrap()])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "Error: storage: storage failure: the store at {} is in use by another crd-apiserver (pid {})",
+        server.data_dir().display(),
+        pid.trim()
+    );
+    assert_eq!(stderr.lines().filter(|l| l.contains("in use")).collect::<Vec<_>>(), [expected.as_str()], "{stderr}");
+    // Logs written to a pipe carry no colour codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    // The first server is unharmed.
+    assert_eq!(Client::admin(&server).get(COLLECTION).unwrap().status, 200);
+}

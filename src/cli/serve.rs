@@ -25,14 +25,33 @@ use crate::store::sled::{SledOptions, SledStore};
 pub enum StartError {
     #[error("{0}")]
     Config(String),
+    // The causes are part of the message, not sources: the error is then printed once.
     #[error("development PKI: {0}")]
-    Pki(#[from] super::pki::Error),
+    Pki(super::pki::Error),
     #[error("serving certificate: {0}")]
-    Tls(#[from] tls::Error),
+    Tls(tls::Error),
     #[error("storage: {0}")]
-    Storage(#[from] crate::store::Error),
+    Storage(crate::store::Error),
     #[error("listening on {addr}: {message}")]
     Listen { addr: String, message: String },
+}
+
+impl From<super::pki::Error> for StartError {
+    fn from(e: super::pki::Error) -> Self {
+        StartError::Pki(e)
+    }
+}
+
+impl From<tls::Error> for StartError {
+    fn from(e: tls::Error) -> Self {
+        StartError::Tls(e)
+    }
+}
+
+impl From<crate::store::Error> for StartError {
+    fn from(e: crate::store::Error) -> Self {
+        StartError::Storage(e)
+    }
 }
 
 /// Settings resolved from flags (development defaults applied).

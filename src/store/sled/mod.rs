@@ -297,6 +297,9 @@ impl Store for SledStore {
 }
 
 /// A store opened from disk: the database, its objects tree and the last revision written.
+/// The file naming the process that has the store open.
+const OWNER_FILE: &str = "crd-apiserver.pid";
+
 struct Opened {
     db: sled::Db,
     tree: sled::Tree,
@@ -305,13 +308,26 @@ struct Opened {
 
 impl Opened {
     fn open(dir: &Path, cache_capacity: u64) -> Result<Opened> {
-        let db =
-            sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| {
-                match storage_error(e) {
-                    Error::Backend(m) => Error::Backend(format!("opening {}: {m}", dir.display())),
-                    other => other,
-                }
-            })?;
+        let db = sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| match e {
+            // sled holds an exclusive lock on its files while open: another server has them.
+            sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
+                let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).ok();
+                let pid = owner.as_deref().map(str::trim).filter(|p| !p.is_empty());
+                Error::Backend(format!(
+                    "the store at {} is in use by another crd-apiserver{}",
+                    dir.display(),
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                ))
+            }
+            e => match storage_error(e) {
+                Error::Backend(m) => Error::Backend(format!("opening {}: {m}", dir.display())),
+                other => other,
+            },
+        })?;
+        // Named for the next server that finds the store locked; not needed for correctness.
+        if let Err(e) = std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string()) {
+            tracing::debug!(error = %e, "could not record the store's owner");
+        }
         let tree = db.open_tree("objects").map_err(storage_error)?;
         let revision = match tree.get(REVISION_KEY).map_err(storage_error)? {
             Some(raw) => {
