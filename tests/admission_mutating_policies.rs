@@ -10,12 +10,12 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::CRONTAB_CRD;
 use support::admission_webhook::AdmissionWebhooks;
 use support::cluster::TestCluster;
 use support::control_plane::ControlPlane;
 use support::control_plane::rbac::{Rule, Subject, User};
-use support::http::{Client, Response};
+use support::http::Client;
+use support::{CRONTAB_CRD, create_until};
 
 const GADGETS: &str = "/apis/stable.example.com/v1/namespaces/default/gadgets";
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
@@ -84,25 +84,6 @@ fn remove(plane: &ControlPlane, name: &str) {
 fn gadget(name: &str) -> Value {
     json!({"apiVersion": "stable.example.com/v1", "kind": "Gadget", "metadata": {"name": name},
         "spec": {"replicas": 2, "tags": ["a"], "ports": [{"name": "http", "port": 80}]}})
-}
-
-/// Creates objects (a new name each time) until `done` accepts the answer: policies reach
-/// the server through its watch. Returns the accepted answer and its name.
-fn create_until(client: &Client, path: &str, object: &Value, done: impl Fn(&Response) -> bool) -> (Response, String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut n = 0;
-    loop {
-        n += 1;
-        let mut attempt = object.clone();
-        let name = format!("{}-{n}", object["metadata"]["name"].as_str().unwrap());
-        attempt["metadata"]["name"] = json!(name);
-        let response = client.send_json("POST", path, &attempt);
-        if done(&response) {
-            return (response, name);
-        }
-        assert!(Instant::now() < deadline, "never happened for {object}; last answer: {}", response.text());
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn start() -> (TestCluster, Client) {

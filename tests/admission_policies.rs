@@ -51,19 +51,7 @@ fn crontab(name: &str, image: &str, replicas: i64) -> Value {
 /// Creates until the answer differs from 201 (policies reach the server through its watch);
 /// the answer, and the name it was for.
 fn refused(client: &Client, object: &Value) -> (Response, String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut n = 0;
-    loop {
-        n += 1;
-        let mut attempt = object.clone();
-        attempt["metadata"]["name"] = json!(format!("{}-{n}", object["metadata"]["name"].as_str().unwrap()));
-        let response = client.send_json("POST", CRONTABS, &attempt);
-        if response.status != 201 {
-            return (response, attempt["metadata"]["name"].as_str().unwrap().to_string());
-        }
-        assert!(Instant::now() < deadline, "never refused: {object}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    support::create_until(client, CRONTABS, object, |r| r.status != 201)
 }
 
 fn start() -> (TestCluster, Client) {

@@ -101,7 +101,8 @@ impl Replay {
         } else {
             object.as_object_mut().unwrap().extend(fields);
         }
-        let placement = Placement { namespace: Some("default"), status_subresource: !self.status };
+        let placement =
+            Placement { namespace: Some("default"), status_subresource: !self.status, status_write: self.status };
         let old = match &self.current {
             Some(old) => old.clone(),
             None => {

@@ -66,8 +66,11 @@ async fn insert_written(
     if changed {
         write::coerce(&call.served, &mut object)?;
     }
-    let placement =
-        Placement { namespace: call.namespace.as_deref(), status_subresource: call.served.version.status_subresource };
+    let placement = Placement {
+        namespace: call.namespace.as_deref(),
+        status_subresource: call.served.version.status_subresource,
+        status_write: false,
+    };
     let errors = objects::prepare_create(&mut object, &placement)?;
     warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
     warnings.extend(admit::validate(api, call, write, Some(&object), None).await?);

@@ -120,6 +120,9 @@ pub struct Placement<'a> {
     /// `Some` for namespaced resources.
     pub namespace: Option<&'a str>,
     pub status_subresource: bool,
+    /// A write to the status subresource: it never changes the desired state, so never the
+    /// generation (the status strategy keeps the old one).
+    pub status_write: bool,
 }
 
 /// Sets what the server owns on create: name from generateName, namespace, uid,
@@ -244,7 +247,10 @@ pub fn prepare_update(object: &mut Value, old: &Value, placement: &Placement<'_>
         }
         let changed =
             new_root.iter().filter(|(k, _)| *k != "metadata").ne(old_root.iter().filter(|(k, _)| *k != "metadata"));
-        if changed && let Some(meta) = new_root.get_mut("metadata").and_then(Value::as_object_mut) {
+        if changed
+            && !placement.status_write
+            && let Some(meta) = new_root.get_mut("metadata").and_then(Value::as_object_mut)
+        {
             let next = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0) + 1;
             meta.insert("generation".into(), Value::from(next));
         }
@@ -265,7 +271,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const NAMESPACED: Placement<'static> = Placement { namespace: Some("default"), status_subresource: false };
+    const NAMESPACED: Placement<'static> =
+        Placement { namespace: Some("default"), status_subresource: false, status_write: false };
 
     #[test]
     fn create_fills_system_fields() {
@@ -304,7 +311,8 @@ mod tests {
             "resourceVersion should not be set on objects to be created"
         );
         let mut cluster = json!({"metadata": {"name": "x", "namespace": "ignored"}});
-        prepare_create(&mut cluster, &Placement { namespace: None, status_subresource: false }).unwrap();
+        prepare_create(&mut cluster, &Placement { namespace: None, status_subresource: false, status_write: false })
+            .unwrap();
         assert_eq!(namespace(&cluster), "");
     }
 
@@ -324,12 +332,21 @@ mod tests {
 
     #[test]
     fn update_keeps_status_under_the_status_subresource() {
-        let placement = Placement { namespace: Some("default"), status_subresource: true };
+        let placement = Placement { namespace: Some("default"), status_subresource: true, status_write: false };
         let old = json!({"metadata": {"name": "x", "generation": 1}, "spec": {}, "status": {"ok": true}});
         let mut new = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"ok": false}});
         prepare_update(&mut new, &old, &placement).unwrap();
         assert_eq!(new["status"]["ok"], true);
         assert_eq!(generation(&new), 1);
+    }
+
+    #[test]
+    fn status_writes_keep_the_generation() {
+        let placement = Placement { namespace: Some("default"), status_subresource: false, status_write: true };
+        let old = json!({"metadata": {"name": "x", "generation": 2}, "spec": {}, "status": {"ok": true}});
+        let mut new = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"ok": false}});
+        prepare_update(&mut new, &old, &placement).unwrap();
+        assert_eq!(generation(&new), 2);
     }
 
     #[test]

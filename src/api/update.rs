@@ -82,17 +82,6 @@ pub fn merge_for_subresource(call: &Call, object: Value, old: &Value) -> Value {
     merged
 }
 
-/// Puts the old object's generation back into `object`.
-fn keep_generation(object: &mut Value, old: &Value) {
-    let generation = old.pointer("/metadata/generation").cloned();
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        match generation {
-            Some(generation) => meta.insert("generation".into(), generation),
-            None => meta.remove("generation"),
-        };
-    }
-}
-
 /// What a write ended as.
 pub enum Committed {
     Written(Value),
@@ -117,6 +106,7 @@ pub async fn commit(
     let placement = Placement {
         namespace: call.namespace.as_deref(),
         status_subresource: call.served.version.status_subresource && call.subresource == Subresource::None,
+        status_write: call.subresource == Subresource::Status,
     };
     // Mutating admission sees the object before the update strategy prepares it, validating
     // admission after the schema validated it, as in Kubernetes.
@@ -132,11 +122,6 @@ pub async fn commit(
     let errors = objects::prepare_update(&mut object, old, &placement).map_err(Some)?;
     super::ownership::keep_times_of_unchanged(old, &mut object);
     let status_only = call.subresource == Subresource::Status;
-    if status_only {
-        // A status write never changes the desired state: the status strategy keeps the old
-        // generation, however the status changed.
-        keep_generation(&mut object, old);
-    }
     warnings.extend(write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?);
     if admission.is_some() {
         warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);

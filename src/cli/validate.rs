@@ -150,8 +150,11 @@ fn write_path(
         .namespaced()
         .then(|| objects::namespace(&object).to_string())
         .map(|ns| if ns.is_empty() { "default".to_string() } else { ns });
-    let placement =
-        Placement { namespace: namespace.as_deref(), status_subresource: served.version.status_subresource };
+    let placement = Placement {
+        namespace: namespace.as_deref(),
+        status_subresource: served.version.status_subresource,
+        status_write: false,
+    };
     let old = old.map(|o| {
         let mut stored = o.clone();
         present::read_coerce(&served.definition, &mut stored);

@@ -264,3 +264,28 @@ pub fn stderr(out: &Output) -> String {
 pub fn table(text: &str) -> Vec<Vec<String>> {
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
 }
+
+/// Creates `object` at `path` under a new name each time (`<name>-1`, `<name>-2`, ...) until
+/// `done` accepts the answer, for at most ten seconds: admission configurations reach the
+/// server through its watch. Returns the accepted answer and the name it was for.
+pub fn create_until(
+    client: &http::Client,
+    path: &str,
+    object: &serde_json::Value,
+    done: impl Fn(&http::Response) -> bool,
+) -> (http::Response, String) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let base = object["metadata"]["name"].as_str().unwrap_or("object");
+    for n in 1.. {
+        let mut attempt = object.clone();
+        let name = format!("{base}-{n}");
+        attempt["metadata"]["name"] = serde_json::json!(name);
+        let response = client.send_json("POST", path, &attempt);
+        if done(&response) {
+            return (response, name);
+        }
+        assert!(Instant::now() < deadline, "never happened for {object}; last answer: {}", response.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unreachable!("the attempts never end")
+}

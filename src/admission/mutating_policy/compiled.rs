@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MatchResources
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::admission::policy::compiled::{Compiled, ParamRef as CompiledParamRef, ResourceIndex};
+use crate::admission::policy::compiled::{Compiled, Indexable, Indexed, ParamRef as CompiledParamRef};
 use crate::admission::policy::matching::Matcher;
 use crate::cel::policy::Want;
 
@@ -190,13 +190,18 @@ impl Binding {
     }
 }
 
-/// Every policy with its bindings, indexed by the group and resource its constraints name.
-#[derive(Default)]
-pub struct MutatingPolicySet {
-    pub entries: Vec<(Arc<Policy>, Vec<Arc<Binding>>)>,
-    uses_authorizer: bool,
-    index: ResourceIndex,
+impl Indexable for Policy {
+    fn constraints(&self) -> &Result<Matcher, String> {
+        &self.constraints
+    }
+
+    fn needs_authorizer(&self) -> bool {
+        self.needs_authorizer
+    }
 }
+
+/// Every MutatingAdmissionPolicy with its bindings.
+pub type MutatingPolicySet = Indexed<Policy, Binding>;
 
 impl MutatingPolicySet {
     /// Compiles the policies and bindings read as JSON (objects that do not decode are
@@ -231,29 +236,11 @@ impl MutatingPolicySet {
                 .filter(|b| b.spec.policy_name == wire.metadata.name)
                 .map(|b| Arc::new(Binding::compile(b)))
                 .collect();
-            if attached.is_empty() {
-                continue;
+            // A policy without bindings applies nowhere: not compiled at all.
+            if !attached.is_empty() {
+                set.push(Arc::new(Policy::compile(wire)), attached);
             }
-            let policy = Arc::new(Policy::compile(wire));
-            set.index.add(set.entries.len(), &policy.constraints);
-            set.uses_authorizer |= policy.needs_authorizer;
-            set.entries.push((policy, attached));
         }
         set
-    }
-
-    /// Whether any policy's expressions may use `authorizer`.
-    pub fn uses_authorizer(&self) -> bool {
-        self.uses_authorizer
-    }
-
-    /// Whether a policy could apply to a group and resource.
-    pub fn covers(&self, group: &str, resource: &str) -> bool {
-        self.index.covers(group, resource)
-    }
-
-    /// The policies that could apply, in name order.
-    pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<Policy>, Vec<Arc<Binding>>)> {
-        self.index.positions(group, resource).into_iter().filter_map(|p| self.entries.get(p)).collect()
     }
 }

@@ -55,6 +55,20 @@ struct Failure {
     invalid: bool,
 }
 
+impl Failure {
+    /// A policy or binding that could not be configured (`failed to configure ...`).
+    fn configuration(policy: &Policy, binding: Option<&Binding>, error: &str) -> Failure {
+        let what = if binding.is_some() { "binding" } else { "policy" };
+        Failure {
+            policy: policy.name.clone(),
+            fail: policy.fail,
+            binding: binding.map(|b| b.name.clone()),
+            message: format!("failed to configure {what}: {error}"),
+            invalid: false,
+        }
+    }
+}
+
 /// Everything one evaluation sees.
 struct Inputs<'a> {
     old: Option<&'a Value>,
@@ -108,13 +122,7 @@ pub async fn dispatch(
     for (policy, bindings) in entries {
         let version = match &policy.constraints {
             Err(e) => {
-                failures.push(Failure {
-                    policy: policy.name.clone(),
-                    fail: policy.fail,
-                    binding: None,
-                    message: format!("failed to configure policy: {e}"),
-                    invalid: false,
-                });
+                failures.push(Failure::configuration(policy, None, e));
                 continue;
             }
             Ok(matcher) => match matcher.matches(request, namespaces, Some(&*object), old).await? {
@@ -125,13 +133,7 @@ pub async fn dispatch(
         for binding in bindings {
             match &binding.resources {
                 Some(Err(e)) => {
-                    failures.push(Failure {
-                        policy: policy.name.clone(),
-                        fail: policy.fail,
-                        binding: Some(binding.name.clone()),
-                        message: format!("failed to configure binding: {e}"),
-                        invalid: false,
-                    });
+                    failures.push(Failure::configuration(policy, Some(binding), e));
                     continue;
                 }
                 Some(Ok(matcher)) if matcher.matches(request, namespaces, Some(&*object), old).await?.is_none() => {
@@ -142,13 +144,7 @@ pub async fn dispatch(
             let found = match params(source, policy.param_kind.as_ref(), binding.param_ref.as_ref(), request).await {
                 Ok(found) => found,
                 Err(e) => {
-                    failures.push(Failure {
-                        policy: policy.name.clone(),
-                        fail: policy.fail,
-                        binding: Some(binding.name.clone()),
-                        message: format!("failed to configure binding: {e}"),
-                        invalid: false,
-                    });
+                    failures.push(Failure::configuration(policy, Some(binding), &e));
                     continue;
                 }
             };

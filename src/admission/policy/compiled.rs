@@ -1,7 +1,8 @@
 //! ValidatingAdmissionPolicies and their bindings compiled once when they change: match
 //! constraints, match conditions, variables, validations (with message expressions) on the
 //! CEL engine, failure policy and param kind; bindings with their match resources, param
-//! reference and validation actions; and the set of both indexed by API group and resource.
+//! reference and validation actions; and the set of both indexed by API group and resource
+//! (`Indexed`, which MutatingAdmissionPolicies share).
 //!
 //! Owns the compiled forms; evaluation is `evaluate`'s.
 
@@ -158,18 +159,48 @@ impl Binding {
     }
 }
 
-/// Positions of policies by the API group and resource their constraints name (`*` for
-/// either), shared by validating and mutating policy sets.
-#[derive(Default)]
-pub struct ResourceIndex {
+/// What a policy set needs of the policies it indexes.
+pub trait Indexable {
+    /// The compiled `matchConstraints`.
+    fn constraints(&self) -> &Result<Matcher, String>;
+    /// Whether any of its expressions may use `authorizer`.
+    fn needs_authorizer(&self) -> bool;
+}
+
+impl Indexable for Policy {
+    fn constraints(&self) -> &Result<Matcher, String> {
+        &self.constraints
+    }
+
+    fn needs_authorizer(&self) -> bool {
+        self.needs_authorizer
+    }
+}
+
+/// Policies (of either kind) with their bindings, indexed by the API group and resource their
+/// constraints name (`*` for either).
+pub struct Indexed<P, B> {
+    pub entries: Vec<(Arc<P>, Vec<Arc<B>>)>,
+    uses_authorizer: bool,
     keys: HashMap<String, HashMap<String, Vec<usize>>>,
 }
 
-impl ResourceIndex {
-    /// Records the policy at `position`; one whose constraints do not compile covers
+impl<P, B> Default for Indexed<P, B> {
+    fn default() -> Self {
+        Indexed { entries: Vec::new(), uses_authorizer: false, keys: HashMap::new() }
+    }
+}
+
+impl<P: Indexable, B> Indexed<P, B> {
+    /// Adds a policy (callers add them in name order) with its bindings; a policy without
+    /// bindings applies nowhere and is left out. One whose constraints do not compile covers
     /// everything (under Fail it still fails its requests).
-    pub fn add(&mut self, position: usize, constraints: &Result<Matcher, String>) {
-        let keys: Vec<(&str, &str)> = match constraints {
+    pub fn push(&mut self, policy: Arc<P>, bindings: Vec<Arc<B>>) {
+        if bindings.is_empty() {
+            return;
+        }
+        let position = self.entries.len();
+        let keys: Vec<(&str, &str)> = match policy.constraints() {
             Ok(matcher) => matcher.index_keys().collect(),
             Err(_) => vec![("*", "*")],
         };
@@ -179,6 +210,13 @@ impl ResourceIndex {
                 list.push(position);
             }
         }
+        self.uses_authorizer |= policy.needs_authorizer();
+        self.entries.push((policy, bindings));
+    }
+
+    /// Whether any policy's expressions may use `authorizer`.
+    pub fn uses_authorizer(&self) -> bool {
+        self.uses_authorizer
     }
 
     /// Whether a policy could apply to a group and resource.
@@ -186,8 +224,8 @@ impl ResourceIndex {
         [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
     }
 
-    /// The positions of the policies that could apply, in order.
-    pub fn positions(&self, group: &str, resource: &str) -> Vec<usize> {
+    /// The policies that could apply, in the order they were added.
+    pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<P>, Vec<Arc<B>>)> {
         if !self.covers(group, resource) {
             return Vec::new();
         }
@@ -200,17 +238,12 @@ impl ResourceIndex {
             .collect();
         positions.sort_unstable();
         positions.dedup();
-        positions
+        positions.into_iter().filter_map(|p| self.entries.get(p)).collect()
     }
 }
 
-/// Every policy with its bindings, indexed by the group and resource its constraints name.
-#[derive(Default)]
-pub struct PolicySet {
-    pub entries: Vec<(Arc<Policy>, Vec<Arc<Binding>>)>,
-    uses_authorizer: bool,
-    index: ResourceIndex,
-}
+/// Every ValidatingAdmissionPolicy with its bindings.
+pub type PolicySet = Indexed<Policy, Binding>;
 
 impl PolicySet {
     /// Compiles the policies (sorted by name) and attaches their bindings (sorted by name).
@@ -227,28 +260,8 @@ impl PolicySet {
                 .filter(|b| b.spec.as_ref().and_then(|s| s.policy_name.as_deref()) == Some(policy.name.as_str()))
                 .map(|b| Arc::new(Binding::compile(b)))
                 .collect();
-            if attached.is_empty() {
-                continue;
-            }
-            set.index.add(set.entries.len(), &policy.constraints);
-            set.uses_authorizer |= policy.needs_authorizer;
-            set.entries.push((policy, attached));
+            set.push(policy, attached);
         }
         set
-    }
-
-    /// Whether any policy's expressions may use `authorizer`.
-    pub fn uses_authorizer(&self) -> bool {
-        self.uses_authorizer
-    }
-
-    /// Whether a policy could apply to a group and resource.
-    pub fn covers(&self, group: &str, resource: &str) -> bool {
-        self.index.covers(group, resource)
-    }
-
-    /// The policies that could apply, in name order.
-    pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<Policy>, Vec<Arc<Binding>>)> {
-        self.index.positions(group, resource).into_iter().filter_map(|p| self.entries.get(p)).collect()
     }
 }
