@@ -4,13 +4,10 @@
 //! Owns the lookup structure; built whole from configurations (`configuration`) and swapped
 //! atomically by [`super::Admission::set_webhooks`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::hooks::Hook;
-
-/// Positions of hooks by group, then resource (`*` is a key like any other).
-type Keys = HashMap<String, HashMap<String, Vec<usize>>>;
+use super::keys::Keys;
 
 /// Every mutating and validating webhook, in kube-apiserver's order (configurations sorted by
 /// name, hooks in their order), with the index.
@@ -25,36 +22,15 @@ pub struct Index {
 }
 
 fn keys_of(hooks: &[Arc<Hook>]) -> Keys {
-    let mut keys = Keys::new();
+    let mut keys = Keys::default();
     for (position, hook) in hooks.iter().enumerate() {
         for rule in &hook.rules {
             for (group, resource) in rule.index_keys() {
-                let list = keys.entry(group.to_string()).or_default().entry(resource.to_string()).or_default();
-                if list.last() != Some(&position) {
-                    list.push(position);
-                }
+                keys.insert(group, resource, position);
             }
         }
     }
     keys
-}
-
-fn covered(keys: &Keys, group: &str, resource: &str) -> bool {
-    [group, "*"].iter().any(|g| keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
-}
-
-/// The positions under a group and resource, in order, without duplicates.
-fn positions(keys: &Keys, group: &str, resource: &str) -> Vec<usize> {
-    let mut out: Vec<usize> = [group, "*"]
-        .iter()
-        .filter_map(|g| keys.get(*g))
-        .flat_map(|by_resource| [resource, "*"].into_iter().filter_map(|r| by_resource.get(r)))
-        .flatten()
-        .copied()
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 impl Index {
@@ -75,28 +51,26 @@ impl Index {
 
     /// Whether any webhook names this group and resource (or a wildcard covering them).
     pub fn covers(&self, group: &str, resource: &str) -> bool {
-        covered(&self.mutating_keys, group, resource) || covered(&self.validating_keys, group, resource)
+        self.mutating_keys.covers(group, resource) || self.validating_keys.covers(group, resource)
+    }
+
+    /// Whether any mutating webhook names this group and resource.
+    pub fn mutating_covers(&self, group: &str, resource: &str) -> bool {
+        self.mutating_keys.covers(group, resource)
+    }
+
+    /// Whether any validating webhook names this group and resource.
+    pub fn validating_covers(&self, group: &str, resource: &str) -> bool {
+        self.validating_keys.covers(group, resource)
     }
 
     /// The mutating webhooks whose rules could match, in order.
     pub fn mutating_for(&self, group: &str, resource: &str) -> Vec<Arc<Hook>> {
-        if !covered(&self.mutating_keys, group, resource) {
-            return Vec::new();
-        }
-        positions(&self.mutating_keys, group, resource)
-            .into_iter()
-            .filter_map(|p| self.mutating.get(p).cloned())
-            .collect()
+        self.mutating_keys.positions(group, resource).filter_map(|p| self.mutating.get(p).cloned()).collect()
     }
 
     /// The validating webhooks whose rules could match, in order.
     pub fn validating_for(&self, group: &str, resource: &str) -> Vec<Arc<Hook>> {
-        if !covered(&self.validating_keys, group, resource) {
-            return Vec::new();
-        }
-        positions(&self.validating_keys, group, resource)
-            .into_iter()
-            .filter_map(|p| self.validating.get(p).cloned())
-            .collect()
+        self.validating_keys.positions(group, resource).filter_map(|p| self.validating.get(p).cloned()).collect()
     }
 }

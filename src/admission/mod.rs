@@ -12,6 +12,7 @@ pub mod authorize;
 pub mod configuration;
 pub mod hooks;
 pub mod index;
+pub mod keys;
 pub mod mutating;
 pub mod mutating_policy;
 pub mod plugins;
@@ -171,15 +172,30 @@ pub struct Mutated {
     pub changed: bool,
 }
 
+/// The cluster's admission configurations, each replaced whole when it changes.
+#[derive(Default, Clone)]
+struct Configurations {
+    webhooks: Arc<Index>,
+    policies: Arc<policy::compiled::PolicySet>,
+    mutating_policies: Arc<mutating_policy::compiled::MutatingPolicySet>,
+}
+
+impl Configurations {
+    fn covers(&self, group: &str, resource: &str) -> bool {
+        self.webhooks.covers(group, resource)
+            || self.policies.covers(group, resource)
+            || self.mutating_policies.covers(group, resource)
+    }
+}
+
 /// The admission chain: current configurations plus what matching needs.
 pub struct Admission {
-    webhooks: ArcSwap<Index>,
+    /// The webhooks and policies, swapped as one so that a write reads them with one load.
+    current: ArcSwap<Configurations>,
     /// Whether the webhook configurations were read once; until then writes wait, then are
     /// refused.
     synced: AtomicBool,
-    policies: ArcSwap<policy::compiled::PolicySet>,
     policies_synced: AtomicBool,
-    mutating_policies: ArcSwap<mutating_policy::compiled::MutatingPolicySet>,
     mutating_policies_synced: AtomicBool,
     /// Where policy params are read (none: policies with params fail to configure).
     params: Option<Arc<dyn policy::ParamSource>>,
@@ -210,11 +226,9 @@ impl Admission {
     /// An admission chain waiting for its first configurations.
     pub fn new(namespaces: Arc<dyn NamespaceLabels>, plugins: Plugins) -> Admission {
         Admission {
-            webhooks: ArcSwap::from_pointee(Index::default()),
+            current: ArcSwap::from_pointee(Configurations::default()),
             synced: AtomicBool::new(false),
-            policies: ArcSwap::from_pointee(policy::compiled::PolicySet::default()),
             policies_synced: AtomicBool::new(!plugins.validating_policies),
-            mutating_policies: ArcSwap::from_pointee(mutating_policy::compiled::MutatingPolicySet::default()),
             mutating_policies_synced: AtomicBool::new(!plugins.mutating_policies),
             params: None,
             authorizer: None,
@@ -236,13 +250,10 @@ impl Admission {
         self
     }
 
-    /// CEL's `authorizer` for the request's user.
-    /// Built only when some expression may ask (it copies the request's identity).
-    fn authorizer_for(&self, request: &Request<'_>) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
-        if !self.webhooks.load().uses_authorizer()
-            && !self.policies.load().uses_authorizer()
-            && !self.mutating_policies.load().uses_authorizer()
-        {
+    /// CEL's `authorizer` for the request's user, when some expression of the step may ask
+    /// (`used`): building it copies the request's identity.
+    fn authorizer_for(&self, request: &Request<'_>, used: bool) -> Option<Arc<dyn crate::cel::policy::Authorize>> {
+        if !used {
             return None;
         }
         let authorizer = self.authorizer.clone()?;
@@ -251,13 +262,15 @@ impl Admission {
 
     /// Replaces the ValidatingAdmissionPolicies and bindings.
     pub fn set_policies(&self, set: policy::compiled::PolicySet) {
-        self.policies.store(Arc::new(set));
+        let set = Arc::new(set);
+        self.current.rcu(|c| Configurations { policies: set.clone(), ..Configurations::clone(c) });
         self.policies_synced.store(true, Ordering::SeqCst);
     }
 
     /// Replaces the MutatingAdmissionPolicies and bindings.
     pub fn set_mutating_policies(&self, set: mutating_policy::compiled::MutatingPolicySet) {
-        self.mutating_policies.store(Arc::new(set));
+        let set = Arc::new(set);
+        self.current.rcu(|c| Configurations { mutating_policies: set.clone(), ..Configurations::clone(c) });
         self.mutating_policies_synced.store(true, Ordering::SeqCst);
     }
 
@@ -277,7 +290,8 @@ impl Admission {
     /// Replaces the webhook configurations (every Mutating and Validating configuration of
     /// the cluster) and marks the chain ready.
     pub fn set_webhooks(&self, index: Index) {
-        self.webhooks.store(Arc::new(index));
+        let index = Arc::new(index);
+        self.current.rcu(|c| Configurations { webhooks: index.clone(), ..Configurations::clone(c) });
         self.synced.store(true, Ordering::SeqCst);
     }
 
@@ -292,9 +306,7 @@ impl Admission {
     /// admission entirely (no allocation, one index probe).
     pub fn handles(&self, group: &str, resource: &str) -> bool {
         !self.is_synced()
-            || self.webhooks.load().covers(group, resource)
-            || self.policies.load().covers(group, resource)
-            || self.mutating_policies.load().covers(group, resource)
+            || self.current.load().covers(group, resource)
             || self.quotas.as_ref().is_some_and(|q| q.covers(group, resource))
     }
 
@@ -329,9 +341,21 @@ impl Admission {
         if !self.plugins.mutating_webhooks && !self.plugins.mutating_policies {
             return Ok(mutated);
         }
-        let index = self.webhooks.load_full();
-        let policies = self.mutating_policies.load_full();
-        let authorizer = self.authorizer_for(request);
+        let (group, resource) = (request.target.group, request.target.resource);
+        let current = self.current.load();
+        let run_webhooks = self.plugins.mutating_webhooks && current.webhooks.mutating_covers(group, resource);
+        let run_policies = self.plugins.mutating_policies && current.mutating_policies.covers(group, resource);
+        if !run_webhooks && !run_policies {
+            return Ok(mutated);
+        }
+        // The guard is kept rather than turned into an Arc (two atomic operations fewer per
+        // write); arc-swap allows holding it across awaits, at the cost of a slower load
+        // elsewhere on this thread while it is held.
+        let index = run_webhooks.then_some(&current.webhooks);
+        let policies = run_policies.then_some(&current.mutating_policies);
+        let uses_authorizer =
+            index.is_some_and(|i| i.uses_authorizer()) || policies.is_some_and(|p| p.uses_authorizer());
+        let authorizer = self.authorizer_for(request, uses_authorizer);
         let params = self.params.as_deref();
         let mut policy_state = mutating_policy::Reinvocation::default();
         let mut webhook_state = mutating::Reinvocation::default();
@@ -342,9 +366,9 @@ impl Admission {
         for round in 0..2 {
             let reinvoking = round == 1;
             let mut should_reinvoke = false;
-            if self.plugins.mutating_policies {
+            if let Some(policies) = policies {
                 let changed = mutating_policy::dispatch(
-                    &policies,
+                    policies,
                     self.namespaces.as_ref(),
                     params,
                     request,
@@ -360,9 +384,9 @@ impl Admission {
                 changes += u64::from(changed);
                 should_reinvoke |= changed;
             }
-            if self.plugins.mutating_webhooks {
+            if let Some(index) = index {
                 let changed = mutating::dispatch(
-                    &index,
+                    index,
                     self.namespaces.as_ref(),
                     request,
                     object.as_deref_mut(),
@@ -396,20 +420,26 @@ impl Admission {
     ) -> Result<Vec<String>, Error> {
         self.ready().await?;
         let mut warnings = Vec::new();
-        let authorizer = self.authorizer_for(request);
+        let (group, resource) = (request.target.group, request.target.resource);
+        let current = self.current.load();
+        // The guard is kept, as in `mutate`.
+        let policies = Some(current.policies.for_resource(group, resource))
+            .filter(|applicable| self.plugins.validating_policies && !applicable.is_empty());
+        let run_webhooks = self.plugins.validating_webhooks && current.webhooks.validating_covers(group, resource);
+        let index = run_webhooks.then_some(&current.webhooks);
+        let uses_authorizer =
+            index.is_some_and(|i| i.uses_authorizer()) || (policies.is_some() && current.policies.uses_authorizer());
+        let authorizer = self.authorizer_for(request, uses_authorizer);
         let authorizer = authorizer.as_ref();
-        if self.plugins.validating_policies {
-            let policies = self.policies.load_full();
+        if let Some(policies) = policies {
             let params = self.params.as_deref();
             warnings.extend(
-                policy::dispatch(&policies, self.namespaces.as_ref(), params, request, object, old, authorizer).await?,
+                policy::dispatch(policies, self.namespaces.as_ref(), params, request, object, old, authorizer).await?,
             );
         }
-        if self.plugins.validating_webhooks {
-            let index = self.webhooks.load_full();
-            warnings.extend(
-                validating::dispatch(&index, self.namespaces.as_ref(), request, object, old, authorizer).await?,
-            );
+        if let Some(index) = index {
+            warnings
+                .extend(validating::dispatch(index, self.namespaces.as_ref(), request, object, old, authorizer).await?);
         }
         if let (Some(quotas), Operation::Create) = (&self.quotas, request.operation) {
             quota::admit(quotas.as_ref(), request).await?;

@@ -87,18 +87,29 @@ impl Expression {
         extra: Option<&[(String, Outcome)]>,
     ) -> Result<Outcome, String> {
         let any = super::schema::any_node();
-        let mut slots: Vec<Value<'_>> =
-            values.iter().map(|v| v.map_or(Value::Null, |json| from_json(json, any).unwrap_or(Value::Null))).collect();
+        // One allocation: the variables, the authorizer, `variables`, and room for the
+        // bindings of a few nested comprehensions.
+        let mut slots: Vec<Value<'_>> = Vec::with_capacity(values.len() + 6);
+        slots.extend(values.iter().map(|v| v.map_or(Value::Null, |json| from_json(json, any).unwrap_or(Value::Null))));
         if let Some(slot) = self.authorizer_slot {
             let bound = authorizer
                 .map(|a| Value::Authz(std::rc::Rc::new(super::library::authz::Authz::root(a.clone()))))
                 .unwrap_or(Value::Null);
             slots.insert(slot.min(slots.len()), bound);
         }
-        if let Some(extra) = extra {
-            let entries =
-                extra.iter().map(|(name, outcome)| (Value::Str(Str::Borrowed(name)), to_value(outcome))).collect();
-            slots.push(Value::Map(super::value::MapData::Owned(std::rc::Rc::new(entries))));
+        match extra {
+            Some([]) => {
+                // No variables were computed: an empty map, with nothing to allocate.
+                static NONE: std::sync::LazyLock<serde_json::Map<String, Json>> =
+                    std::sync::LazyLock::new(serde_json::Map::new);
+                slots.push(Value::Map(super::value::MapData::Json(&NONE, any)));
+            }
+            Some(extra) => {
+                let entries =
+                    extra.iter().map(|(name, outcome)| (Value::Str(Str::Borrowed(name)), to_value(outcome))).collect();
+                slots.push(Value::Map(super::value::MapData::Owned(std::rc::Rc::new(entries))));
+            }
+            None => {}
         }
         let mut evaluator = Evaluator::with_slots(slots, PER_CALL_LIMIT);
         let result = evaluator.eval(&self.program.ir).map_err(|e| e.message)?;

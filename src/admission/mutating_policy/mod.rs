@@ -151,8 +151,8 @@ pub async fn dispatch(
             if policy.needs_namespace && namespace_value.is_none() {
                 namespace_value = Some(namespace_object(namespaces, request).await?);
             }
-            for param in &found {
-                let invocation = Invocation { policy, binding, param: param.as_ref(), version: &version };
+            for param in found.iter() {
+                let invocation = Invocation { policy, binding, param, version };
                 let key = invocation.key();
                 if reinvoking && !state.reinvoke.contains(&key) {
                     continue;

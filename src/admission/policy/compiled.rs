@@ -6,12 +6,12 @@
 //!
 //! Owns the compiled forms; evaluation is `evaluate`'s.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 
 use super::matching::Matcher;
+use crate::admission::keys::{Keys, Positions};
 use crate::cel::policy::{Expression, Want};
 
 /// The variables every policy expression may use, in slot order (`variables` comes last,
@@ -182,12 +182,12 @@ impl Indexable for Policy {
 pub struct Indexed<P, B> {
     pub entries: Vec<(Arc<P>, Vec<Arc<B>>)>,
     uses_authorizer: bool,
-    keys: HashMap<String, HashMap<String, Vec<usize>>>,
+    keys: Keys,
 }
 
 impl<P, B> Default for Indexed<P, B> {
     fn default() -> Self {
-        Indexed { entries: Vec::new(), uses_authorizer: false, keys: HashMap::new() }
+        Indexed { entries: Vec::new(), uses_authorizer: false, keys: Keys::default() }
     }
 }
 
@@ -205,10 +205,7 @@ impl<P: Indexable, B> Indexed<P, B> {
             Err(_) => vec![("*", "*")],
         };
         for (group, resource) in keys {
-            let list = self.keys.entry(group.to_string()).or_default().entry(resource.to_string()).or_default();
-            if list.last() != Some(&position) {
-                list.push(position);
-            }
+            self.keys.insert(group, resource, position);
         }
         self.uses_authorizer |= policy.needs_authorizer();
         self.entries.push((policy, bindings));
@@ -221,24 +218,40 @@ impl<P: Indexable, B> Indexed<P, B> {
 
     /// Whether a policy could apply to a group and resource.
     pub fn covers(&self, group: &str, resource: &str) -> bool {
-        [group, "*"].iter().any(|g| self.keys.get(*g).is_some_and(|r| r.contains_key(resource) || r.contains_key("*")))
+        self.keys.covers(group, resource)
     }
 
-    /// The policies that could apply, in the order they were added.
-    pub fn for_resource(&self, group: &str, resource: &str) -> Vec<&(Arc<P>, Vec<Arc<B>>)> {
-        if !self.covers(group, resource) {
-            return Vec::new();
-        }
-        let mut positions: Vec<usize> = [group, "*"]
-            .iter()
-            .filter_map(|g| self.keys.get(*g))
-            .flat_map(|r| [resource, "*"].into_iter().filter_map(|k| r.get(k)))
-            .flatten()
-            .copied()
-            .collect();
-        positions.sort_unstable();
-        positions.dedup();
-        positions.into_iter().filter_map(|p| self.entries.get(p)).collect()
+    /// The policies that could apply, in the order they were added (allocating nothing).
+    pub fn for_resource(&self, group: &str, resource: &str) -> ForResource<'_, P, B> {
+        ForResource { entries: &self.entries, positions: self.keys.positions(group, resource) }
+    }
+}
+
+/// The policies for one group and resource, in order (see [`Indexed::for_resource`]).
+pub struct ForResource<'s, P, B> {
+    entries: &'s [(Arc<P>, Vec<Arc<B>>)],
+    positions: Positions<'s>,
+}
+
+// Not derived: that would ask `P: Clone` and `B: Clone`.
+impl<P, B> Clone for ForResource<'_, P, B> {
+    fn clone(&self) -> Self {
+        ForResource { entries: self.entries, positions: self.positions.clone() }
+    }
+}
+
+impl<P, B> ForResource<'_, P, B> {
+    /// Whether no policy is left.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+}
+
+impl<'s, P, B> Iterator for ForResource<'s, P, B> {
+    type Item = &'s (Arc<P>, Vec<Arc<B>>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.positions.next().and_then(|p| self.entries.get(p))
     }
 }
 

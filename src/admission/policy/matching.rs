@@ -64,9 +64,9 @@ impl Matcher {
 
     /// The version a rule list matches the request in (the request's own first, then the
     /// definition's other served versions under Equivalent).
-    fn version_in(&self, rules: &[NamedRule], request: &Request<'_>) -> Option<String> {
+    fn version_in<'r>(&self, rules: &[NamedRule], request: &Request<'r>) -> Option<&'r str> {
         if rules.iter().any(|r| r.matches(request, request.version)) {
-            return Some(request.version.to_string());
+            return Some(request.version);
         }
         if !self.equivalent {
             return None;
@@ -75,17 +75,17 @@ impl Matcher {
             .definition
             .served_versions()
             .find(|v| v.name != request.version && rules.iter().any(|r| r.matches(request, &v.name)))
-            .map(|v| v.name.clone())
+            .map(|v| v.name.as_str())
     }
 
     /// Whether the request matches, and in which version.
-    pub async fn matches(
+    pub async fn matches<'r>(
         &self,
-        request: &Request<'_>,
+        request: &Request<'r>,
         namespaces: &dyn NamespaceLabels,
         object: Option<&serde_json::Value>,
         old: Option<&serde_json::Value>,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<&'r str>, Error> {
         let namespace = request.target.namespace;
         if !namespace.is_empty() && !self.namespace_selector.is_empty() {
             match namespaces.labels(namespace).await {
@@ -105,7 +105,7 @@ impl Matcher {
             return Ok(None);
         }
         if self.rules.is_empty() {
-            return Ok(Some(request.version.to_string()));
+            return Ok(Some(request.version));
         }
         Ok(self.version_in(&self.rules, request))
     }

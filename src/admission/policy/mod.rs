@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::review::{Reviewed, request_json};
 use super::{Error, NamespaceLabels, Request};
-use compiled::{Binding, Policy, PolicySet};
+use compiled::{Binding, ForResource, Policy};
 use evaluate::{Decision, Inputs};
 
 /// Where policy params come from (the main apiserver).
@@ -49,16 +49,32 @@ struct Denied {
     decision: Decision,
 }
 
-/// The params of a binding (`CollectParams`): `[None]` without a param kind or reference.
+/// The params a binding evaluates its policy with: once with none, or once per object found.
+pub(crate) enum Params {
+    Unused,
+    Found(Vec<Value>),
+}
+
+impl Params {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Option<&Value>> {
+        let (unused, found) = match self {
+            Params::Unused => (true, &[][..]),
+            Params::Found(found) => (false, found.as_slice()),
+        };
+        std::iter::once(None).filter(move |_| unused).chain(found.iter().map(Some))
+    }
+}
+
+/// The params of a binding (`CollectParams`): unused without a param kind or reference.
 /// Shared with MutatingAdmissionPolicies.
 pub(crate) async fn params(
     source: Option<&dyn ParamSource>,
     param_kind: Option<&(String, String)>,
     param_ref: Option<&compiled::ParamRef>,
     request: &Request<'_>,
-) -> Result<Vec<Option<Value>>, String> {
+) -> Result<Params, String> {
     let (Some((api_version, kind)), Some(reference)) = (param_kind, param_ref) else {
-        return Ok(vec![None]);
+        return Ok(Params::Unused);
     };
     let source = source.ok_or("params cannot be read without a cluster")?;
     let namespaced = source.namespaced(api_version, kind).await?;
@@ -82,12 +98,13 @@ pub(crate) async fn params(
     if found.is_empty() && reference.deny_when_missing {
         return Err("no params found for policy binding with `Deny` parameterNotFoundAction".into());
     }
-    Ok(found.into_iter().map(Some).collect())
+    Ok(Params::Found(found))
 }
 
-/// What the policies decided: warnings, or the first denial as an error.
+/// What the policies that may apply (`applicable`, from [`compiled::Indexed::for_resource`])
+/// decided: warnings, or the first denial as an error.
 pub async fn dispatch(
-    set: &PolicySet,
+    applicable: ForResource<'_, Policy, Binding>,
     namespaces: &dyn NamespaceLabels,
     source: Option<&dyn ParamSource>,
     request: &Request<'_>,
@@ -113,7 +130,7 @@ pub async fn dispatch(
         });
     };
     let mut namespace_object: Option<Option<Value>> = None;
-    for (policy, bindings) in set.for_resource(request.target.group, request.target.resource) {
+    for (policy, bindings) in applicable {
         let version = match &policy.constraints {
             Err(e) => {
                 config_error(&mut denied, policy, None, e);
@@ -125,7 +142,7 @@ pub async fn dispatch(
             },
         };
         let request_value = if policy.needs_request {
-            request_json("", request, &Reviewed { version: &version, object: None, old: None })
+            request_json("", request, &Reviewed { version, object: None, old: None })
         } else {
             Value::Null
         };
@@ -149,12 +166,12 @@ pub async fn dispatch(
                     continue;
                 }
             };
-            for param in &params {
+            for param in params.iter() {
                 let inputs = Inputs {
                     object,
                     old,
                     request: &request_value,
-                    params: param.as_ref(),
+                    params: param,
                     namespace: namespace_value.as_ref(),
                     authorizer,
                 };
