@@ -6,6 +6,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -142,6 +143,31 @@ fn field_selectors_on_shirts() {
     assert_eq!(names("metadata.name=example3"), ["example3"]);
     let bad = server.kubectl(&["get", "shirts", "--field-selector", "spec.nosuchfield=xyz"]);
     assert!(stderr(&bad).contains("field label not supported: spec.nosuchfield"), "{}", stderr(&bad));
+}
+
+#[test]
+fn version_and_development_address() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let version = Client::admin(&server).get("/version").unwrap().json();
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // The commit the binary was built from: this checkout's, unless it moved on since.
+    let commit = version["gitCommit"].as_str().unwrap();
+    match git(&["rev-parse", "HEAD"]) {
+        Some(head) => {
+            assert_eq!(commit.len(), 40, "{version}");
+            assert!(git(&["cat-file", "-e", &format!("{commit}^{{commit}}")]).is_some(), "{version}");
+            assert!(["clean", "dirty"].contains(&version["gitTreeState"].as_str().unwrap()), "{version} (HEAD {head})");
+        }
+        None => assert_eq!((commit, version["gitTreeState"].as_str().unwrap()), ("", "")),
+    }
+    let date = version["buildDate"].as_str().unwrap();
+    assert!(jiff::Timestamp::from_str(date).is_ok() && date.ends_with('Z'), "{version}");
+    assert!(version["gitVersion"].as_str().unwrap().starts_with("v1."), "{version}");
+    // Development mode listens on the loopback address unless told otherwise.
+    assert!(server.log().contains(&format!("address=127.0.0.1:{}", server.port)), "{}", server.log());
 }
 
 #[test]

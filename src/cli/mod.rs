@@ -52,9 +52,10 @@ pub struct ServeArgs {
     /// The port to serve HTTPS on.
     #[arg(long, default_value_t = 8443)]
     pub secure_port: u16,
-    /// The address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind_address: String,
+    /// The address to listen on (default: 0.0.0.0, or 127.0.0.1 in development mode, whose
+    /// certificates and open authorization are for this machine only).
+    #[arg(long)]
+    pub bind_address: Option<String>,
     /// Serving certificate (PEM, chain allowed).
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,

@@ -172,9 +172,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         router,
     );
 
-    let addr: SocketAddr = format!("{}:{}", bracket(&args.bind_address), args.secure_port)
+    let bind_address = args.bind_address.as_deref().unwrap_or(if args.dev { "127.0.0.1" } else { "0.0.0.0" });
+    let addr: SocketAddr = format!("{}:{}", bracket(bind_address), args.secure_port)
         .parse()
-        .map_err(|e| StartError::Config(format!("--bind-address {}: {e}", args.bind_address)))?;
+        .map_err(|e| StartError::Config(format!("--bind-address {bind_address}: {e}")))?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| StartError::Listen { addr: addr.to_string(), message: e.to_string() })?;
@@ -188,7 +189,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     if let Some(pki) = &resolved.dev {
         let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", local.port()))?;
         let absolute = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
-        println!("crd-apiserver is serving on https://127.0.0.1:{} (development mode)", local.port());
+        println!("crd-apiserver is serving on https://{local} (development mode)");
         println!(
             "Use it with:\n  export KUBECONFIG={}\n  kubectl api-resources\n  kubectl get crontabs",
             absolute.display()

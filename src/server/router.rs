@@ -108,9 +108,10 @@ fn version_info() -> serde_json::Value {
         "major": "1",
         "minor": "33",
         "gitVersion": format!("v1.33.0+crd-apiserver-{}", env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
+        // Set by build.rs from the git checkout (empty outside one).
+        "gitCommit": env!("CRD_APISERVER_GIT_COMMIT"),
+        "gitTreeState": env!("CRD_APISERVER_GIT_TREE_STATE"),
+        "buildDate": env!("CRD_APISERVER_BUILD_DATE"),
         "goVersion": "",
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),

@@ -109,14 +109,16 @@ impl TestServer {
             }
             None => Command::new(binary()),
         };
-        command.current_dir(self.dir.path()).args(["serve", "--bind-address", "127.0.0.1"]);
+        command.current_dir(self.dir.path()).arg("serve");
         match &self.delegated {
             None => {
+                // Development mode listens on 127.0.0.1 by default.
                 command.args(["--dev", "--cert-dir", self.pki.dir.to_str().unwrap()]);
             }
             Some(kubeconfig) => {
                 let kubeconfig = kubeconfig.to_str().unwrap();
                 command
+                    .args(["--bind-address", "127.0.0.1"])
                     .args(["--tls-cert-file", self.pki.serving_cert().to_str().unwrap()])
                     .args(["--tls-private-key-file", self.pki.serving_key().to_str().unwrap()])
                     .args(["--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig])
