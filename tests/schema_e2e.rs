@@ -235,6 +235,34 @@ fn broken_definitions_are_reported_and_the_rest_served() {
 }
 
 #[test]
+fn misspelled_definition_fields_are_errors_that_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |file: &str, text: &str| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(support::binary()).arg("check").arg(&path).output().unwrap();
+        (out.status.code(), stdout(&out))
+    };
+    let typos = VALIDATED_CRONTAB.replacen("served: true", "servd: true", 1).replacen(
+        "  scope:",
+        "  subresource: {}\n  scope:",
+        1,
+    );
+    let (code, out) = check("typos.yaml", &typos);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(r#"typos.yaml: CustomResourceDefinition "crontabs.stable.example.com" is invalid: strict decoding error: unknown field "spec.subresource", unknown field "spec.versions[0].servd""#),
+        "{out}"
+    );
+    // The same definition without the typos is fine.
+    assert_eq!(check("fine.yaml", VALIDATED_CRONTAB).0, Some(0));
+    // A file with no definitions is a mistake too.
+    let (code, out) = check("empty.yaml", "# nothing here\n");
+    assert_eq!(code, Some(1));
+    assert!(out.contains("empty.yaml: no CustomResourceDefinitions found"), "{out}");
+}
+
+#[test]
 fn validate_command_runs_the_write_path_offline() {
     let dir = tempfile::tempdir().unwrap();
     let defs = dir.path().join("crontab.yaml");

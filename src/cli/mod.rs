@@ -189,6 +189,11 @@ pub fn check(args: &CheckArgs) -> i32 {
             println!("{}: {}: warning: {warning}", definition.source, definition.name);
         }
     }
+    if problems.is_empty() && registry.definitions().is_empty() {
+        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        println!("{}: no CustomResourceDefinitions found", paths.join(", "));
+        return 1;
+    }
     if problems.is_empty() { 0 } else { 1 }
 }
 

@@ -107,6 +107,11 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     }
     let mut crd: CustomResourceDefinition =
         serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    let decoded = serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    let unknown = super::strict::unknown_fields(&raw, &decoded);
+    if !unknown.is_empty() {
+        return Err(Problem::new(source, name, vec![super::strict::message(&unknown)]));
+    }
     validate::apply_defaults(&mut crd);
     let (errors, rules) = validate::check_and_compile(&crd, &raw);
     if !errors.is_empty() {

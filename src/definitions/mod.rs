@@ -9,6 +9,7 @@ pub mod conversion;
 pub mod load;
 pub mod model;
 pub mod registry;
+pub mod strict;
 pub mod validate;
 pub mod version_order;
 pub mod versions;
