@@ -249,6 +249,25 @@ fn updates_of_missing_objects_are_not_found() {
 }
 
 #[test]
+fn owner_reference_errors_name_the_field() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let mut object = crontab("owned", json!({}));
+    object["metadata"]["ownerReferences"] = json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "", "uid": "6a0a1b52-0000-4000-8000-000000000001"},
+        {"apiVersion": "apps/v1/x", "kind": "Deployment", "name": "d", "uid": "6a0a1b52-0000-4000-8000-000000000002"}
+    ]);
+    let response = client.send_json("POST", COLL, &object);
+    assert_eq!(response.status, 422, "{}", response.text());
+    assert_eq!(
+        response.json()["message"],
+        "CronTab.stable.example.com \"owned\" is invalid: [metadata.ownerReferences.name: Invalid value: \"\": must not be empty, \
+         metadata.ownerReferences.apiVersion: Invalid value: \"apps/v1/x\": version must not be empty]"
+    );
+    assert!(!exists(&client, "owned"));
+}
+
+#[test]
 fn generation_tracks_the_desired_state_only() {
     let server = TestServer::start(&[support::TENANT_CRD]);
     let client = Client::admin(&server);

@@ -118,37 +118,39 @@ pub fn validate_annotations(meta: &Map<String, Value>, path: &Path) -> Vec<Field
     errs
 }
 
+/// As Kubernetes 1.36 validates them (apimachinery's `ValidateOwnerReferences`): each error
+/// is on `metadata.ownerReferences.<field>`, without the item's index, and `Invalid`.
 fn validate_owner_references(meta: &Map<String, Value>, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut first_controller: Option<String> = None;
     let refs = meta.get("ownerReferences").and_then(Value::as_array).cloned().unwrap_or_default();
-    for (i, reference) in refs.iter().enumerate() {
-        let at = path.index(i);
+    for reference in &refs {
         let field = |name: &str| reference.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
-        let api_version = field("apiVersion");
-        if api_version.is_empty() {
-            errs.push(FieldError::required(at.child("apiVersion"), "must not be empty"));
-        } else if api_version.matches('/').count() > 1 || api_version.ends_with('/') {
-            errs.push(FieldError::invalid(
-                at.child("apiVersion"),
-                api_version.as_str(),
-                "must be <group>/<version> or <version>",
-            ));
+        let (api_version, kind) = (field("apiVersion"), field("kind"));
+        // Go's ParseGroupVersion: no slash is a version, one splits group/version, more is
+        // an error (which leaves no version).
+        let (group, version) = match api_version.matches('/').count() {
+            0 => ("", api_version.as_str()),
+            1 => api_version.split_once('/').unwrap_or_default(),
+            _ => ("", ""),
+        };
+        if version.is_empty() {
+            errs.push(FieldError::invalid(path.child("apiVersion"), api_version.as_str(), "version must not be empty"));
         }
-        for name in ["kind", "name", "uid"] {
-            if field(name).is_empty() {
-                errs.push(FieldError::required(at.child(name), "must not be empty"));
+        for (name, value) in [("kind", kind.clone()), ("name", field("name")), ("uid", field("uid"))] {
+            if value.is_empty() {
+                errs.push(FieldError::invalid(path.child(name), value.as_str(), "must not be empty"));
             }
         }
-        if api_version == "v1" && field("kind") == "Event" {
+        if group.is_empty() && version == "v1" && kind == "Event" {
             errs.push(FieldError::invalid(
-                at.clone(),
+                path.clone(),
                 reference.clone(),
                 "/v1, Kind=Event is disallowed from being an owner",
             ));
         }
         if reference.get("controller").and_then(Value::as_bool) == Some(true) {
-            let current = format!("{}/{}", field("kind"), field("name"));
+            let current = format!("{kind}/{}", field("name"));
             match &first_controller {
                 Some(first) => errs.push(FieldError::invalid(
                     path.clone(),
@@ -266,8 +268,22 @@ mod tests {
         );
         check(
             json!({"ownerReferences": [{"apiVersion": "v1", "kind": "", "name": "n", "uid": "u"}]}),
-            &["metadata.ownerReferences[0].kind: Required value: must not be empty"],
+            &["metadata.ownerReferences.kind: Invalid value: \"\": must not be empty"],
         );
+        check(
+            json!({"ownerReferences": [{"apiVersion": "a/b/c", "kind": "K", "name": "", "uid": "u"}]}),
+            &[
+                "metadata.ownerReferences.apiVersion: Invalid value: \"a/b/c\": version must not be empty",
+                "metadata.ownerReferences.name: Invalid value: \"\": must not be empty",
+            ],
+        );
+        let event = json!({"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"});
+        let errors = validate_owner_references(
+            json!({"ownerReferences": [event]}).as_object().unwrap(),
+            &Path::new("metadata").child("ownerReferences"),
+        );
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].to_string().ends_with("/v1, Kind=Event is disallowed from being an owner"), "{}", errors[0]);
     }
 
     #[test]
