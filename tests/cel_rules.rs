@@ -110,3 +110,63 @@ fn a_rule_that_does_not_compile_refuses_its_definition() {
         "{log}"
     );
 }
+
+/// A rule on the root of the schema: its errors have no field path.
+const RANGE_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ranges.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: ranges, singular: range, kind: Range}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-validations:
+        - rule: "!has(self.spec) || self.spec.low <= self.spec.high"
+        properties:
+          spec:
+            type: object
+            properties:
+              low: {type: integer}
+              high: {type: integer, maximum: 100}
+"#;
+
+#[test]
+fn root_rule_errors_have_no_path() {
+    let server = TestServer::start(&[RANGE_CRD]);
+    let apply = |name: &str, spec: &str| {
+        let object =
+            format!("apiVersion: stable.example.com/v1\nkind: Range\nmetadata: {{name: {name}}}\nspec: {spec}\n");
+        let out = server.kubectl_stdin(&["apply", "-f", "-"], &object);
+        assert!(!out.status.success(), "{name} was accepted");
+        stderr(&out)
+    };
+    let err = apply("inverted", "{low: 5, high: 1}");
+    assert!(
+        err.contains(r#"The Range "inverted" is invalid: <nil>: Invalid value: failed rule: !has(self.spec) || self.spec.low <= self.spec.high"#),
+        "{err}"
+    );
+    // A value out of bounds does not stop the rules...
+    let err = apply("too-high", "{low: 500, high: 101}");
+    assert!(
+        err.contains("spec.high: Invalid value: 101: spec.high in body should be less than or equal to 100"),
+        "{err}"
+    );
+    assert!(err.contains("<nil>: Invalid value: failed rule:"), "{err}");
+    // ...a value of the wrong type does: they are not run, and that is said at the root.
+    let err = apply("mistyped", "{low: five, high: 1}");
+    assert!(
+        err.contains(r#"spec.low: Invalid value: "string": spec.low in body must be of type integer: "string""#),
+        "{err}"
+    );
+    assert!(
+        err.contains("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"),
+        "{err}"
+    );
+}

@@ -122,7 +122,8 @@ impl ApiError {
             .map(|e| StatusCause {
                 reason: e.kind.reason().to_string(),
                 message: e.body(),
-                field: if e.field.is_nil() { String::new() } else { e.field.to_string() },
+                // Go's nil field.Path prints `<nil>`, and kubectl shows the cause's field.
+                field: e.field.to_string(),
             })
             .collect();
         let message = if errors.is_empty() {
