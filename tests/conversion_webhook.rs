@@ -86,6 +86,12 @@ fn objects_convert_through_the_webhook() {
         ),
         "{message}"
     );
+    // The admin sees every 5xx in the log, with its cause, at the default verbosity.
+    let logged = server.log();
+    assert!(
+        logged.contains("request failed: ") && logged.contains("the converter is down for maintenance"),
+        "{logged}"
+    );
     let refused = client.send_json("POST", V1BETA1, &shirt("v1beta1", "shirt4", "hue", "pink", "L"));
     assert_eq!(refused.status, 500, "{}", refused.text());
     // A watch in the other version ends when an event cannot be converted, rather than
@@ -103,6 +109,21 @@ fn objects_convert_through_the_webhook() {
     assert!(!watched.text().contains("shirt5"), "no event without conversion: {}", watched.text());
     webhook.counters.failing.store(false, Ordering::SeqCst);
     assert_eq!(client.get(&format!("{V1}/shirt4")).unwrap().status, 404);
+    // A webhook answering as an HTTP/1.0 server (no Content-Length; the body ends with the
+    // connection) works as with kube-apiserver. Connections already open stay HTTP/1.1 or
+    // HTTP/2, so the server is restarted to reach the webhook afresh.
+    webhook.counters.http10.store(true, Ordering::SeqCst);
+    let mut server = server;
+    server.stop();
+    server.spawn(&[]);
+    let client = Client::admin(&server);
+    let calls = webhook.counters.calls.load(Ordering::SeqCst);
+    let converted = client.get(&format!("{V1BETA1}/shirt1")).unwrap();
+    assert_eq!(converted.status, 200, "{}", converted.text());
+    assert_eq!(converted.json()["spec"]["hue"], "blue");
+    assert!(webhook.counters.calls.load(Ordering::SeqCst) > calls);
+    assert!(webhook.counters.http10_answers.load(Ordering::SeqCst) > 0);
+    webhook.counters.http10.store(false, Ordering::SeqCst);
     // Reads in the storage version never call the webhook.
     let calls = webhook.counters.calls.load(Ordering::SeqCst);
     assert_eq!(client.get(&format!("{V1}/shirt1")).unwrap().status, 200);

@@ -81,6 +81,11 @@ pub fn error_response(error: &ApiError, encoding: Encoding) -> Response<RespBody
 /// Writes a `Status` object (success or failure) with its own code.
 pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody> {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if code.is_server_error() {
+        // A server-side failure is the admin's to see, whatever the verbosity (the client
+        // gets the same text in the Status).
+        tracing::error!(code = status.code, reason = %status.reason, "request failed: {}", status.message);
+    }
     let value = serde_json::to_value(status).unwrap_or_default();
     let mut response = value_response(code, encoding, &value);
     if let Some(seconds) = status.details.as_ref().and_then(|d| d.retry_after_seconds)

@@ -20,6 +20,40 @@ pub struct Counters {
     pub objects: AtomicUsize,
     /// Answer with a failed result.
     pub failing: AtomicBool,
+    /// Answer new connections as an HTTP/1.0 server does: no Content-Length, the body ends
+    /// when the connection closes.
+    pub http10: AtomicBool,
+    /// Answers given as HTTP/1.0.
+    pub http10_answers: AtomicUsize,
+}
+
+/// One HTTP/1.0 exchange: reads the request (headers and Content-Length body), writes the
+/// conversion with no Content-Length, and closes.
+async fn http10_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut stream: S, counters: &Counters) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let review = loop {
+        let Ok(n) = stream.read(&mut chunk).await else { return };
+        if n == 0 {
+            return;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buffer).to_string();
+        let Some(end) = text.find("\r\n\r\n") else { continue };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .unwrap_or(0);
+        if buffer.len() >= end + 4 + length {
+            break serde_json::from_slice::<Value>(&buffer[end + 4..end + 4 + length]).unwrap_or(Value::Null);
+        }
+    };
+    let body = convert(&review, counters).to_string();
+    counters.http10_answers.fetch_add(1, Ordering::SeqCst);
+    let response = format!("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{body}");
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 pub struct Webhook {
@@ -88,6 +122,9 @@ impl Webhook {
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .unwrap();
+        // HTTP/1.0 answers go out on connections that did not agree on HTTP/2.
+        let mut http1_tls = tls.clone();
+        http1_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -98,10 +135,20 @@ impl Webhook {
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+            let http1_acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(http1_tls));
             loop {
                 let Ok((tcp, _)) = listener.accept().await else { continue };
-                let acceptor = acceptor.clone();
                 let counters = served.clone();
+                if counters.http10.load(Ordering::SeqCst) {
+                    let acceptor = http1_acceptor.clone();
+                    tokio::spawn(async move {
+                        if let Ok(stream) = acceptor.accept(tcp).await {
+                            http10_exchange(stream, &counters).await;
+                        }
+                    });
+                    continue;
+                }
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let Ok(stream) = acceptor.accept(tcp).await else { return };
                     let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
