@@ -364,3 +364,50 @@ fn the_status_subresource_validates_status_alone() {
     assert_eq!(accepted.status, 200, "{}", accepted.text());
     assert_eq!(accepted.json()["status"]["ready"], 3);
 }
+
+/// Free-form data next to a typed number field.
+const MEASURED_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: measures.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: measures, singular: measure, kind: Measure}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              ratio: {type: number}
+              data:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+"#;
+
+#[test]
+fn numbers_are_written_as_kubernetes_writes_them() {
+    let server = TestServer::start(&[MEASURED_CRD]);
+    let client = Client::admin(&server);
+    let collection = "/apis/stable.example.com/v1/namespaces/default/measures";
+    let body = r#"{"apiVersion":"stable.example.com/v1","kind":"Measure","metadata":{"name":"m"},
+        "spec":{"ratio":2.0,"data":{"one":1.0,"zero":-0.0,"big":1e21,"small":0.00000015,"plain":0.5,"int":7}}}"#;
+    let created = client.send("POST", collection, "application/json", body.to_string()).unwrap();
+    assert_eq!(created.status, 201, "{}", created.text());
+    // Go's unstructured decoding keeps non-int64 numbers as float64, which encoding/json writes
+    // in its shortest form: no ".0", "-0", an exponent only from 1e21 up and under 1e-6.
+    let expected = r#""spec":{"data":{"big":1e+21,"int":7,"one":1,"plain":0.5,"small":1.5e-7,"zero":-0},"ratio":2}"#;
+    for response in
+        [created.text(), client.get(&format!("{collection}/m")).unwrap().text(), client.get(collection).unwrap().text()]
+    {
+        assert!(response.contains(expected), "{response}");
+    }
+    let listed = server.kubectl_ok(&["get", "measures", "m", "-o", "jsonpath={.spec.data.one} {.spec.ratio}"]);
+    assert_eq!(listed, "1 2");
+}

@@ -65,7 +65,7 @@ pub fn value_response(status: StatusCode, encoding: Encoding, value: &serde_json
             Ok(text) => bytes_response(status, "application/yaml", text),
             Err(e) => error_response(&ApiError::internal(format!("encoding YAML: {e}")), Encoding::Json),
         },
-        Encoding::Json => match serde_json::to_vec(value) {
+        Encoding::Json => match crate::core::json::to_vec(value) {
             Ok(bytes) => bytes_response(status, "application/json", bytes),
             Err(e) => error_response(&ApiError::internal(format!("encoding JSON: {e}")), Encoding::Json),
         },

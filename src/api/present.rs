@@ -313,7 +313,7 @@ impl ListItems {
                 if separator {
                     text.push(b',');
                 }
-                serde_json::to_writer(&mut *text, &object).map_err(encoding_error)?;
+                crate::core::json::to_writer(&mut *text, &object).map_err(encoding_error)?;
             }
             Gathered::Table(table) => table.push(&object).map_err(encoding_error)?,
             Gathered::Objects(objects) => objects.push(object),

@@ -231,7 +231,7 @@ impl TableWriter {
         }
         self.count += 1;
         rows.extend_from_slice(b"{\"cells\":");
-        serde_json::to_writer(&mut *rows, &self.columns.cells(object, self.now))?;
+        crate::core::json::to_writer(&mut *rows, &self.columns.cells(object, self.now))?;
         match self.include {
             IncludeObject::None => {}
             IncludeObject::Metadata => {
@@ -246,7 +246,7 @@ impl TableWriter {
             }
             IncludeObject::Object => {
                 rows.extend_from_slice(b",\"object\":");
-                serde_json::to_writer(&mut *rows, object)?;
+                crate::core::json::to_writer(&mut *rows, object)?;
             }
         }
         rows.push(b'}');

@@ -187,7 +187,7 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Bytes> {
 }
 
 fn encode_event(kind: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    let mut line = crate::core::json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }

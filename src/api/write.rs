@@ -185,7 +185,7 @@ pub fn into_storage(served: &Served, mut stored: Value) -> Result<(Value, Bytes)
         meta.remove("resourceVersion");
     }
     convert_to(definition, &mut stored, &definition.storage)?;
-    let bytes = serde_json::to_vec(&stored).map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
+    let bytes = crate::core::json::to_vec(&stored).map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
     Ok((stored, Bytes::from(bytes)))
 }
 

@@ -7,6 +7,7 @@
 pub mod bounded_patch;
 pub mod field;
 pub mod gvr;
+pub mod json;
 pub mod names;
 pub mod namespace;
 pub mod parallel;
