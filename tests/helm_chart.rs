@@ -18,16 +18,27 @@ fn chart() -> String {
     root().join("manifests/helm/crd-apiserver").to_str().unwrap().to_string()
 }
 
-fn helm(args: &[&str]) -> String {
+fn run_helm(args: &[&str]) -> std::process::Output {
     let binary = std::env::var_os("HELM").map(PathBuf::from).unwrap_or_else(|| root().join(".tools/bin/helm"));
-    let out = Command::new(&binary)
+    Command::new(&binary)
         .args(args)
         .env("HELM_CACHE_HOME", std::env::temp_dir().join("crd-apiserver-helm-cache"))
         .env("HELM_CONFIG_HOME", std::env::temp_dir().join("crd-apiserver-helm-config"))
         .output()
         .unwrap_or_else(|e| {
             panic!("cannot run {} ({e}): run hack/install-helm.sh (hack/test.sh does)", binary.display())
-        });
+        })
+}
+
+/// What helm printed when it refused; panics if it succeeded.
+fn helm_refuses(args: &[&str]) -> String {
+    let out = run_helm(args);
+    assert!(!out.status.success(), "helm {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn helm(args: &[&str]) -> String {
+    let out = run_helm(args);
     assert!(
         out.status.success(),
         "helm {args:?} failed:\n{}\n{}",
@@ -74,8 +85,44 @@ fn apiservices(objects: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn the_chart_lints() {
-    helm(&["lint", &chart()]);
-    helm(&["lint", &chart(), "--set", "servingCertificate.mode=certManager", "--set", "persistence.enabled=false"]);
+    let crontabs = format!("definitions.inline.crontabs\\.yaml={}", example("crontabs.yaml"));
+    helm(&["lint", &chart(), "--set-file", &crontabs]);
+    helm(&[
+        "lint",
+        &chart(),
+        "--set-file",
+        &crontabs,
+        "--set",
+        "servingCertificate.mode=certManager",
+        "--set",
+        "persistence.enabled=false",
+    ]);
+}
+
+#[test]
+fn values_that_cannot_work_do_not_render() {
+    // No definitions: an upgrade like this would stop serving every resource of the release.
+    let refused = helm_refuses(&["template", "demo", &chart()]);
+    assert!(refused.contains("no definitions to serve"), "{refused}");
+    // values.schema.json: misspelled or mistyped values are named.
+    let refused = render_refused(&["--set", "servingCertificate.mode=selfSigned"]);
+    assert!(
+        refused.contains("at '/servingCertificate/mode': value must be one of 'generate', 'given', 'certManager'"),
+        "{refused}"
+    );
+    let refused = render_refused(&["--set", "securePort=none"]);
+    assert!(refused.contains("at '/securePort'"), "{refused}");
+    let refused = render_refused(&["--set", "persistence.enable=false"]);
+    assert!(refused.contains("at '/persistence'") && refused.contains("'enable'"), "{refused}");
+}
+
+/// helm's refusal to render the chart with the two example files and `extra`.
+fn render_refused(extra: &[&str]) -> String {
+    let crontabs = format!("definitions.inline.crontabs\\.yaml={}", example("crontabs.yaml"));
+    let chart = chart();
+    let mut args = vec!["template", "demo", chart.as_str(), "--set-file", &crontabs];
+    args.extend_from_slice(extra);
+    helm_refuses(&args)
 }
 
 #[test]
