@@ -1,11 +1,12 @@
 //! The installable manifests: what `kubectl apply -f manifests/` creates must be what the
 //! server needs (RBAC, non-root pod, probes, a Service on 443), and the generated files (the
 //! definitions ConfigMap and one APIService per served group version) must match
-//! `manifests/examples`. `UPDATE_MANIFESTS=1 cargo test --test manifests` regenerates them.
+//! `manifests/examples` as `crd-apiserver manifests` writes them (which regenerates them:
+//! `cargo run -- manifests --definitions manifests/examples --output-dir manifests`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crd_apiserver::definitions::load::parse_documents;
 use serde_json::Value;
@@ -42,49 +43,11 @@ fn served_group_versions(texts: &[(String, String)]) -> BTreeSet<(String, String
     out
 }
 
-fn definitions_configmap() -> String {
-    let mut text = String::from(
-        "# Generated from manifests/examples by `UPDATE_MANIFESTS=1 cargo test --test manifests`: the\n\
-         # definitions the server serves, mounted at /etc/crd-apiserver/definitions.\n\
-         apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crd-apiserver-definitions\n  namespace: crd-apiserver\n  \
-         labels:\n    app.kubernetes.io/name: crd-apiserver\ndata:\n",
-    );
-    for (name, body) in examples() {
-        text.push_str(&format!("  {name}: |\n"));
-        for line in body.lines() {
-            if line.is_empty() {
-                text.push('\n');
-            } else {
-                text.push_str(&format!("    {line}\n"));
-            }
-        }
-    }
-    text
-}
-
-fn apiservices() -> String {
-    let mut docs = vec![String::from(
-        "# Generated from manifests/examples by `UPDATE_MANIFESTS=1 cargo test --test manifests`: one\n\
-         # APIService per served group version. Its caBundle (the serving certificate's CA) is filled in\n\
-         # by cert-manager's CA injector (manifests/cert-manager/), or by hack/serving-cert.sh.",
-    )];
-    for (group, version) in served_group_versions(&examples()) {
-        docs.push(format!(
-            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {version}.{group}\n  labels:\n    \
-             app.kubernetes.io/name: crd-apiserver\n  annotations:\n    cert-manager.io/inject-ca-from: crd-apiserver/crd-apiserver-serving\n\
-             spec:\n  group: {group}\n  version: {version}\n  groupPriorityMinimum: 1000\n  versionPriority: 15\n  service:\n    \
-             name: crd-apiserver\n    namespace: crd-apiserver\n    port: 443\n"
-        ));
-    }
-    docs.join("\n---\n")
-}
-
-fn check_generated(path: &Path, expected: &str) {
-    if std::env::var_os("UPDATE_MANIFESTS").is_some() {
-        std::fs::write(path, expected).unwrap();
-    }
-    let actual = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(actual == expected, "{} is stale: run UPDATE_MANIFESTS=1 cargo test --test manifests", path.display());
+/// Runs `crd-apiserver manifests` with `args`; returns (success, stdout, stderr).
+fn manifests(args: &[&str]) -> (bool, String, String) {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_crd-apiserver")).arg("manifests").args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
 fn objects() -> Vec<Value> {
@@ -106,14 +69,68 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 
 #[test]
 fn generated_manifests_are_current() {
-    check_generated(&root().join("manifests/20-definitions.yaml"), &definitions_configmap());
-    check_generated(&root().join("manifests/40-apiservices.yaml"), &apiservices());
+    let dir = tempfile::tempdir().unwrap();
+    let examples_dir = root().join("manifests/examples");
+    let (ok, _, err) =
+        manifests(&["--definitions", examples_dir.to_str().unwrap(), "--output-dir", dir.path().to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for file in ["20-definitions.yaml", "40-apiservices.yaml"] {
+        let expected = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let actual = std::fs::read_to_string(root().join("manifests").join(file)).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "manifests/{file} is stale: run cargo run -- manifests --definitions manifests/examples --output-dir manifests"
+        );
+    }
     // The ConfigMap holds each example exactly.
     let objects = objects();
     let map = find(&objects, "ConfigMap", "crd-apiserver-definitions");
     for (name, body) in examples() {
         assert_eq!(map["data"][&name], body.as_str(), "{name}");
     }
+}
+
+#[test]
+fn the_manifests_command_prints_what_an_install_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let examples_dir = root().join("manifests/examples");
+    let ca = crd_apiserver::cli::pki::Authority::new("install-ca").unwrap();
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &ca.pem.cert).unwrap();
+    let (ok, printed, err) = manifests(&[
+        "--definitions",
+        examples_dir.to_str().unwrap(),
+        "--namespace",
+        "platform",
+        "--ca-bundle",
+        ca_file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let objects = parse_documents(&printed).unwrap();
+    let map = find(&objects, "ConfigMap", "crd-apiserver-definitions");
+    assert_eq!(map["metadata"]["namespace"], "platform");
+    for (name, body) in examples() {
+        assert_eq!(map["data"][&name], body.as_str(), "{name}");
+    }
+    use base64::Engine;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&ca.pem.cert);
+    let services: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "APIService").collect();
+    assert_eq!(services.len(), served_group_versions(&examples()).len(), "{printed}");
+    for service in services {
+        assert_eq!(service["spec"]["caBundle"], bundle.as_str());
+        assert_eq!(service["spec"]["service"]["namespace"], "platform");
+        assert!(service["metadata"].get("annotations").is_none(), "no CA injection asked for");
+    }
+    // Broken definitions are reported, not installed.
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        std::fs::read_to_string(examples_dir.join("crontabs.yaml")).unwrap().replace("served: true", "servd: true"),
+    )
+    .unwrap();
+    let (ok, printed, err) = manifests(&["--definitions", broken.to_str().unwrap()]);
+    assert!(!ok && printed.is_empty(), "{printed}");
+    assert!(err.contains(r#"unknown field "spec.versions[0].servd""#), "{err}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check`, `validate` and `dev-pki`.
+//! `serve`, `check`, `validate`, `dev-pki` and `manifests`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod auth_flags;
 pub mod delegation;
+pub mod manifests;
 pub mod pki;
 pub mod reload;
 pub mod serve;
@@ -40,6 +41,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Write a development PKI (serving, client and front-proxy CAs and certificates).
     DevPki(DevPkiArgs),
+    /// Print the definitions ConfigMap and one APIService per served group version.
+    Manifests(manifests::ManifestsArgs),
 }
 
 #[derive(Debug, Args)]
