@@ -47,7 +47,7 @@ spec:
             type: object
             description: What the widget should be.
             properties:
-              replicas: {type: integer, description: How many copies.}
+              replicas: {type: integer, description: How many copies., minimum: 0, maximum: 50}
               color: {type: string}
           status:
             type: object
@@ -242,6 +242,11 @@ fn discovery_documents() {
     let doc = client.get(&url).unwrap();
     assert_eq!(doc.status, 200);
     assert_eq!(doc.json()["openapi"], "3.0.0");
+    // Integer-valued keywords are written as integers, as Go writes float64 values.
+    let v3 = doc.text();
+    assert!(v3.contains(r#""maximum":50"#) && v3.contains(r#""minimum":0"#), "{v3}");
+    let v2 = client.get("/openapi/v2").unwrap().text();
+    assert!(v2.contains(r#""maximum":50"#) && !v2.contains(r#""maximum":50.0"#), "{v2}");
 }
 
 #[test]

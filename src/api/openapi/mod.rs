@@ -44,7 +44,7 @@ fn hex_sha512(bytes: &[u8]) -> String {
 }
 
 fn encode(value: &Value) -> Document {
-    let body = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+    let body = Bytes::from(crate::core::json::to_vec(value).unwrap_or_default());
     let hash = hex_sha512(&body);
     Document { body, hash }
 }
@@ -122,8 +122,9 @@ impl Documents {
         let entry = self.group_versions.get(&(group.to_string(), version.to_string()))?;
         Some(entry.v3.get_or_init(|| {
             let refs: Vec<&Served> = entry.resources.iter().collect();
-            let body =
-                Bytes::from(serde_json::to_vec(&v3::document(group, version, &refs, shared())).unwrap_or_default());
+            let body = Bytes::from(
+                crate::core::json::to_vec(&v3::document(group, version, &refs, shared())).unwrap_or_default(),
+            );
             Document { body, hash: entry.hash.clone() }
         }))
     }

@@ -223,7 +223,8 @@ fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared:
 }
 
 fn encoded(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
+    // Numbers as Go writes them: `"maximum":10`, not `10.0`.
+    crate::core::json::to_vec(value).unwrap_or_default()
 }
 
 /// An object of already encoded members.
