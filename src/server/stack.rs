@@ -12,6 +12,7 @@ use super::filters::inflight::MaxInFlight;
 use super::filters::log::RequestLog;
 use super::filters::panic::PanicGuard;
 use super::filters::request_info::RequestInfoFilter;
+use super::filters::termination::Termination;
 use super::filters::timeout::Timeout;
 use super::filters::{FilterLayer, Next, endpoint};
 use super::router::Router;
@@ -23,6 +24,7 @@ pub struct StackConfig {
     pub max_read_only_in_flight: usize,
     pub max_mutating_in_flight: usize,
     pub request_timeout: Duration,
+    pub lifecycle: super::shutdown::Lifecycle,
 }
 
 /// Builds the whole request path in front of the router.
@@ -38,6 +40,9 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         .layer(FilterLayer(RequestLog))
         // Parse the path once; limits, authorization and routing read the result.
         .layer(FilterLayer(RequestInfoFilter))
+        // Counts requests for the drain at shutdown (and refuses new ones then, when asked to)
+        // before any work is spent on them.
+        .layer(FilterLayer(Termination(config.lifecycle)))
         // Shed load before spending work on identity.
         .layer(FilterLayer(MaxInFlight::new(config.max_read_only_in_flight, config.max_mutating_in_flight)))
         // Identity next: it also strips credential headers for everything after it.

@@ -9,6 +9,7 @@ pub mod inflight;
 pub mod log;
 pub mod panic;
 pub mod request_info;
+pub mod termination;
 pub mod timeout;
 
 use std::sync::Arc;
