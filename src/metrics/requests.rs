@@ -322,15 +322,15 @@ mod tests {
     #[tokio::test]
     async fn handlers_claim_the_request_they_serve() {
         let series = Resources::default().resource("g", "v1", "things", "Thing");
-        let (answer, claimed) = claimed(async {
+        let (answer, said) = claimed(async {
             claim(Route::Resource(series.clone()));
             aborted();
             42
         })
         .await;
         assert_eq!(answer, 42);
-        assert!(matches!(claimed.route, Some(Route::Resource(s)) if Arc::ptr_eq(&s, &series)));
-        assert!(claimed.aborted);
+        assert!(matches!(said.route, Some(Route::Resource(s)) if Arc::ptr_eq(&s, &series)));
+        assert!(said.aborted);
         // Outside a request, claiming does nothing (and does not panic).
         claim(Route::Discovery(0));
         let (_, nothing) = claimed(async {}).await;
