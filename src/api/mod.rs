@@ -152,6 +152,8 @@ impl Api {
             Ok(c) => c,
             Err(e) => return body::error_response(&e, encoding),
         };
+        // Counted under the served resource from here on, whatever the answer (a deadline too).
+        crate::metrics::requests::claim(crate::metrics::requests::Route::Resource(call.served.series.clone()));
         let mut response = match call::dispatch(self, &call, request_body).await {
             Ok(r) => r,
             Err(e) => body::error_response(&e, encoding),
@@ -172,6 +174,7 @@ impl Api {
                 } else {
                     &catalog.discovery.api_aggregated_v2beta1
                 };
+                crate::metrics::requests::claim(crate::metrics::requests::Route::Discovery(1));
                 aggregated_response(doc, v, if_none_match)
             }
             None => document_response(&catalog.discovery.api_versions.body),
@@ -185,6 +188,8 @@ impl Api {
             Some(v) => {
                 let doc =
                     if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
+                // Kubernetes counts aggregated discovery, under its path, as a request.
+                crate::metrics::requests::claim(crate::metrics::requests::Route::Discovery(0));
                 aggregated_response(doc, v, if_none_match)
             }
             None => {

@@ -12,6 +12,7 @@ pub mod manifests;
 pub mod pki;
 pub mod reload;
 pub mod serve;
+pub mod storage_metrics;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -99,6 +100,10 @@ pub struct ServeArgs {
     /// the cluster; development mode has none).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub namespace_sweep_interval: std::time::Duration,
+    /// How often stored objects are counted for `apiserver_storage_objects` (Kubernetes counts
+    /// once a minute).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub storage_metrics_interval: std::time::Duration,
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,

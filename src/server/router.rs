@@ -16,6 +16,7 @@ use crate::server::health::{Health, Probe};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     Health(Probe),
+    Metrics,
     Version,
     LegacyRoot,
     Apis,
@@ -43,6 +44,7 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
         ["healthz", ..] => Endpoint::Health(Probe::Healthz),
         ["livez", ..] => Endpoint::Health(Probe::Livez),
         ["readyz", ..] => Endpoint::Health(Probe::Readyz),
+        ["metrics"] => Endpoint::Metrics,
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
         ["apis"] => Endpoint::Apis,
@@ -96,6 +98,10 @@ impl Router {
                 self.health
                     .serve(probe, request.uri().path(), &query)
                     .unwrap_or_else(|| body::error_response(&ApiError::path_not_found(), encoding))
+            }
+            Endpoint::Metrics => {
+                let format = crate::metrics::Format::negotiate(accept.as_deref());
+                body::bytes_response(StatusCode::OK, format.content_type(), crate::metrics::render(format))
             }
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),

@@ -10,6 +10,7 @@ use super::filters::authn::Authentication;
 use super::filters::authz::Authorization;
 use super::filters::inflight::MaxInFlight;
 use super::filters::log::RequestLog;
+use super::filters::metrics::RequestMetrics;
 use super::filters::panic::PanicGuard;
 use super::filters::request_info::RequestInfoFilter;
 use super::filters::termination::Termination;
@@ -43,6 +44,8 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         // Counts requests for the drain at shutdown (and refuses new ones then, when asked to)
         // before any work is spent on them.
         .layer(FilterLayer(Termination(config.lifecycle)))
+        // Counts what reaches a handler, 429s and timeouts included; needs the request info.
+        .layer(FilterLayer(RequestMetrics))
         // Shed load before spending work on identity.
         .layer(FilterLayer(MaxInFlight::new(config.max_read_only_in_flight, config.max_mutating_in_flight)))
         // Identity next: it also strips credential headers for everything after it.

@@ -30,10 +30,14 @@ impl Filter for Timeout {
             }
             match tokio::time::timeout(limit, run(next, request)).await {
                 Ok(response) => response,
-                Err(_) => error_response(
-                    &ApiError::timeout("request did not complete within the allotted timeout", 0),
-                    Encoding::Json,
-                ),
+                Err(_) => {
+                    // Counted, as an abort, under the resource its handler claimed.
+                    crate::metrics::requests::aborted();
+                    error_response(
+                        &ApiError::timeout("request did not complete within the allotted timeout", 0),
+                        Encoding::Json,
+                    )
+                }
             }
         })
     }
