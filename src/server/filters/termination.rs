@@ -40,6 +40,12 @@ impl Filter for Termination {
             if watch {
                 let end = Box::pin(lifecycle.watch_end());
                 response.map(|inner| Ending { inner, end, _in_flight: in_flight }.boxed_unsync())
+            } else if response.body().size_hint().exact().is_some() {
+                // A whole body needs nothing more from the server (the connection writes it
+                // out and graceful shutdown waits for connections): the request is done, and
+                // the common answer costs no wrapper.
+                drop(in_flight);
+                response
             } else {
                 response.map(|inner| Counted { inner, _in_flight: in_flight }.boxed_unsync())
             }
