@@ -187,16 +187,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn short_requests_are_in_flight_until_their_body_is_sent() {
+    async fn streamed_answers_are_in_flight_until_sent_and_whole_ones_until_answered() {
         let lifecycle = Lifecycle::new(ShutdownOptions::default());
         let filter = Termination(lifecycle.clone());
-        let get = request(http::Method::GET, "/apis/g.io/v1/widgets", None);
-        let answer = endpoint(|_| async { Response::new(body::full("listed")) });
-        let response = filter.call(get, answer).await;
-        assert!(!lifecycle.drained(Duration::from_millis(1)).await);
+        let streamed = endpoint(|_| async {
+            let chunks = futures_util::stream::iter(["{\"items\":[", "]}"])
+                .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(c))));
+            Response::new(StreamBody::new(chunks).boxed_unsync())
+        });
+        let list = request(http::Method::GET, "/apis/g.io/v1/widgets", None);
+        let response = filter.call(list, streamed).await;
+        assert!(!lifecycle.drained(Duration::from_millis(1)).await, "the list is still being written");
         let sent = response.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(sent, "listed");
+        assert_eq!(sent, "{\"items\":[]}");
         assert!(lifecycle.drained(Duration::from_millis(1)).await);
+        // A whole body needs nothing more from the server once the handler answered.
+        let get = request(http::Method::GET, "/apis/g.io/v1/widgets/a", None);
+        let whole = endpoint(|_| async { Response::new(body::full("got")) });
+        let response = filter.call(get, whole).await;
+        assert!(lifecycle.drained(Duration::from_millis(1)).await);
+        assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "got");
     }
 
     #[tokio::test]
