@@ -1,5 +1,5 @@
 //! The request path's part in graceful termination (`server::shutdown`): every request is
-//! counted in flight until its response body ends, watches end cleanly when the server stops
+//! counted in flight until it is answered (a streamed body: until its last byte is sent), watches end cleanly when the server stops
 //! accepting (their body finishes between two events, so clients see a watch that ended and
 //! start another, elsewhere), and with `--shutdown-send-retry-after` new requests are answered
 //! 429 once the shutdown delay passed, as k8s.io/apiserver's `WithRetryAfter` answers them.
