@@ -323,7 +323,9 @@ fn compile_rule(
         });
         match &m {
             Ok(p) => {
-                let cost = expression_cost(p.max_cost, cardinality, decl);
+                // Unlike the rule's, Kubernetes checks and totals a message expression's
+                // estimate as it is, not times the number of values it may run for.
+                let cost = p.max_cost;
                 if cost > STATIC_ESTIMATED_COST_LIMIT {
                     ctx.errors.push(FieldError::forbidden(
                         rule_path.child("messageExpression"),

@@ -7,7 +7,7 @@
 
 use std::rc::Rc;
 
-use super::cost::{self, runtime_call_cost};
+use super::cost::{self, CallCost};
 use super::ir::{Const, Fold, Func, Ir, Loop, LoopKind, SelectMode};
 use super::library;
 use super::value::{EvalError, EvalResult, MapData, Str, Value, equals, map_get, map_keys, object_field};
@@ -58,20 +58,36 @@ impl<'a> Evaluator<'a> {
             }
             Ir::Select { operand, field, mode } => {
                 let v = self.eval(operand)?;
-                if *mode != SelectMode::Test {
-                    self.charge(1)?;
+                match mode {
+                    SelectMode::Field => {
+                        self.charge(1)?;
+                        select(v, field, *mode)
+                    }
+                    SelectMode::Test => select(v, field, *mode),
+                    // cel-go observes an optional qualifier only when it finds a value.
+                    SelectMode::Optional => {
+                        let r = select(v, field, *mode)?;
+                        self.charge(u64::from(matches!(r, Value::Optional(Some(_)))))?;
+                        Ok(r)
+                    }
                 }
-                select(v, field, *mode)
             }
             Ir::Index { operand, index, optional } => {
                 let v = self.eval(operand)?;
                 let i = self.eval(index)?;
-                // cel-go observes a constant index as a qualifier; a computed one is charged
-                // only for computing it.
-                self.charge(u64::from(matches!(**index, Ir::Const(_))) + Ir::relative_attribute_cost(operand))?;
-                index_value(v, &i, *optional)
+                // cel-go observes a constant index as a qualifier (an optional one only when it
+                // finds a value); a computed one is charged only for computing it.
+                let relative = Ir::relative_attribute_cost(operand);
+                if !*optional {
+                    self.charge(u64::from(matches!(**index, Ir::Const(_))) + relative)?;
+                    return index_value(v, &i, false);
+                }
+                let r = index_value(v, &i, true)?;
+                let found = matches!(r, Value::Optional(Some(_)));
+                self.charge(u64::from(found && matches!(**index, Ir::Const(_))) + relative)?;
+                Ok(r)
             }
-            Ir::Call { func: Func::NotStrictlyFalse, args } => {
+            Ir::Call { func: Func::NotStrictlyFalse, args, .. } => {
                 let v = match args.first() {
                     Some(a) => self.eval(a),
                     None => Ok(Value::Null),
@@ -83,17 +99,18 @@ impl<'a> Evaluator<'a> {
                     _ => Ok(Value::Bool(true)),
                 }
             }
-            Ir::Call { func, args } => {
+            Ir::Call { func: Func::Or | Func::OrValue, args, .. } => self.eval_or(ir, args),
+            Ir::Call { func, args, cost } => {
                 let mut values = Vec::with_capacity(args.len());
                 for (i, a) in args.iter().enumerate() {
                     match self.eval(a) {
                         Ok(v) => values.push(v),
-                        Err(e) => return self.failed_call(*func, args, i, values, e),
+                        Err(e) => return self.failed_call(*cost, args, i, values, e),
                     }
                 }
-                self.call(*func, values)
+                self.call(*func, *cost, values)
             }
-            Ir::Regex { func, args, regex, pattern_len } => self.eval_regex(*func, args, regex, *pattern_len),
+            Ir::Regex { func, args, regex, cost } => self.eval_regex(*func, args, regex, *cost),
             Ir::And(a, b) => self.logic(a, b, false),
             Ir::Or(a, b) => self.logic(a, b, true),
             Ir::Cond(c, t, f) => self.eval_cond(c, t, f),
@@ -108,17 +125,7 @@ impl<'a> Evaluator<'a> {
                 self.stack.truncate(*slot);
                 r
             }
-            Ir::OptMap { target, slot, body, flat } => match self.eval(target)? {
-                Value::Optional(None) => Ok(Value::Optional(None)),
-                Value::Optional(Some(v)) => {
-                    self.bind(*slot, (*v).clone());
-                    let r = self.eval(body);
-                    self.stack.truncate(*slot);
-                    let r = r?;
-                    if *flat { Ok(r) } else { Ok(Value::Optional(Some(Rc::new(r)))) }
-                }
-                _ => Err(EvalError::no_overload()),
-            },
+            Ir::OptMap { target, slot, body, flat } => self.eval_opt_map(target, *slot, body, *flat),
             Ir::SortBy { target, slot, key } => self.eval_sort_by(target, *slot, key),
         }
     }
@@ -130,7 +137,7 @@ impl<'a> Evaluator<'a> {
     #[inline(never)]
     fn failed_call(
         &mut self,
-        func: Func,
+        cost: CallCost,
         args: &'a [Ir],
         at: usize,
         mut values: Vec<Value<'a>>,
@@ -150,7 +157,7 @@ impl<'a> Evaluator<'a> {
                 Err(e) => values.push(Value::Error(Rc::new(e))),
             }
         }
-        self.charge(runtime_call_cost(func, &values, None))?;
+        self.charge(cost.charge(&values, None))?;
         Err(failed)
     }
 
@@ -159,22 +166,57 @@ impl<'a> Evaluator<'a> {
     // worker's stack (see `limits_tests`).
 
     #[inline(never)]
-    fn eval_regex(
-        &mut self,
-        func: Func,
-        args: &'a [Ir],
-        regex: &'a regex::Regex,
-        pattern_len: usize,
-    ) -> EvalResult<'a> {
+    fn eval_regex(&mut self, func: Func, args: &'a [Ir], regex: &'a regex::Regex, cost: CallCost) -> EvalResult<'a> {
         let mut values = Vec::with_capacity(args.len());
         for a in args {
             values.push(self.eval(a)?);
         }
-        let text_len = values.first().map_or(1, Value::cost_size);
-        let c = super::cost::STRING_TRAVERSAL_FACTOR * (1 + text_len) as f64;
-        let r = super::cost::REGEX_LENGTH_FACTOR * pattern_len as f64;
-        self.charge((c.ceil() as u64).saturating_mul(r.ceil() as u64))?;
+        self.charge(cost.charge(&values, None))?;
         library::regex::call_compiled(func, regex, &values)
+    }
+
+    /// `a.or(b)` and `a.orValue(b)`: cel-go evaluates `b` only when `a` has no value, and
+    /// charges nothing for the call itself.
+    #[inline(never)]
+    fn eval_or(&mut self, ir: &'a Ir, args: &'a [Ir]) -> EvalResult<'a> {
+        let (Some(lhs), Some(rhs)) = (args.first(), args.get(1)) else { return Err(EvalError::no_overload()) };
+        let or_value = matches!(ir, Ir::Call { func: Func::OrValue, .. });
+        match self.eval(lhs)? {
+            Value::Optional(Some(v)) if or_value => Ok((*v).clone()),
+            Value::Optional(None) => self.eval(rhs),
+            other => Ok(other),
+        }
+    }
+
+    /// `opt.optMap(v, body)` as cel-go runs its expansion, `opt.hasValue() ?
+    /// optional.of(cel.bind(v, opt.value(), body)) : optional.none()`: the target is
+    /// evaluated (and charged) again for `value()`, and each call costs one.
+    #[inline(never)]
+    fn eval_opt_map(&mut self, target: &'a Ir, slot: usize, body: &'a Ir, flat: bool) -> EvalResult<'a> {
+        let before = self.cost;
+        let value = self.eval(target)?;
+        let target_cost = self.cost - before;
+        self.charge(1)?; // hasValue()
+        match value {
+            Value::Optional(None) => {
+                self.charge(1)?; // optional.none()
+                Ok(Value::Optional(None))
+            }
+            Value::Optional(Some(v)) => {
+                self.charge(target_cost.saturating_add(1))?; // opt.value()
+                self.bind(slot, (*v).clone());
+                let r = self.eval(body);
+                self.stack.truncate(slot);
+                let r = r?;
+                if flat {
+                    Ok(r)
+                } else {
+                    self.charge(1)?; // optional.of()
+                    Ok(Value::Optional(Some(Rc::new(r))))
+                }
+            }
+            _ => Err(EvalError::no_overload()),
+        }
     }
 
     /// `c ? t : f`. cel-go resolves a branch that is an attribute without observing it, so
@@ -245,24 +287,31 @@ impl<'a> Evaluator<'a> {
     #[inline(never)]
     fn eval_sort_by(&mut self, target: &'a Ir, slot: usize, key: &'a Ir) -> EvalResult<'a> {
         let Value::List(list) = self.eval(target)? else { return Err(EvalError::no_overload()) };
+        // cel-go's expansion reads the bound list twice (as the receiver and as the range of
+        // `map`), and `map` reads its result once.
+        self.charge(3)?;
         let items = list.items()?;
         let mut keyed = Vec::with_capacity(items.len());
         for item in items {
+            // Each `map` step appends a one-item list to the accumulator.
+            self.charge(1 + cost::LIST_CREATE_COST + 1)?;
             self.bind(slot, item.clone());
             let k = self.eval(key);
             self.stack.truncate(slot);
             keyed.push((k?, item));
         }
+        let keys = Value::list(keyed.iter().map(|(k, _)| k.clone()).collect());
+        self.charge(CallCost::sort_keys(&keys))?;
         library::lists::sort_keyed(keyed)
     }
 
-    fn call(&mut self, func: Func, args: Vec<Value<'a>>) -> EvalResult<'a> {
+    fn call(&mut self, func: Func, cost: CallCost, args: Vec<Value<'a>>) -> EvalResult<'a> {
         // What a call must build before its cost can be known is charged first, so that a
         // result larger than the budget is refused rather than allocated.
-        self.charge(cost::runtime_cost_before_call(func, &args))?;
+        let before = cost::runtime_cost_before_call(func, &args);
+        self.charge(before)?;
         let result = library::call(func, &args);
-        let cost = runtime_call_cost(func, &args, result.as_ref().ok());
-        self.charge(cost)?;
+        self.charge(cost.charge(&args, result.as_ref().ok()).saturating_sub(before))?;
         result
     }
 
@@ -462,6 +511,7 @@ fn constant<'a>(c: &'a Const) -> Value<'a> {
         Const::Str(s) => Value::Str(Str::Borrowed(s)),
         Const::Bytes(b) => Value::Bytes(Rc::from(b.as_ref())),
         Const::Duration(d) => Value::Duration(*d),
+        Const::Timestamp(t) => Value::Timestamp(*t),
         Const::Type(t) => Value::Type(t.clone()),
     }
 }

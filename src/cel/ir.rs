@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use super::library::time::Duration;
+use super::cost::CallCost;
+use super::library::time::{Duration, Timestamp};
 use super::value::TypeVal;
 
 /// Every function and operator the environment declares. Operators whose meaning depends on
@@ -161,6 +162,7 @@ pub enum Const {
     Str(Arc<str>),
     Bytes(Arc<[u8]>),
     Duration(Duration),
+    Timestamp(Timestamp),
     Type(TypeVal),
 }
 
@@ -200,16 +202,18 @@ pub enum Ir {
         index: Box<Ir>,
         optional: bool,
     },
+    /// A call, with the rule its runtime cost follows (chosen by its overload).
     Call {
         func: Func,
         args: Vec<Ir>,
+        cost: CallCost,
     },
     /// `target.matches(re)`, `find`, `findAll` with a constant pattern, compiled once.
     Regex {
         func: Func,
         args: Vec<Ir>,
         regex: Arc<regex::Regex>,
-        pattern_len: usize,
+        cost: CallCost,
     },
     And(Box<Ir>, Box<Ir>),
     Or(Box<Ir>, Box<Ir>),

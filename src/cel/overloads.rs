@@ -125,7 +125,6 @@ fn rows() -> Vec<Row> {
         ("slice", "list(A)", "int, int", "list(A)", F::Slice),
         ("flatten", "list(list(A))", "", "list(A)", F::Flatten),
         ("flatten", "list(dyn)", "int", "list(dyn)", F::Flatten),
-        ("flatten", "list(dyn)", "", "list(dyn)", F::Flatten),
         ("distinct", "list(A)", "", "list(A)", F::Distinct),
         ("reverse", "list(A)", "", "list(A)", F::Reverse),
         ("find", "string", "string", "string", F::Find),
@@ -378,11 +377,16 @@ pub fn parse_type(s: &str) -> Type {
 pub struct Resolved {
     pub func: Func,
     pub result: Type,
+    /// Every overload the argument types match, as cel-go's checker records them: the cost of
+    /// the call is estimated over all of them, and its runtime cost rule is chosen by the
+    /// overload only when there is just one.
+    pub overloads: Vec<&'static Overload>,
 }
 
 /// Finds the overloads of `name` matching the argument types; `None` when none does.
 pub fn resolve(name: &str, receiver: Option<&Type>, args: &[Type]) -> Option<Resolved> {
-    let overloads = TABLE.get(name)?;
+    let table: &'static HashMap<&'static str, Vec<Overload>> = &TABLE;
+    let overloads = table.get(name)?;
     let mut found: Option<Resolved> = None;
     for o in overloads {
         if o.params.len() != args.len() || o.receiver.is_some() != receiver.is_some() {
@@ -399,10 +403,13 @@ pub fn resolve(name: &str, receiver: Option<&Type>, args: &[Type]) -> Option<Res
         }
         let result = b.substitute(&o.result);
         found = Some(match found {
-            None => Resolved { func: o.func, result },
-            Some(prev) => {
-                let joined = if prev.result == result { result } else { Type::Dyn };
-                Resolved { func: prev.func, result: joined }
+            None => Resolved { func: o.func, result, overloads: vec![o] },
+            Some(mut prev) => {
+                if prev.result != result {
+                    prev.result = Type::Dyn;
+                }
+                prev.overloads.push(o);
+                prev
             }
         });
     }

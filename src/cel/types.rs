@@ -282,7 +282,8 @@ impl Decl {
                     }
                 }
                 let ty = Type::Object(Arc::new(ObjectType { name: path.to_string(), fields }));
-                Some(Decl { ty, max_elements: 1, min_size, elem: None })
+                // Kubernetes gives objects no element bound: their size estimate is 0.
+                Some(Decl { ty, max_elements: 0, min_size, elem: None })
             }
             Shape::String => {
                 let (ty, min, max) = match node.format.as_str() {

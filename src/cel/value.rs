@@ -213,7 +213,13 @@ impl<'a> Value<'a> {
             Value::Bytes(b) => b.len() as u64,
             Value::List(l) => l.len() as u64,
             Value::Map(m) => map_len(m) as u64,
+            // An object counts its entries, as Kubernetes' unstructured maps do.
+            Value::Object(o) => o.fields.len() as u64,
             Value::Optional(Some(v)) => v.cost_size(),
+            // Kubernetes sizes addresses in bytes, and a prefix by the bytes its bits span.
+            Value::Ip(std::net::IpAddr::V4(_)) => 4,
+            Value::Ip(std::net::IpAddr::V6(_)) => 16,
+            Value::Cidr(c) => u64::from(c.prefix).div_ceil(8),
             _ => 1,
         }
     }

@@ -1,7 +1,8 @@
 //! Kubernetes' format library: `format.named(name)`, `format.dns1123Label()` and the other
 //! named formats, and `<format>.validate(s)` returning the problems found, if any.
 //!
-//! Owns: the named formats. Must not touch: cost, evaluation.
+//! Owns: the named formats and the pattern lengths their costs follow. Must not touch:
+//! cost arithmetic, evaluation.
 
 use std::rc::Rc;
 
@@ -90,6 +91,21 @@ fn is_uuid(s: &str) -> bool {
         && b.iter()
             .enumerate()
             .all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
+}
+
+/// The length of the longest pattern Kubernetes assumes a format's check matches, which its
+/// cost is charged by (`MaxRegexSize`).
+pub fn max_regex_size(name: &str) -> u64 {
+    match name {
+        "dns1123Subdomain" | "dns1123SubdomainPrefix" | "qualifiedName" => 60,
+        "labelValue" => 40,
+        "uri" => 1103,
+        // The lengths of kube-openapi's UUID and date-time patterns, and of a base64 pattern.
+        "uuid" => 70,
+        "date" | "datetime" => 71,
+        "byte" => 84,
+        _ => 30,
+    }
 }
 
 /// The problems with `s` in the named format (empty: valid).
