@@ -24,9 +24,14 @@ use clap::{Args, Parser, Subcommand};
     about = "Serves the resources of CustomResourceDefinitions as an aggregated Kubernetes apiserver"
 )]
 pub struct Cli {
-    /// Log verbosity (0: info; 4: debug; 6: trace).
-    #[arg(long = "v", global = true, default_value_t = 0)]
-    pub verbosity: u8,
+    /// Number for the log level verbosity, as klog's: 0 start-up, errors and warnings; 2
+    /// steady-state information; 3 one line per request; 4 debug; 5 and more, dependencies'
+    /// debug and trace lines. RUST_LOG, when set, selects instead.
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0, value_name = "LEVEL")]
+    pub verbosity: u32,
+    /// Sets the log format. Permitted formats: "json", "text".
+    #[arg(long, global = true, default_value = "text", value_name = "FORMAT")]
+    pub logging_format: crate::logs::Format,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -98,6 +103,11 @@ pub struct ServeArgs {
     /// the cluster; development mode has none).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub namespace_sweep_interval: std::time::Duration,
+    /// Requests (get, list, create, update, patch, delete) slower than this are logged with
+    /// where their time went, at every verbosity (kube-apiserver traces these verbs beyond
+    /// 500ms); 0 turns it off.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub slow_request_threshold: std::time::Duration,
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
@@ -141,15 +151,16 @@ pub struct DevPkiArgs {
     pub port: u16,
 }
 
-/// Parses `60s`, `5m`, `1h` or plain seconds.
+/// Parses `500ms`, `60s`, `5m`, `1h` or plain seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
     let n: u64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
     let seconds = match unit {
+        "ms" => return Ok(std::time::Duration::from_millis(n)),
         "" | "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
-        _ => return Err(format!("invalid duration unit in {text:?} (use s, m or h)")),
+        _ => return Err(format!("invalid duration unit in {text:?} (use ms, s, m or h)")),
     };
     Ok(std::time::Duration::from_secs(seconds))
 }
@@ -220,6 +231,7 @@ mod tests {
         assert_eq!(parse_duration("60s").unwrap().as_secs(), 60);
         assert_eq!(parse_duration("5m").unwrap().as_secs(), 300);
         assert_eq!(parse_duration("7").unwrap().as_secs(), 7);
+        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
         assert!(parse_duration("5d").is_err());
     }
 }

@@ -12,6 +12,7 @@ pub mod names;
 pub mod namespace;
 pub mod parallel;
 pub mod paths;
+pub mod phases;
 pub mod request_info;
 pub mod sorted_map;
 pub mod status;

@@ -1,5 +1,5 @@
-//! Outermost filter: a panic while serving becomes a 500 `Status` instead of a dropped
-//! connection. A safety net only; request paths do not panic by design.
+//! Panic guard (right inside the request log): a panic while serving becomes a 500 `Status`
+//! instead of a dropped connection. A safety net only; request paths do not panic by design.
 
 use std::panic::AssertUnwindSafe;
 
