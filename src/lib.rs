@@ -15,6 +15,7 @@ pub mod definitions;
 pub mod fieldmanager;
 pub mod kube;
 pub mod logs;
+pub mod metrics;
 pub mod schema;
 pub mod server;
 pub mod store;

@@ -25,7 +25,7 @@ fn served(schema: Value, kind: &str, plural: &str) -> Served {
             "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}});
     let definition = Arc::new(definition_from_value(crd, "bench").unwrap_or_else(|p| panic!("{p}")));
     let version = definition.version("v1").cloned().unwrap();
-    Served { definition, version }
+    Served::new(definition, version)
 }
 
 fn crontab() -> (Served, Vec<u8>) {

@@ -17,7 +17,7 @@ fn served(crd: &Value, version: &str) -> Result<Served, String> {
     let definition = definition_from_value(crd.clone(), "case").map_err(|p| p.to_string())?;
     let definition = Arc::new(definition);
     let version = definition.version(version).cloned().ok_or("no such version")?;
-    Ok(Served { definition, version })
+    Ok(Served::new(definition, version))
 }
 
 pub fn integration_http(case: &Value, _: &Value) -> Verdict {

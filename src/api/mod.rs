@@ -162,6 +162,7 @@ impl Api {
         if let Some(warning) = &call.served.version.deprecation_warning {
             body::add_warnings(&mut response, std::slice::from_ref(warning));
         }
+        response.extensions_mut().insert(crate::metrics::requests::Route::Resource(call.served.series.clone()));
         response
     }
 
@@ -175,7 +176,9 @@ impl Api {
                 } else {
                     &catalog.discovery.api_aggregated_v2beta1
                 };
-                aggregated_response(doc, v, if_none_match)
+                let mut response = aggregated_response(doc, v, if_none_match);
+                response.extensions_mut().insert(crate::metrics::requests::Route::Discovery(1));
+                response
             }
             None => document_response(&catalog.discovery.api_versions.body),
         }
@@ -188,7 +191,10 @@ impl Api {
             Some(v) => {
                 let doc =
                     if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
-                aggregated_response(doc, v, if_none_match)
+                let mut response = aggregated_response(doc, v, if_none_match);
+                // Kubernetes counts aggregated discovery, under its path, as a request.
+                response.extensions_mut().insert(crate::metrics::requests::Route::Discovery(0));
+                response
             }
             None => {
                 let mut response = document_response(&catalog.discovery.group_list.body);

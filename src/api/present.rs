@@ -375,7 +375,7 @@ pub(crate) mod tests {
         let definition = std::sync::Arc::new(definition_from_value(raw, "test").unwrap());
         let version = definition.storage.clone();
         Call {
-            served: Served { definition, version },
+            served: Served::new(definition, version),
             verb: "list".into(),
             namespace: Some("ns".into()),
             name: String::new(),

@@ -156,6 +156,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             deadline: deadline_after(params.timeout),
             store: api.store().clone(),
             headers_sent: false,
+            _watcher: call.served.series.watcher(),
         };
         tokio::spawn(stream.run(events, initial, params));
     }
@@ -207,6 +208,8 @@ struct Stream {
     /// Table watches carry the column definitions in their first event only, as Kubernetes'
     /// watch encoder does.
     headers_sent: bool,
+    /// Counts the watch in `apiserver_registered_watchers` while it runs.
+    _watcher: crate::metrics::requests::Watcher,
 }
 
 impl Stream {
@@ -332,6 +335,7 @@ impl Stream {
     }
 
     async fn send_line(&self, line: Bytes) -> bool {
+        self.call.served.series.watch_event(line.len());
         matches!(tokio::time::timeout_at(self.deadline, self.tx.send(line)).await, Ok(Ok(())))
     }
 }

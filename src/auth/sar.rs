@@ -44,7 +44,9 @@ impl SubjectAccessReviewAuthorizer {
     async fn status(&self, spec: &SubjectAccessReviewSpec) -> Result<SubjectAccessReviewStatus, AuthzError> {
         // The spec itself is the key: same user, same attributes, same answer.
         let key = serde_json::to_string(spec).map_err(|e| AuthzError(e.to_string()))?;
-        if let Some(status) = self.cache.get(&key) {
+        let cached = self.cache.get(&key);
+        crate::metrics::global().auth.authorization_cache(cached.is_some());
+        if let Some(status) = cached {
             return Ok(status);
         }
         let status = self.reviewer.review_access(spec).await.map_err(|e| AuthzError(e.to_string()))?;

@@ -35,7 +35,9 @@ impl TokenAuthenticator {
     async fn answer(&self, token: &str) -> Result<Answer, AuthnError> {
         // The cache is keyed by a digest so that tokens are not kept in memory.
         let key = digest(token);
-        if let Some(answer) = self.cache.get(&key) {
+        let cached = self.cache.get(&key);
+        crate::metrics::global().auth.token_cache(cached.is_some());
+        if let Some(answer) = cached {
             return Ok(answer);
         }
         let status =

@@ -50,8 +50,12 @@ impl Rules {
 
     /// As [`Rules::compile`], for a schema that is not a resource root when `is_root` is false.
     pub fn compile_node(schema_json: &Json, path: &Path, is_root: bool) -> (Rules, Vec<FieldError>) {
+        let started = std::time::Instant::now();
         let schema = schema::Node::from_json(schema_json, is_root);
         let (tree, errs) = compile::compile_tree(&schema, path);
+        if !tree.is_empty() {
+            crate::metrics::global().cel.compilation.observe_duration(started.elapsed());
+        }
         (Rules { schema, tree }, errs)
     }
 
@@ -74,7 +78,7 @@ impl Rules {
 
     /// Validates with an explicit root path and cost budget.
     pub fn validate_at(&self, root: &Path, new: &Json, old: Option<&Json>, budget: i64) -> Outcome {
-        validator::validate(&self.tree, &self.schema, root, new, old, budget, PER_CALL_LIMIT)
+        self.validate_with_limits(root, new, old, budget, PER_CALL_LIMIT)
     }
 
     /// Validates with an explicit root path, cost budget and per-call cost limit.
@@ -86,7 +90,13 @@ impl Rules {
         budget: i64,
         per_call: u64,
     ) -> Outcome {
-        validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call)
+        if self.tree.is_empty() {
+            return validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call);
+        }
+        let started = std::time::Instant::now();
+        let outcome = validator::validate(&self.tree, &self.schema, root, new, old, budget, per_call);
+        crate::metrics::global().cel.evaluation.observe_duration(started.elapsed());
+        outcome
     }
 }
 

@@ -11,6 +11,7 @@ pub mod manifests;
 pub mod pki;
 pub mod reload;
 pub mod serve;
+pub mod storage_metrics;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -108,6 +109,10 @@ pub struct ServeArgs {
     /// 500ms); 0 turns it off.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub slow_request_threshold: std::time::Duration,
+    /// How often stored objects are counted for `apiserver_storage_objects` (Kubernetes counts
+    /// once a minute).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub storage_metrics_interval: std::time::Duration,
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,

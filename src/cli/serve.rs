@@ -104,9 +104,13 @@ fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError>
 fn load_registry(paths: &[PathBuf]) -> Registry {
     let report = load_paths(paths);
     let (registry, conflicts) = Registry::build(report.definitions);
+    let metrics = crate::metrics::global();
     for problem in report.problems.iter().chain(conflicts.iter()) {
         tracing::error!("{problem}");
+        metrics.definition_load_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
+    metrics.definitions_served.store(served, std::sync::atomic::Ordering::Relaxed);
     for definition in registry.definitions() {
         tracing::info!(definition = %definition.name, source = %definition.source, "serving");
         for warning in &definition.warnings {
@@ -158,6 +162,11 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     );
     // Objects of namespaces deleted while nobody cleaned them up go away on their own.
     crate::api::namespaces::spawn_sweeper(api.clone(), args.namespace_sweep_interval);
+    let storage_id = match &resolved.storage {
+        StorageUrl::Sled(dir) => format!("sled:{}", dir.display()),
+        StorageUrl::Etcd(endpoints) => endpoints.join(","),
+    };
+    super::storage_metrics::spawn(api.clone(), args.storage_metrics_interval, storage_id);
 
     let readiness = Arc::new(Readiness::default());
     let router = Arc::new(Router { api: api.clone(), readiness: readiness.clone() });

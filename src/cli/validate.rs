@@ -175,7 +175,7 @@ fn served_for(registry: &Registry, object: &Value) -> Option<Served> {
     let (group, version) = api_version.rsplit_once('/')?;
     let definition = registry.definitions().iter().find(|d| d.group == group && d.kind == kind)?;
     let version = definition.version(version).filter(|v| v.served)?;
-    Some(Served { definition: Arc::clone(definition), version: Arc::clone(version) })
+    Some(Served::new(Arc::clone(definition), Arc::clone(version)))
 }
 
 fn type_of(object: &Value) -> String {

@@ -131,30 +131,64 @@ async fn convert_all(
         first.get("apiVersion").and_then(Value::as_str).unwrap_or_default(),
         first.get("kind").and_then(Value::as_str).unwrap_or_default()
     );
+    let from_version = first
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.rsplit_once('/'))
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_default();
+    let started = std::time::Instant::now();
+    let outcome = call_webhook(hook, objects, &indices, &desired, &source, clients).await;
+    let elapsed = started.elapsed();
+    let metrics = &crate::metrics::global().conversion;
+    let failure = outcome.as_ref().err().map(|(_, failure)| *failure);
+    metrics.requests.observe((if failure.is_some() { "failure" } else { "success" }, failure.unwrap_or("")), elapsed);
+    if from_version != version {
+        let key = (definition.name.clone(), from_version, version.to_string(), failure.is_none());
+        metrics.by_definition.observe(key, elapsed);
+    }
+    outcome.map_err(|(error, _)| error)
+}
+
+/// Kubernetes' failure types of conversion webhook calls (the `failure_type` label).
+const CALL_FAILURE: &str = "conversion_webhook_call_failure";
+const MALFORMED_RESPONSE: &str = "conversion_webhook_malformed_response_failure";
+const PARTIAL_RESPONSE: &str = "conversion_webhook_partial_response_failure";
+const INVALID_CONVERTED_OBJECT: &str = "conversion_webhook_invalid_converted_object_failure";
+
+/// One ConversionReview round trip for the objects at `indices`, checked as Kubernetes checks
+/// the answer; a failure carries its failure type.
+async fn call_webhook(
+    hook: &crate::definitions::conversion::Webhook,
+    mut objects: Vec<Value>,
+    indices: &[usize],
+    desired: &str,
+    source: &str,
+    clients: Clients,
+) -> Result<Vec<Value>, (Error, &'static str)> {
     let fail = |why: String| Error::Webhook(format!("conversion webhook for {source} failed: {why}"));
     let client: Arc<webhook::Client> = match clients {
         Clients::Shared => webhook::shared_client(hook),
         Clients::Own => webhook::Client::new(hook).map(Arc::new),
     }
-    .map_err(fail)?;
+    .map_err(|why| (fail(why), CALL_FAILURE))?;
     let uid = uuid::Uuid::new_v4().to_string();
     let sent: Vec<Value> = indices.iter().filter_map(|i| objects.get(*i).cloned()).collect();
-    let request = review::request(&hook.review_version, &uid, &desired, sent);
-    let response = client.call(&request).await.map_err(fail)?;
-    let converted = review::converted_objects(&hook.review_version, &uid, &response).map_err(fail)?;
+    let request = review::request(&hook.review_version, &uid, desired, sent);
+    let response = client.call(&request).await.map_err(|why| (fail(why), CALL_FAILURE))?;
+    let converted = review::converted_objects(&hook.review_version, &uid, &response)
+        .map_err(|why| (fail(why), MALFORMED_RESPONSE))?;
     if converted.len() != indices.len() {
-        return Err(Error::Webhook(format!(
-            "conversion webhook for {source} returned {} objects, expected {}",
-            converted.len(),
-            indices.len()
-        )));
+        let why =
+            format!("conversion webhook for {source} returned {} objects, expected {}", converted.len(), indices.len());
+        return Err((Error::Webhook(why), PARTIAL_RESPONSE));
     }
     for (position, (index, mut object)) in indices.iter().zip(converted).enumerate() {
         let Some(original) = objects.get(*index) else { continue };
         let invalid = |why: String| {
-            Error::Webhook(format!(
-                "conversion webhook for {source} returned invalid converted object at index {position}: {why}"
-            ))
+            let why =
+                format!("conversion webhook for {source} returned invalid converted object at index {position}: {why}");
+            (Error::Webhook(why), INVALID_CONVERTED_OBJECT)
         };
         let got_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         if got_version != desired {
@@ -162,9 +196,10 @@ async fn convert_all(
         }
         review::check_identity(original, &object).map_err(invalid)?;
         review::restore_metadata(original, &mut object).map_err(|why| {
-            Error::Webhook(format!(
+            let why = format!(
                 "conversion webhook for {source} returned invalid metadata in object at index {position}: {why}"
-            ))
+            );
+            (Error::Webhook(why), INVALID_CONVERTED_OBJECT)
         })?;
         if let Some(slot) = objects.get_mut(*index) {
             *slot = object;

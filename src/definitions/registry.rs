@@ -13,6 +13,20 @@ use super::version_order;
 pub struct Served {
     pub definition: Arc<Definition>,
     pub version: Arc<Version>,
+    /// Where requests to it are counted (the same series across reloads).
+    pub series: Arc<crate::metrics::requests::ResourceSeries>,
+}
+
+impl Served {
+    pub fn new(definition: Arc<Definition>, version: Arc<Version>) -> Served {
+        let series = crate::metrics::global().requests.resource(
+            &definition.group,
+            &version.name,
+            &definition.plural,
+            &definition.kind,
+        );
+        Served { definition, version, series }
+    }
 }
 
 /// Served resources by group, version and plural.
@@ -80,7 +94,7 @@ impl Registry {
             group
                 .entry(version.name.clone())
                 .or_default()
-                .insert(definition.plural.clone(), Served { definition: definition.clone(), version: version.clone() });
+                .insert(definition.plural.clone(), Served::new(definition.clone(), version.clone()));
             self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
         }
         self.definitions.push(definition);

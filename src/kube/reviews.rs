@@ -9,6 +9,7 @@ use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessRevi
 use super::describe;
 use crate::auth::BoxFuture;
 use crate::auth::review::{AccessReviewer, ReviewError, TokenReviewer};
+use crate::metrics::simple::Timed;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -23,7 +24,8 @@ impl ClusterReviews {
         ClusterReviews { client, timeout }
     }
 
-    async fn create<K>(&self, object: &K) -> Result<K, ReviewError>
+    /// Creates the review, counted in `timed` by HTTP code (`apiserver_delegated_*_request_*`).
+    async fn create<K>(&self, object: &K, timed: &Timed<String>) -> Result<K, ReviewError>
     where
         K: ::kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
             + Clone
@@ -33,7 +35,16 @@ impl ClusterReviews {
         K::DynamicType: Default,
     {
         let api: ::kube::Api<K> = ::kube::Api::all(self.client.clone());
-        match tokio::time::timeout(self.timeout, api.create(&::kube::api::PostParams::default(), object)).await {
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(self.timeout, api.create(&::kube::api::PostParams::default(), object)).await;
+        let code = match &answer {
+            Ok(Ok(_)) => "201".to_string(),
+            Ok(Err(::kube::Error::Api(status))) => status.code.to_string(),
+            // No HTTP answer: a connection failure or the timeout.
+            _ => "<error>".to_string(),
+        };
+        timed.observe(code, started.elapsed());
+        match answer {
             Ok(Ok(created)) => Ok(created),
             Ok(Err(e)) => Err(ReviewError(describe(&e))),
             Err(_) => Err(ReviewError(format!("no answer within {}s", self.timeout.as_secs()))),
@@ -48,7 +59,7 @@ impl AccessReviewer for ClusterReviews {
     ) -> BoxFuture<'a, Result<SubjectAccessReviewStatus, ReviewError>> {
         Box::pin(async move {
             let review = SubjectAccessReview { spec: spec.clone(), ..SubjectAccessReview::default() };
-            let answered = self.create(&review).await?;
+            let answered = self.create(&review, &crate::metrics::global().delegated.authorization).await?;
             // No status at all is not an allow.
             Ok(answered.status.unwrap_or_default())
         })
@@ -62,7 +73,8 @@ impl TokenReviewer for ClusterReviews {
                 spec: TokenReviewSpec { token: Some(token.to_string()), audiences: None },
                 ..TokenReview::default()
             };
-            Ok(self.create(&review).await?.status.unwrap_or_default())
+            let answered = self.create(&review, &crate::metrics::global().delegated.authentication).await?;
+            Ok(answered.status.unwrap_or_default())
         })
     }
 }

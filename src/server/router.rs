@@ -18,6 +18,7 @@ pub enum Endpoint {
     Healthz,
     Livez,
     Readyz,
+    Metrics,
     Version,
     LegacyRoot,
     Apis,
@@ -45,6 +46,7 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
         ["healthz", ..] => Endpoint::Healthz,
         ["livez", ..] => Endpoint::Livez,
         ["readyz", ..] => Endpoint::Readyz,
+        ["metrics"] => Endpoint::Metrics,
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
         ["apis"] => Endpoint::Apis,
@@ -145,6 +147,10 @@ impl Router {
                         self.readiness.report(store_healthy),
                     )
                 }
+            }
+            Endpoint::Metrics => {
+                let format = crate::metrics::Format::negotiate(accept.as_deref());
+                body::bytes_response(StatusCode::OK, format.content_type(), crate::metrics::render(format))
             }
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),

@@ -10,6 +10,7 @@ use super::filters::authn::Authentication;
 use super::filters::authz::Authorization;
 use super::filters::inflight::MaxInFlight;
 use super::filters::log::RequestLog;
+use super::filters::metrics::RequestMetrics;
 use super::filters::panic::PanicGuard;
 use super::filters::request_info::RequestInfoFilter;
 use super::filters::timeout::Timeout;
@@ -41,6 +42,8 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         .layer(FilterLayer(PanicGuard))
         // Parse the path once; limits, authorization and routing read the result.
         .layer(FilterLayer(RequestInfoFilter))
+        // Counts what reaches a handler, 429s and timeouts included; needs the request info.
+        .layer(FilterLayer(RequestMetrics))
         // Shed load before spending work on identity.
         .layer(FilterLayer(MaxInFlight::new(config.max_read_only_in_flight, config.max_mutating_in_flight)))
         // Identity next: it also strips credential headers for everything after it.

@@ -68,4 +68,16 @@ impl Store for Backend {
             Backend::Sled(s) => s.health(),
         }
     }
+
+    async fn count(&self, prefix: &str) -> Result<u64> {
+        match self {
+            Backend::Sled(s) => s.count(prefix).await,
+        }
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        match self {
+            Backend::Sled(s) => s.size_on_disk(),
+        }
+    }
 }

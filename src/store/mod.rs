@@ -166,4 +166,11 @@ pub trait Store: Send + Sync + 'static {
     /// Why writes cannot succeed right now (a full disk, a failed sync), or `Ok` when they can.
     /// The backend recovers by itself once the cause goes away.
     fn health(&self) -> Result<()>;
+
+    /// How many keys start with `prefix` now. A scan: for periodic checks
+    /// (`apiserver_storage_objects`), never for requests.
+    fn count(&self, prefix: &str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Bytes the store's files occupy on disk, when the backend can tell.
+    fn size_on_disk(&self) -> Option<u64>;
 }

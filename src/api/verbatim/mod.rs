@@ -29,6 +29,18 @@ use crate::schema::node::Cursor;
 /// in `version` (JSON), to `out`, when the stored bytes prove that path would change nothing
 /// but `metadata.resourceVersion`. Returns false (and leaves `out` as it was) otherwise.
 pub fn render(definition: &Definition, version: &Version, stored: &[u8], revision: u64, out: &mut Vec<u8>) -> bool {
+    let rendered = prove_and_splice(definition, version, stored, revision, out);
+    crate::metrics::verbatim(rendered);
+    rendered
+}
+
+fn prove_and_splice(
+    definition: &Definition,
+    version: &Version,
+    stored: &[u8],
+    revision: u64,
+    out: &mut Vec<u8>,
+) -> bool {
     // The general path reads with the schema of the version named in the object; the proof
     // requires that version to be the requested one, so that conversion changes nothing.
     let Some(schema) = definition.version(&version.name).and_then(|v| v.schema.as_deref()) else {

@@ -14,6 +14,7 @@ use crate::auth::requestheader::{RequestHeaderConfig, SharedRequestHeaderConfig}
 use crate::auth::{Authenticated, Chain, Credentials};
 use crate::core::status::ApiError;
 use crate::core::user::UserInfo;
+use crate::metrics::simple as metrics;
 use crate::server::conn::ConnInfo;
 
 #[derive(Clone)]
@@ -50,10 +51,16 @@ impl Filter for Authentication {
         let request_header = self.request_header.clone();
         Box::pin(async move {
             let peer = request.extensions().get::<ConnInfo>().map(|c| c.peer_certificates.clone()).unwrap_or_default();
+            let started = std::time::Instant::now();
             let outcome = {
                 let credentials = Credentials { headers: request.headers(), peer_certificates: &peer };
                 chain.authenticate(&credentials).await
             };
+            let result = match &outcome {
+                Authenticated::User(_) | Authenticated::Anonymous => metrics::Authentication::Success,
+                Authenticated::Refused(_) => metrics::Authentication::Failure,
+            };
+            crate::metrics::global().auth.authenticated(result, started.elapsed());
             strip_credentials(request.headers_mut(), &request_header.load());
             let user = match outcome {
                 Authenticated::User(user) => user,

@@ -14,6 +14,7 @@ use crate::core::gvr::GroupResource;
 use crate::core::request_info::RequestInfo;
 use crate::core::status::ApiError;
 use crate::core::user::UserInfo;
+use crate::metrics::simple as metrics;
 
 #[derive(Clone)]
 pub struct Authorization {
@@ -41,7 +42,16 @@ impl Filter for Authorization {
                     Encoding::Json,
                 );
             };
-            match chain.authorize(user, info).await {
+            let started = std::time::Instant::now();
+            let decision = chain.authorize(user, info).await;
+            let result = match &decision {
+                Ok(Decision::Allow) => metrics::Authorization::Allowed,
+                Ok(Decision::Deny(_)) => metrics::Authorization::Denied,
+                Ok(Decision::NoOpinion) => metrics::Authorization::NoOpinion,
+                Err(_) => metrics::Authorization::Error,
+            };
+            crate::metrics::global().auth.authorized(result, started.elapsed());
+            match decision {
                 Ok(Decision::Allow) => run(next, request).await,
                 Ok(Decision::Deny(reason)) => error_response(&forbidden(user, info, &reason), Encoding::Json),
                 Ok(Decision::NoOpinion) => error_response(&forbidden(user, info, ""), Encoding::Json),

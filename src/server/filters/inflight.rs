@@ -13,6 +13,7 @@ use crate::api::body::{ReqBody, RespBody, error_response};
 use crate::api::negotiate::Encoding;
 use crate::core::request_info::RequestInfo;
 use crate::core::status::ApiError;
+use crate::metrics::requests::Route;
 
 #[derive(Clone)]
 pub struct MaxInFlight {
@@ -35,17 +36,30 @@ fn is_mutating(request: &Request<ReqBody>) -> bool {
 
 impl Filter for MaxInFlight {
     fn call(&self, request: Request<ReqBody>, next: Next) -> BoxFuture<'static, Response<RespBody>> {
-        let pool = if is_mutating(&request) { self.mutating.clone() } else { self.read_only.clone() };
+        let mutating = is_mutating(&request);
+        let pool = if mutating { self.mutating.clone() } else { self.read_only.clone() };
         Box::pin(async move {
             if is_long_running(&request) {
                 return run(next, request).await;
             }
             match pool.try_acquire_owned() {
-                Ok(_permit) => run(next, request).await,
-                Err(_) => error_response(
-                    &ApiError::too_many_requests("Too many requests, please try again later.", 1),
-                    Encoding::Json,
-                ),
+                Ok(_permit) => {
+                    let _seat = crate::metrics::global().inflight.enter(mutating);
+                    run(next, request).await
+                }
+                Err(_) => {
+                    crate::metrics::global().inflight.dropped(mutating);
+                    let mut response = error_response(
+                        &ApiError::too_many_requests("Too many requests, please try again later.", 1),
+                        Encoding::Json,
+                    );
+                    if let Some(route) =
+                        request.extensions().get::<RequestInfo>().and_then(|i| Route::refused(i, false))
+                    {
+                        response.extensions_mut().insert(route);
+                    }
+                    response
+                }
             }
         })
     }

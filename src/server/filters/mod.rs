@@ -7,6 +7,7 @@ pub mod authn;
 pub mod authz;
 pub mod inflight;
 pub mod log;
+pub mod metrics;
 pub mod panic;
 pub mod request_info;
 pub mod timeout;

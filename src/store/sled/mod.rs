@@ -46,6 +46,8 @@ impl Default for SledOptions {
 #[derive(Clone)]
 pub struct SledStore {
     shared: Arc<Shared>,
+    /// The store's directory, for its size on disk.
+    dir: Arc<Path>,
 }
 
 /// State shared by readers and the writer thread.
@@ -151,7 +153,7 @@ impl SledStore {
         let place = writer::Place { dir: dir.to_path_buf(), cache_capacity: options.cache_capacity, sync_handle };
         writer::spawn(db, place, shared.clone(), revision, rx)
             .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
-        Ok(SledStore { shared })
+        Ok(SledStore { shared, dir: dir.into() })
     }
 
     /// How many times the writer has synced the store's file system to stable storage. A
@@ -294,6 +296,44 @@ impl Store for SledStore {
     fn health(&self) -> Result<()> {
         self.shared.fault()
     }
+
+    async fn count(&self, prefix: &str) -> Result<u64> {
+        let shared = self.shared.clone();
+        let prefix = prefix.to_string();
+        tokio::task::spawn_blocking(move || {
+            let slot = shared.tree();
+            let tree = shared.tree_or_fault(&slot)?;
+            let mut count = 0;
+            for key in tree.scan_prefix(prefix.as_bytes()).keys() {
+                key.map_err(storage_error)?;
+                count += 1;
+            }
+            Ok(count)
+        })
+        .await
+        .map_err(|e| Error::Backend(format!("count task: {e}")))?
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        directory_size(&self.dir)
+    }
+}
+
+/// The bytes allocated to the files under `dir` (sled keeps a data file, blobs and snapshots).
+fn directory_size(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        let metadata = entry.metadata().ok()?;
+        total += if metadata.is_dir() {
+            directory_size(&entry.path()).unwrap_or(0)
+        } else {
+            // Blocks of 512 bytes, as `du` counts what is physically allocated.
+            metadata.blocks() * 512
+        };
+    }
+    Some(total)
 }
 
 /// A store opened from disk: the database, its objects tree and the last revision written.

@@ -150,9 +150,14 @@ impl Writer {
             let result = self.decide(&key, op, &mut overlay, &mut batch, &mut records);
             replies.push((reply, result));
         }
+        let metrics = &crate::metrics::global().group_commit;
+        metrics.batch_size.observe(replies.len() as u64);
         if self.revision > start_revision {
             batch.insert(REVISION_KEY, &self.revision.to_be_bytes());
-            if let Err(e) = self.apply(batch, records) {
+            let started = Instant::now();
+            let applied = self.apply(batch, records);
+            metrics.flush.observe_duration(started.elapsed());
+            if let Err(e) = applied {
                 // Nothing of this batch is acknowledged or delivered: fail every write in it.
                 // Its revisions stay used (sled may hold the batch in memory, or have put part
                 // of it on disk), and the store stays faulty until it is reopened from disk.
