@@ -15,6 +15,7 @@ use crate::api::body::ReqBody;
 use crate::core::phases::{Phase, Phases};
 use crate::core::request_info::{Query, RequestInfo};
 use crate::logs::GoDuration;
+use crate::metrics::labels::RequestLabels;
 use crate::logs::verbosity::HTTPLOG;
 use crate::server::conn::ConnInfo;
 
@@ -49,7 +50,7 @@ impl Seen {
     pub fn describe(self, audit_id: &HeaderValue, user: String, code: u16) -> Line {
         let query = Query::parse(self.uri.query());
         let info = RequestInfo::parse(&self.method, self.uri.path(), &query).unwrap_or_default();
-        let verb = normalized_verb(&self.method, &info, self.apply, &query);
+        let verb = normalized_verb(&self.method, &info, self.apply);
         let audit_id = String::from_utf8_lossy(audit_id.as_bytes());
         let audit_id = truncated(&audit_id, MAX_AUDIT_ID_IN_LOGS).to_string();
         Line { seen: self, info, verb, audit_id, user, code }
@@ -58,19 +59,10 @@ impl Seen {
 
 /// The verb as kube-apiserver's logs and metrics write it (`NormalizedVerb`): the HTTP
 /// method, with GETs of collections as `LIST`, watches as `WATCH`, apply patches as `APPLY`.
-pub fn normalized_verb(method: &Method, info: &RequestInfo, apply: bool, query: &Query) -> String {
-    let watch_query = query.get("watch").is_some_and(|w| !matches!(w.to_ascii_lowercase().as_str(), "0" | "false"));
-    if info.verb == "watch" || (matches!(*method, Method::GET | Method::HEAD) && watch_query) {
-        return "WATCH".into();
-    }
-    match *method {
-        Method::GET | Method::HEAD => {
-            let whole_collection = info.name.is_empty() && (!info.namespace.is_empty() || info.is_resource_request);
-            if whole_collection { "LIST" } else { "GET" }.into()
-        }
-        Method::PATCH if apply => "APPLY".into(),
-        _ => method.as_str().to_ascii_uppercase(),
-    }
+/// The metrics' labels compute it the same way (`MonitorRequest`).
+pub fn normalized_verb(method: &Method, info: &RequestInfo, apply: bool) -> &'static str {
+    let content_type = apply.then_some(APPLY_PATCH.as_bytes());
+    RequestLabels::of(method, info, None, content_type).verb.as_str()
 }
 
 /// `text` cut to at most `limit` bytes, on a character boundary.
@@ -93,7 +85,7 @@ pub fn traced(info: &RequestInfo) -> bool {
 pub struct Line {
     seen: Seen,
     info: RequestInfo,
-    verb: String,
+    verb: &'static str,
     audit_id: String,
     user: String,
     code: u16,
@@ -167,11 +159,11 @@ impl Line {
 mod tests {
     use super::*;
 
-    fn verb(method: Method, target: &str, apply: bool) -> String {
+    fn verb(method: Method, target: &str, apply: bool) -> &'static str {
         let uri: Uri = target.parse().unwrap();
         let query = Query::parse(uri.query());
         let info = RequestInfo::parse(&method, uri.path(), &query).unwrap();
-        normalized_verb(&method, &info, apply, &query)
+        normalized_verb(&method, &info, apply)
     }
 
     #[test]
