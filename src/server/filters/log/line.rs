@@ -15,8 +15,8 @@ use crate::api::body::ReqBody;
 use crate::core::phases::{Phase, Phases};
 use crate::core::request_info::{Query, RequestInfo};
 use crate::logs::GoDuration;
-use crate::metrics::labels::RequestLabels;
 use crate::logs::verbosity::HTTPLOG;
+use crate::metrics::labels::RequestLabels;
 use crate::server::conn::ConnInfo;
 
 /// The media type of server-side apply, which kube's logs and metrics call `APPLY`.
