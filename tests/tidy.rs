@@ -77,7 +77,7 @@ fn lower_layers_stay_free_of_http_and_upper_layers() {
         // Logs set up the subscriber and its formats; requests are the server's to describe.
         (
             "logs",
-            &["hyper", "http::", "crate::server", "crate::api", "crate::store", "crate::kube", "crate::admission"],
+            &["hyper::", "http::", "crate::server", "crate::api", "crate::store", "crate::kube", "crate::admission"],
         ),
         // Admission decides from attributes and objects; it never serves or stores.
         ("admission", &["hyper::", "crate::server", "crate::api", "crate::store", "crate::kube"]),

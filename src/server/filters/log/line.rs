@@ -168,13 +168,16 @@ mod tests {
 
     #[test]
     fn verbs_read_as_kube_apiserver_logs_them() {
-        let crontabs = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+        let gv = crate::core::gvr::GroupVersion::new("stable.example.com", "v1");
+        let crontabs = &crate::core::paths::collection_path(&gv, Some("default"), "crontabs");
+        let all_crontabs = &crate::core::paths::collection_path(&gv, None, "crontabs");
+        let watch_all = all_crontabs.replace("/v1/", "/v1/watch/");
         assert_eq!(verb(Method::GET, crontabs, false), "LIST");
-        assert_eq!(verb(Method::GET, "/apis/stable.example.com/v1/crontabs", false), "LIST");
+        assert_eq!(verb(Method::GET, all_crontabs, false), "LIST");
         assert_eq!(verb(Method::GET, &format!("{crontabs}/a"), false), "GET");
         assert_eq!(verb(Method::GET, &format!("{crontabs}?watch=true"), false), "WATCH");
         assert_eq!(verb(Method::GET, &format!("{crontabs}?watch=false"), false), "LIST");
-        assert_eq!(verb(Method::GET, "/apis/stable.example.com/v1/watch/crontabs", false), "WATCH");
+        assert_eq!(verb(Method::GET, &watch_all, false), "WATCH");
         assert_eq!(verb(Method::POST, crontabs, false), "POST");
         assert_eq!(verb(Method::PUT, &format!("{crontabs}/a"), false), "PUT");
         assert_eq!(verb(Method::PATCH, &format!("{crontabs}/a"), false), "PATCH");
@@ -194,11 +197,14 @@ mod tests {
     #[test]
     fn only_kubernetes_traced_verbs_are_traced() {
         let info = |method: Method, path: &str| RequestInfo::parse(&method, path, &Query::default()).unwrap();
-        let crontabs = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+        let gv = crate::core::gvr::GroupVersion::new("stable.example.com", "v1");
+        let crontabs = &crate::core::paths::collection_path(&gv, Some("default"), "crontabs");
+        let all_crontabs = &crate::core::paths::collection_path(&gv, None, "crontabs");
+        let watch_all = all_crontabs.replace("/v1/", "/v1/watch/");
         assert!(traced(&info(Method::GET, crontabs)));
         assert!(traced(&info(Method::POST, crontabs)));
         assert!(traced(&info(Method::DELETE, crontabs)));
-        assert!(!traced(&info(Method::GET, "/apis/stable.example.com/v1/watch/crontabs")));
+        assert!(!traced(&info(Method::GET, &watch_all)));
         assert!(!traced(&info(Method::GET, "/readyz")));
     }
 }

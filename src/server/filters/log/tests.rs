@@ -18,7 +18,10 @@ use crate::logs::{Format, KubeFormat, subscriber, verbosity};
 use crate::server::conn::ConnInfo;
 use crate::server::filters::endpoint;
 
-const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+fn crontabs() -> String {
+    let gv = crate::core::gvr::GroupVersion::new("stable.example.com", "v1");
+    crate::core::paths::collection_path(&gv, Some("default"), "crontabs")
+}
 
 fn request(method: Method, uri: &str, audit_id: Option<&str>) -> Request<ReqBody> {
     let mut builder = Request::builder().method(method).uri(uri).header("user-agent", "kubectl/v1.36.0 (linux/amd64)");
@@ -87,7 +90,7 @@ async fn the_audit_id_sent_is_echoed_and_a_missing_one_is_made() {
 #[tokio::test]
 async fn level_three_writes_one_httplog_line_per_request() {
     let log = RequestLog::new(Duration::ZERO);
-    let uri = format!("{CRONTABS}/my-cron?pretty=true");
+    let uri = crontabs() + "/my-cron?pretty=true";
     let (_, lines) = serve(log.clone(), 3, request(Method::GET, &uri, Some("abc-123")), handler(Duration::ZERO)).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let line = &lines[0];
@@ -116,7 +119,7 @@ async fn level_three_writes_one_httplog_line_per_request() {
 async fn slow_resource_requests_are_logged_with_their_phases_at_every_level() {
     let log = RequestLog::new(Duration::from_millis(20));
     let (_, lines) =
-        serve(log.clone(), 0, request(Method::GET, CRONTABS, None), handler(Duration::from_millis(40))).await;
+        serve(log.clone(), 0, request(Method::GET, &crontabs(), None), handler(Duration::from_millis(40))).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let line = &lines[0];
     assert_eq!(line["msg"], "Slow request");
@@ -132,9 +135,9 @@ async fn slow_resource_requests_are_logged_with_their_phases_at_every_level() {
     assert_eq!(line["decode"], "0s");
     assert_eq!(line["admission"], "0s");
     // Fast requests, watches and requests that are not for resources are not traced.
-    let fast = serve(log.clone(), 0, request(Method::GET, CRONTABS, None), handler(Duration::ZERO)).await.1;
+    let fast = serve(log.clone(), 0, request(Method::GET, &crontabs(), None), handler(Duration::ZERO)).await.1;
     assert!(fast.is_empty(), "{fast:?}");
-    let watch = format!("{CRONTABS}?watch=true");
+    let watch = crontabs() + "?watch=true";
     let slow_watch =
         serve(log.clone(), 0, request(Method::GET, &watch, None), handler(Duration::from_millis(40))).await.1;
     assert!(slow_watch.is_empty(), "{slow_watch:?}");
@@ -156,7 +159,7 @@ async fn a_streamed_response_is_logged_when_it_ends() {
         Response::builder().status(StatusCode::OK).body(body).unwrap()
     });
     let log = RequestLog::new(Duration::ZERO);
-    let (response, lines) = serve(log, 3, request(Method::GET, &format!("{CRONTABS}?watch=1"), None), streaming).await;
+    let (response, lines) = serve(log, 3, request(Method::GET, &(crontabs() + "?watch=1"), None), streaming).await;
     assert_eq!(response.body(), "event");
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["verb"], "WATCH");
