@@ -14,7 +14,7 @@ use super::objects;
 use super::present;
 use super::update::read_current;
 use crate::admission::Operation;
-use crate::core::phases::{self, Phase};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::{ApiError, StatusDetails, success_status};
 use crate::store::{self, ListOptions, Store};
 
@@ -120,7 +120,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         let write = admit::Write::new(Operation::Delete, name, options.dry_run);
         admit::mutate(api, &call, write, None, Some(&object)).await?;
         admit::validate(api, &call, write, None, Some(&object)).await?;
-        phases::end(Phase::Admission);
+        request_scope::end(Phase::Admission);
         let mut finalizers = objects::finalizers(&object);
         let policy_finalizer = match options.propagation_policy.as_deref() {
             Some("Orphan") => Some("orphan"),
@@ -138,7 +138,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
                 return Ok(Outcome::Deleted(object));
             }
             let deleted = api.store().delete(&call.key(), Some(current.revision)).await;
-            phases::end(Phase::Store);
+            request_scope::end(Phase::Store);
             return match deleted {
                 Ok((revision, _)) => {
                     objects::set_resource_version(&mut object, revision);
@@ -167,7 +167,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         }
         let (stored, encoded) = super::write::to_storage(&call.served, &object)?;
         let updated = api.store().update(&call.key(), current.revision, encoded).await;
-        phases::end(Phase::Store);
+        request_scope::end(Phase::Store);
         match updated {
             Ok(revision) => {
                 return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?));
@@ -183,7 +183,7 @@ pub async fn delete(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let output = negotiate(call.accept(), false)?;
     let bytes = read_limited(body).await?;
     let options = DeleteOptions::parse(call, &bytes)?;
-    phases::end(Phase::Decode);
+    request_scope::end(Phase::Decode);
     let response = match delete_one(api, call, &call.name, &options).await? {
         Outcome::Pending(object) => present::object_response(call, output, StatusCode::OK, object),
         Outcome::Deleted(object) => {
@@ -198,7 +198,7 @@ pub async fn delete(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
             Ok(body::status_response(&success_status(Some(details)), encoding))
         }
     };
-    phases::end(Phase::Encode);
+    request_scope::end(Phase::Encode);
     response
 }
 
@@ -206,7 +206,7 @@ pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<
     let output = negotiate(call.accept(), true)?;
     let bytes = read_limited(body).await?;
     let options = DeleteOptions::parse(call, &bytes)?;
-    phases::end(Phase::Decode);
+    request_scope::end(Phase::Decode);
     let filter = Filter::of(call)?;
     let page =
         api.store().list(&call.prefix(), ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
@@ -227,6 +227,6 @@ pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<
     }
     let response =
         present::list_response(call, output, deleted, present::list_metadata(api.store().current_revision(), None));
-    phases::end(Phase::Encode);
+    request_scope::end(Phase::Encode);
     response
 }

@@ -13,7 +13,7 @@ use super::negotiate::negotiate;
 use super::objects;
 use super::present;
 use super::selectors::{FieldSelector, LabelSelector, field_text};
-use crate::core::phases::{self, Phase};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, ListOptions, Revision, Store, key};
 
@@ -224,7 +224,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),
             other => errors::storage(other, call, ""),
         })?;
-        phases::end(Phase::Store);
+        request_scope::end(Phase::Store);
         revision = Some(page.revision);
         let count = page.items.len();
         let mut converted = present::convert_page(call, &page.items)?.map(Vec::into_iter);
@@ -241,7 +241,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             }
             start_after = Some(kv.key);
         }
-        phases::end(Phase::Encode);
+        request_scope::end(Phase::Encode);
         if !page.more {
             break;
         }
@@ -249,7 +249,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
     let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
     let response = items.into_response(call, output, present::list_metadata(revision, token));
-    phases::end(Phase::Encode);
+    request_scope::end(Phase::Encode);
     response
 }
 

@@ -16,7 +16,7 @@ use super::objects;
 use super::present;
 use super::update::{self, Committed, check_name, merge_for_subresource, read_current};
 use super::write::{self, FieldValidation};
-use crate::core::phases::{self, Phase};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 
 /// Patch media types custom resources accept.
@@ -76,7 +76,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
     }
     let output = negotiate(call.accept(), false)?;
     let patch = read_limited(body).await?;
-    phases::end(Phase::Decode);
+    request_scope::end(Phase::Decode);
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
@@ -100,7 +100,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         }
         let mut object = merge_for_subresource(call, object, &old);
         super::ownership::track_update(call, &old, &mut object);
-        phases::end(Phase::Decode);
+        request_scope::end(Phase::Decode);
         match update::commit(api, call, &current, &old, object, dry_run, Some("PatchOptions")).await {
             Ok((committed, more)) => {
                 warnings.extend(more);
@@ -109,7 +109,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
                 };
                 let mut response = present::object_response(call, output, StatusCode::OK, result)?;
                 add_warnings(&mut response, &warnings);
-                phases::end(Phase::Encode);
+                request_scope::end(Phase::Encode);
                 return Ok(response);
             }
             Err(Some(e)) => return Err(e),

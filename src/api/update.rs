@@ -19,7 +19,7 @@ use super::write::{self, FieldValidation};
 use crate::admission::Operation;
 use crate::core::field::{FieldError, Path};
 use crate::core::gvr::GroupKind;
-use crate::core::phases::{self, Phase};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, Store, Versioned};
 
@@ -54,7 +54,7 @@ pub async fn read_current(api: &Api, call: &Call) -> Result<(Versioned, Value), 
         .map_err(|e| errors::storage(e, call, &call.name))?
         .ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))?;
     let object = present::from_storage(call, &current.value, current.revision)?;
-    phases::end(Phase::Store);
+    request_scope::end(Phase::Store);
     Ok((current, object))
 }
 
@@ -128,9 +128,9 @@ pub async fn commit(
     if admission.is_some() {
         warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);
     }
-    phases::end(Phase::Admission);
+    request_scope::end(Phase::Admission);
     let stored = store_update(api, call, current, old, &object, dry_run).await;
-    phases::end(Phase::Store);
+    request_scope::end(Phase::Store);
     Ok((stored?, warnings))
 }
 
@@ -183,7 +183,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let dry_run = call.dry_run()?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
-    phases::end(Phase::Decode);
+    request_scope::end(Phase::Decode);
     // A missing object is NotFound whatever the body says (the update finds nothing to update
     // before it checks the resourceVersion).
     let (current, old) = read_current(api, call).await?;
@@ -210,6 +210,6 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     };
     let mut response = present::object_response(call, output, StatusCode::OK, result)?;
     add_warnings(&mut response, &warnings);
-    phases::end(Phase::Encode);
+    request_scope::end(Phase::Encode);
     Ok(response)
 }

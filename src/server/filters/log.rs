@@ -4,9 +4,10 @@
 //! the response echoes it in `Audit-ID` (unless it already has one). At `-v=3` every request
 //! gets one line (`line.rs`): when its response starts, or, for a streamed response (a
 //! watch), when the stream ends. At every verbosity, a resource request slower than the
-//! threshold gets a line with where its time went (the phases the API layer records,
-//! `core::phases`). With both off a request costs a clock read and a task-local phase
-//! record: nothing is allocated or formatted.
+//! threshold gets a line with where its time went (the phases the API layer records in the
+//! request's `core::request_scope`, which also lends the audit ID to lines written while
+//! serving). With both off a request costs a clock read and its task-local scope: nothing is
+//! allocated or formatted.
 
 mod body;
 mod line;
@@ -21,7 +22,7 @@ use http_body_util::BodyExt;
 
 use super::{Filter, Next, run};
 use crate::api::body::{ReqBody, RespBody};
-use crate::core::phases;
+use crate::core::request_scope;
 use crate::core::user::UserInfo;
 use crate::logs::verbosity::HTTPLOG;
 
@@ -61,7 +62,7 @@ impl Filter for RequestLog {
         // Kept only when a line may be written; cloning them counts references.
         let seen = (every || slow.is_some()).then(|| line::Seen::of(&request));
         Box::pin(async move {
-            let (mut response, phases) = phases::recorded(started, run(next, request)).await;
+            let (mut response, phases) = request_scope::scoped(audit_id.clone(), started, run(next, request)).await;
             if !response.headers().contains_key(AUDIT_ID) {
                 response.headers_mut().insert(AUDIT_ID, audit_id.clone());
             }

@@ -21,7 +21,8 @@ impl Filter for PanicGuard {
             match AssertUnwindSafe(run(next, request)).catch_unwind().await {
                 Ok(response) => response,
                 Err(_) => {
-                    tracing::error!("a request handler panicked");
+                    let audit_id = crate::core::request_scope::audit_id();
+                    tracing::error!("audit-ID" = audit_id, "a request handler panicked");
                     error_response(
                         &ApiError::internal("an unexpected error occurred while serving the request"),
                         Encoding::Json,

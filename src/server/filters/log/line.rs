@@ -12,8 +12,8 @@ use std::time::Duration;
 use http::{HeaderValue, Method, Request, Uri, header};
 
 use crate::api::body::ReqBody;
-use crate::core::phases::{Phase, Phases};
 use crate::core::request_info::{Query, RequestInfo};
+use crate::core::request_scope::{Phase, Phases};
 use crate::logs::GoDuration;
 use crate::logs::verbosity::HTTPLOG;
 use crate::metrics::labels::RequestLabels;

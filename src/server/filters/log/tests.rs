@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::api::body::{full, request_body};
-use crate::core::phases::Phase;
+use crate::core::request_scope::Phase;
 use crate::logs::format::tests::Captured;
 use crate::logs::{Format, KubeFormat, subscriber, verbosity};
 use crate::server::conn::ConnInfo;
@@ -37,9 +37,9 @@ fn request(method: Method, uri: &str, audit_id: Option<&str>) -> Request<ReqBody
 /// A handler that answers 200 as `alice` after `delay` spent in the store.
 fn handler(delay: Duration) -> Next {
     endpoint(move |_request| async move {
-        phases::end(Phase::Filters);
+        request_scope::end(Phase::Filters);
         tokio::time::sleep(delay).await;
-        phases::end(Phase::Store);
+        request_scope::end(Phase::Store);
         let mut response = Response::new(full("{}"));
         response.extensions_mut().insert(UserInfo { name: "alice".into(), ..UserInfo::anonymous() });
         response
@@ -166,4 +166,30 @@ async fn a_streamed_response_is_logged_when_it_ends() {
     let latency = lines[0]["latency"].as_str().unwrap();
     let millis: f64 = latency.strip_suffix("ms").unwrap().parse().unwrap();
     assert!(millis >= 30.0, "the line waited for the stream's end: {latency}");
+}
+
+#[tokio::test]
+async fn errors_written_while_serving_carry_the_audit_id() {
+    use tower::Layer;
+    let failing = endpoint(|_| async {
+        crate::api::body::error_response(
+            &crate::core::status::ApiError::internal("the store is gone"),
+            crate::api::negotiate::Encoding::Json,
+        )
+    });
+    let log = RequestLog::new(Duration::ZERO);
+    let (response, lines) = serve(log.clone(), 0, request(Method::GET, &crontabs(), Some("id-500")), failing).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["msg"], "request failed: Internal error occurred: the store is gone");
+    assert_eq!(lines[0]["audit-ID"], "id-500");
+    #[allow(clippy::panic)]
+    let panicking = endpoint(|_| async { panic!("a bug") });
+    let guarded = super::super::FilterLayer(super::super::panic::PanicGuard).layer(panicking);
+    let (response, lines) = serve(log, 0, request(Method::GET, &crontabs(), Some("id-panic")), guarded).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(response.headers()["audit-id"], "id-panic");
+    let panicked: Vec<&Value> = lines.iter().filter(|l| l["msg"] == "a request handler panicked").collect();
+    assert_eq!(panicked.len(), 1, "{lines:?}");
+    assert_eq!(panicked[0]["audit-ID"], "id-panic");
 }

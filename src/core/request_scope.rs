@@ -1,16 +1,20 @@
-//! Where a request's time went: the phases of a resource request (filters, decode,
-//! admission and validation, store, encode), recorded as the request runs.
+//! What the server knows of the request being served, for its logs: its audit ID, and where
+//! its time went (the phases of a resource request: filters, decode, admission and
+//! validation, store, encode).
 //!
-//! The server's request log starts a record around each request ([`recorded`]); the API layer
-//! marks where each phase ends ([`end`]); the log decides what, if anything, to write. The
-//! record lives in the request's task (a task-local value inside the request's future), so
-//! recording allocates nothing and takes no lock: a mark is one clock read and one
-//! thread-local update. Without a record (unit tests, the offline `validate` command) a mark
-//! is a thread-local lookup that finds nothing. Owns no policy and writes no log.
+//! The server's request log opens the scope around each request ([`scoped`]); the API layer
+//! marks where each phase ends ([`end`]); log lines written while serving read the audit ID
+//! ([`audit_id`]); the request log decides what, if anything, to write. The scope lives in
+//! the request's task (a task-local value inside the request's future), so it allocates
+//! nothing and takes no lock: a mark is one clock read and one thread-local update. Outside a
+//! scope (unit tests, the offline `validate` command) a mark is a thread-local lookup that
+//! finds nothing. Owns no policy and writes no log.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+use http::HeaderValue;
 
 /// A phase of a resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,27 +92,40 @@ struct Record {
     phases: Phases,
 }
 
-tokio::task_local! {
-    static RECORD: Cell<Record>;
+/// One request's scope.
+struct Scope {
+    audit_id: HeaderValue,
+    record: Cell<Record>,
 }
 
-/// Runs `request` with a phase record that starts at `started`; returns the request's output
-/// and where its time went.
-pub async fn recorded<F: Future>(started: Instant, request: F) -> (F::Output, Phases) {
-    let record = Cell::new(Record { last: started, phases: Phases::default() });
-    RECORD
-        .scope(record, async move {
+tokio::task_local! {
+    static SCOPE: Scope;
+}
+
+/// Runs `request` in a scope with its audit ID and a phase record that starts at `started`;
+/// returns the request's output and where its time went.
+pub async fn scoped<F: Future>(audit_id: HeaderValue, started: Instant, request: F) -> (F::Output, Phases) {
+    let scope = Scope { audit_id, record: Cell::new(Record { last: started, phases: Phases::default() }) };
+    SCOPE
+        .scope(scope, async move {
             let output = request.await;
-            let phases = RECORD.try_with(|r| r.get().phases).unwrap_or_default();
+            let phases = SCOPE.try_with(|s| s.record.get().phases).unwrap_or_default();
             (output, phases)
         })
         .await
 }
 
+/// The audit ID of the request being served, for log lines written while serving it (`None`
+/// outside a request).
+pub fn audit_id() -> Option<String> {
+    SCOPE.try_with(|s| String::from_utf8_lossy(s.audit_id.as_bytes()).into_owned()).ok()
+}
+
 /// Ends `phase` now: the time since the previous mark (or the request's arrival) is added to
 /// it.
 pub fn end(phase: Phase) {
-    let _ = RECORD.try_with(|cell| {
+    let _ = SCOPE.try_with(|scope| {
+        let cell = &scope.record;
         let mut record = cell.get();
         let now = Instant::now();
         record.phases.add(phase, now.saturating_duration_since(record.last));
@@ -124,7 +141,7 @@ mod tests {
     #[tokio::test]
     async fn marks_split_the_time_between_phases() {
         let started = Instant::now();
-        let ((), phases) = recorded(started, async {
+        let ((), phases) = scoped(HeaderValue::from_static("a"), started, async {
             std::thread::sleep(Duration::from_millis(2));
             end(Phase::Filters);
             std::thread::sleep(Duration::from_millis(5));
@@ -143,20 +160,24 @@ mod tests {
 
     #[tokio::test]
     async fn marks_survive_awaits_and_stay_with_their_request() {
-        let one = recorded(Instant::now(), async {
+        let one = scoped(HeaderValue::from_static("one"), Instant::now(), async {
             tokio::task::yield_now().await;
             end(Phase::Decode);
+            audit_id()
         });
-        let two = recorded(Instant::now(), async {
+        let two = scoped(HeaderValue::from_static("two"), Instant::now(), async {
             tokio::task::yield_now().await;
+            audit_id()
         });
-        let (((), first), ((), second)) = tokio::join!(one, two);
+        let ((one_id, first), (two_id, second)) = tokio::join!(one, two);
+        assert_eq!((one_id.as_deref(), two_id.as_deref()), (Some("one"), Some("two")));
         assert!(!first.is_empty());
         assert!(second.is_empty(), "a mark of one request leaked into another: {second:?}");
     }
 
     #[test]
-    fn marks_without_a_record_do_nothing() {
+    fn marks_outside_a_request_do_nothing() {
         end(Phase::Store);
+        assert_eq!(audit_id(), None);
     }
 }
