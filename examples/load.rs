@@ -111,6 +111,21 @@ async fn main() {
             report("get", a.connections, lat, el);
         }
     }
+    if phases.contains(&"get") && !phases.contains(&"create") {
+        // Gets alone: a few objects per connection, created untimed, then read in turn.
+        const SEEDED: usize = 100;
+        let coll = format!("/apis/stable.example.com/v1/namespaces/bench-get-{run}/crontabs");
+        for (c, sender) in senders.iter_mut().enumerate() {
+            for i in 0..SEEDED {
+                let create = Request::new("POST", coll.clone(), 201).json(crontab(&format!("c{c}-{i}")));
+                assert_eq!(send(sender, create).await.0, 201, "seeding objects to get");
+            }
+        }
+        let (lat, el, _) =
+            phase(&mut senders, a.seconds, move |c, i| Request::new("GET", format!("{coll}/c{c}-{}", i % SEEDED), 200))
+                .await;
+        report("get", a.connections, lat, el);
+    }
     if phases.contains(&"list") {
         // Lists of a fixed size, in their own namespace (shared by runs with the same size).
         let list_coll = format!("/apis/stable.example.com/v1/namespaces/bench-list-{}/crontabs", a.list_objects);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Group-commit throughput: creates per second over 1 and 8 HTTPS connections against two
-# release builds of the server (e.g. before and after a change to the store's sync), each on a
-# fresh sled store in the same directory tree, alternating builds round by round so that
-# machine noise falls on both alike.
-# Usage: hack/bench-commit.sh BEFORE_BINARY AFTER_BINARY [ROUNDS] [SECONDS_PER_PHASE]
+# Throughput of two release builds of the server (e.g. before and after a change to the store's
+# sync, or to instrumentation): requests per second over 1 and 8 HTTPS connections for each
+# phase, each build on a fresh sled store in the same directory tree, alternating builds round
+# by round so that machine noise falls on both alike.
+# Usage: [PHASES=create,get] hack/bench-commit.sh BEFORE_BINARY AFTER_BINARY [ROUNDS] [SECONDS_PER_PHASE]
+#        (PHASES defaults to create, the group-commit path)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-before=$(realpath "$1") after=$(realpath "$2") rounds="${3:-3}" seconds="${4:-5}"
+before=$(realpath "$1") after=$(realpath "$2") rounds="${3:-3}" seconds="${4:-5}" phases="${PHASES:-create}"
 cargo build --release --quiet --example load
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 source hack/lib/dev-server.sh
@@ -24,17 +25,22 @@ for round in $(seq "$rounds"); do
     dev_server "$work" "$binary"
     tls=(--port "$port" --ca "$work/certs/dev/serving-ca.crt" --cert "$work/certs/dev/admin.crt" --key "$work/certs/dev/admin.key")
     for conns in 1 8; do
-      line=$("$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create)
-      echo "round $round $build: $line"
-      echo "$build $conns $(sed -n 's/.*rate= *\([0-9.]*\)\/s.*/\1/p' <<<"$line")" >>"$results"
+      lines=$("$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases "$phases")
+      while read -r line; do
+        echo "round $round $build: $line"
+        echo "$build $conns $(awk '{print $1}' <<<"$line") $(sed -n 's/.*rate= *\([0-9.]*\)\/s.*/\1/p' <<<"$line")" >>"$results"
+      done <<<"$lines"
     done
     kill "$server"; wait "$server" 2>/dev/null || true; server=""
     rm -rf "$work"
   done
 done
-# Medians per build and connection count, and after/before.
-for conns in 1 8; do
-  b=$(awk -v c="$conns" '$1 == "before" && $2 == c {print $3}' "$results" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  a=$(awk -v c="$conns" '$1 == "after" && $2 == c {print $3}' "$results" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "connections=$conns median creates/s: before $b, after $a, after/before $(echo "scale=2; $a / $b" | bc)"
+# Medians per phase, build and connection count, and after/before.
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for phase in ${phases//,/ }; do
+  for conns in 1 8; do
+    b=$(awk -v c="$conns" -v p="$phase" '$1 == "before" && $2 == c && $3 == p {print $4}' "$results" | median)
+    a=$(awk -v c="$conns" -v p="$phase" '$1 == "after" && $2 == c && $3 == p {print $4}' "$results" | median)
+    echo "$phase connections=$conns median requests/s: before $b, after $a, after/before $(echo "scale=3; $a / $b" | bc)"
+  done
 done

@@ -391,3 +391,63 @@ fn kubectl_1_27_directly() {
     assert!(run(&["explain", "widget.spec"], "").contains("What the widget should be."));
     assert_eq!(table(&run(&["get", "widgets", "--no-headers"], ""))[0][..2], ["old", "2"]);
 }
+
+/// A resource holding whole objects: `x-kubernetes-embedded-resource` with and without
+/// unknown fields.
+const DEPLOYER_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: deployers.apps.example.com
+spec:
+  group: apps.example.com
+  scope: Namespaced
+  names: {plural: deployers, singular: deployer, kind: Deployer}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              template:
+                type: object
+                x-kubernetes-embedded-resource: true
+                properties:
+                  spec: {type: object, description: What the object asks for.}
+              extra:
+                type: object
+                x-kubernetes-embedded-resource: true
+                x-kubernetes-preserve-unknown-fields: true
+"#;
+
+#[test]
+fn explain_shows_the_type_and_metadata_of_embedded_resources() {
+    let server = TestServer::start(&[DEPLOYER_CRD]);
+    let explained = server.kubectl_ok(&["explain", "deployer.spec.template"]);
+    for expected in [
+        "  apiVersion\t<string> -required-",
+        "    apiVersion defines the versioned schema of this representation of an object.",
+        "  kind\t<string> -required-",
+        "  metadata\t<ObjectMeta>",
+        "  spec\t<Object>",
+    ] {
+        assert!(explained.lines().any(|l| l == expected), "no line {expected:?} in\n{explained}");
+    }
+    let meta = server.kubectl_ok(&["explain", "deployer.spec.template.metadata.labels"]);
+    assert!(meta.contains("FIELD: labels <map[string]string>"), "{meta}");
+    // OpenAPI v2 publishes the same for nodes without unknown fields, and leaves the others
+    // untouched (kubectl would refuse their unknown fields otherwise).
+    let v2: Value = serde_json::from_str(&server.kubectl_ok(&["get", "--raw", "/openapi/v2"])).unwrap();
+    let spec = &v2["definitions"]["com.example.apps.v1.Deployer"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["template"]["required"], serde_json::json!(["kind", "apiVersion"]));
+    assert_eq!(
+        spec["template"]["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert!(spec["extra"].get("properties").is_none(), "{}", spec["extra"]);
+}

@@ -155,6 +155,8 @@ impl Api {
             Ok(c) => c,
             Err(e) => return body::error_response(&e, encoding),
         };
+        // Counted under the served resource from here on, whatever the answer (a deadline too).
+        crate::metrics::requests::claim(crate::metrics::requests::Route::Resource(call.served.series.clone()));
         let mut response = match call::dispatch(self, &call, request_body).await {
             Ok(r) => r,
             Err(e) => body::error_response(&e, encoding),
@@ -162,7 +164,6 @@ impl Api {
         if let Some(warning) = &call.served.version.deprecation_warning {
             body::add_warnings(&mut response, std::slice::from_ref(warning));
         }
-        response.extensions_mut().insert(crate::metrics::requests::Route::Resource(call.served.series.clone()));
         response
     }
 
@@ -176,9 +177,8 @@ impl Api {
                 } else {
                     &catalog.discovery.api_aggregated_v2beta1
                 };
-                let mut response = aggregated_response(doc, v, if_none_match);
-                response.extensions_mut().insert(crate::metrics::requests::Route::Discovery(1));
-                response
+                crate::metrics::requests::claim(crate::metrics::requests::Route::Discovery(1));
+                aggregated_response(doc, v, if_none_match)
             }
             None => document_response(&catalog.discovery.api_versions.body),
         }
@@ -191,10 +191,9 @@ impl Api {
             Some(v) => {
                 let doc =
                     if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
-                let mut response = aggregated_response(doc, v, if_none_match);
                 // Kubernetes counts aggregated discovery, under its path, as a request.
-                response.extensions_mut().insert(crate::metrics::requests::Route::Discovery(0));
-                response
+                crate::metrics::requests::claim(crate::metrics::requests::Route::Discovery(0));
+                aggregated_response(doc, v, if_none_match)
             }
             None => {
                 let mut response = document_response(&catalog.discovery.group_list.body);

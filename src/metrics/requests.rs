@@ -258,35 +258,84 @@ impl Resources {
 
 pub mod encode;
 
-/// Put in a response's extensions by whatever served it, so that the request is counted
-/// under the served resource (or an instrumented endpoint); responses without it are counted
-/// nowhere, as Kubernetes counts only requests that reach a handler.
+/// What served a request, so that it is counted under that resource's series (or an
+/// instrumented endpoint); requests nothing claims are counted nowhere, as Kubernetes counts
+/// only requests that reach a handler.
 #[derive(Debug, Clone)]
 pub enum Route {
-    /// A served resource's handler answered.
+    /// A served resource's handler took the request (or the in-flight limit refused a request
+    /// to a served resource).
     Resource(Arc<ResourceSeries>),
-    /// The in-flight limit or the deadline refused a request to a served resource before its
-    /// handler answered; a deadline also counts as an abort.
-    Refused { series: Arc<ResourceSeries>, aborted: bool },
     /// Aggregated discovery: 0 for `/apis`, 1 for `/api`.
     Discovery(usize),
 }
 
 impl Route {
     /// The route of a request refused before its handler, if it names a served resource.
-    pub fn refused(info: &crate::core::request_info::RequestInfo, aborted: bool) -> Option<Route> {
+    pub fn refused(info: &crate::core::request_info::RequestInfo) -> Option<Route> {
         if !info.is_resource_request {
             return None;
         }
-        let series = super::global().requests.lookup(&info.api_group, &info.api_version, &info.resource)?;
-        Some(Route::Refused { series, aborted })
+        super::global().requests.lookup(&info.api_group, &info.api_version, &info.resource).map(Route::Resource)
     }
+}
+
+/// What the steps of one request said about it: its route, and whether its deadline passed.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    pub route: Option<Route>,
+    pub aborted: bool,
+}
+
+tokio::task_local! {
+    /// The request being served on this task. A task-local rather than a response extension:
+    /// setting it allocates nothing.
+    static CLAIMED: std::cell::RefCell<Claimed>;
+}
+
+/// Runs a request's handling and returns what its steps claimed about it.
+pub async fn claimed<F: std::future::Future>(handling: F) -> (F::Output, Claimed) {
+    CLAIMED
+        .scope(std::cell::RefCell::new(Claimed::default()), async {
+            let output = handling.await;
+            let claimed = CLAIMED.try_with(|c| c.take()).unwrap_or_default();
+            (output, claimed)
+        })
+        .await
+}
+
+/// Says which series the request being handled counts under.
+pub fn claim(route: Route) {
+    let _ = CLAIMED.try_with(|c| c.borrow_mut().route = Some(route));
+}
+
+/// Says that the request being handled ran out of time.
+pub fn aborted() {
+    let _ = CLAIMED.try_with(|c| c.borrow_mut().aborted = true);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::labels::{DryRun, Scope};
+
+    #[tokio::test]
+    async fn handlers_claim_the_request_they_serve() {
+        let series = Resources::default().resource("g", "v1", "things", "Thing");
+        let (answer, said) = claimed(async {
+            claim(Route::Resource(series.clone()));
+            aborted();
+            42
+        })
+        .await;
+        assert_eq!(answer, 42);
+        assert!(matches!(said.route, Some(Route::Resource(s)) if Arc::ptr_eq(&s, &series)));
+        assert!(said.aborted);
+        // Outside a request, claiming does nothing (and does not panic).
+        claim(Route::Discovery(0));
+        let (_, nothing) = claimed(async {}).await;
+        assert!(nothing.route.is_none() && !nothing.aborted);
+    }
 
     #[test]
     fn table_positions_give_back_their_labels() {

@@ -198,6 +198,49 @@ impl SharedSchemas {
     }
 }
 
+/// What kube-apiserver says of an embedded resource's `apiVersion` and `kind`.
+const EMBEDDED_API_VERSION: &str = "apiVersion defines the versioned schema of this representation of an object. \
+                                    More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const EMBEDDED_KIND: &str = "kind is a string value representing the type of this object. In CamelCase. More info: \
+                             https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+const OBJECT_META_DESCRIPTION: &str = "Standard object's metadata. More info: \
+                                       https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// Publishes `apiVersion`, `kind` and `metadata` on every `x-kubernetes-embedded-resource`
+/// node below `schema` (and requires `kind` and `apiVersion`), as kube-apiserver's CRD OpenAPI
+/// builder does, so that `kubectl explain` shows an embedded object's fields. v2 leaves out
+/// nodes that keep unknown fields (kubectl would refuse their unknown fields otherwise).
+/// `metadata` is the ObjectMeta reference in the document's form.
+fn add_embedded_properties(schema: &mut Value, v2: bool, metadata: &Value) {
+    let Value::Object(node) = schema else { return };
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        for child in properties.values_mut() {
+            add_embedded_properties(child, v2, metadata);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = node.get_mut(key).filter(|c| c.is_object()) {
+            add_embedded_properties(child, v2, metadata);
+        }
+    }
+    let flag = |node: &Map<String, Value>, name: &str| node.get(name) == Some(&Value::Bool(true));
+    if (v2 && flag(node, "x-kubernetes-preserve-unknown-fields")) || !flag(node, "x-kubernetes-embedded-resource") {
+        return;
+    }
+    if let Value::Object(properties) = node.entry("properties").or_insert_with(|| json!({})) {
+        properties.insert("apiVersion".into(), json!({"type": "string", "description": EMBEDDED_API_VERSION}));
+        properties.insert("kind".into(), json!({"type": "string", "description": EMBEDDED_KIND}));
+        properties.insert("metadata".into(), metadata.clone());
+    }
+    if let Value::Array(required) = node.entry("required").or_insert_with(|| json!([])) {
+        for name in ["kind", "apiVersion"] {
+            if !required.iter().any(|r| r == name) {
+                required.push(json!(name));
+            }
+        }
+    }
+}
+
 /// `com.example.stable` for `stable.example.com`.
 pub fn reversed_group(group: &str) -> String {
     group.split('.').rev().collect::<Vec<_>>().join(".")
@@ -229,6 +272,37 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_resources_get_type_and_object_meta() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                         "x-kubernetes-preserve-unknown-fields": true},
+            "pods": {"type": "array", "items": {"type": "object", "x-kubernetes-embedded-resource": true,
+                     "required": ["kind"], "properties": {"spec": {"type": "object"}}}}}}}});
+        let meta = json!({"$ref": "meta"});
+        let mut v3 = schema.clone();
+        add_embedded_properties(&mut v3, false, &meta);
+        let template = &v3["properties"]["spec"]["properties"]["template"];
+        assert_eq!(
+            template["properties"]["apiVersion"],
+            json!({"type": "string", "description": EMBEDDED_API_VERSION})
+        );
+        assert_eq!(template["properties"]["kind"]["description"], EMBEDDED_KIND);
+        assert_eq!(template["properties"]["metadata"], meta);
+        assert_eq!(template["required"], json!(["kind", "apiVersion"]));
+        let pods = &v3["properties"]["spec"]["properties"]["pods"]["items"];
+        assert_eq!(pods["required"], json!(["kind", "apiVersion"]), "kind was already required");
+        assert!(pods["properties"]["spec"].is_object() && pods["properties"]["metadata"].is_object());
+        // v2 leaves nodes that keep unknown fields alone.
+        let mut v2 = schema.clone();
+        add_embedded_properties(&mut v2, true, &meta);
+        assert_eq!(
+            v2["properties"]["spec"]["properties"]["template"],
+            schema["properties"]["spec"]["properties"]["template"]
+        );
+        assert_eq!(v2["properties"]["spec"]["properties"]["pods"]["items"]["required"], json!(["kind", "apiVersion"]));
+    }
 
     #[test]
     fn names_follow_kubernetes() {

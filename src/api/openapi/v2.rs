@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{META, SharedSchemas, definition_name, gvk, v3};
+use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, v3};
 use crate::definitions::registry::Served;
 
 const V3_REFS: &str = "#/components/schemas/";
@@ -75,6 +75,11 @@ fn rewrite_refs(value: &Value) -> Value {
     }
 }
 
+/// The `metadata` property of an object: a reference to ObjectMeta with its description.
+fn object_meta() -> Value {
+    json!({"$ref": format!("{V2_REFS}{META}.ObjectMeta"), "description": OBJECT_META_DESCRIPTION})
+}
+
 fn object_schema(served: &Served, shared: &SharedSchemas) -> Value {
     let d = &served.definition;
     let raw = served.version.openapi_schema_value().unwrap_or_else(|| json!({"type": "object"}));
@@ -83,14 +88,12 @@ fn object_schema(served: &Served, shared: &SharedSchemas) -> Value {
     } else {
         structural_v2(&raw)
     };
+    add_embedded_properties(&mut schema, true, &object_meta());
     if let Value::Object(map) = &mut schema {
         if let Value::Object(props) = map.entry("properties").or_insert_with(|| json!({})) {
             props.insert("apiVersion".into(), json!({"type": "string", "description": shared.api_version_description}));
             props.insert("kind".into(), json!({"type": "string", "description": shared.kind_description}));
-            props.insert(
-                "metadata".into(),
-                json!({"$ref": format!("{V2_REFS}{META}.ObjectMeta"), "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}),
-            );
+            props.insert("metadata".into(), object_meta());
         }
         map.insert("x-kubernetes-group-version-kind".into(), gvk(&d.group, &served.version.name, &d.kind));
         if !served.version.selectable_fields.is_empty() {

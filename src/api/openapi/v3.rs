@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{META, SharedSchemas, definition_name, gvk, reference, upper_camel};
+use super::{
+    META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, reference, upper_camel,
+};
 use crate::definitions::Definition;
 use crate::definitions::registry::Served;
 
@@ -35,19 +37,21 @@ fn publishable_child(key: &str, value: &Value) -> Value {
     }
 }
 
+/// The `metadata` property of an object: a reference to ObjectMeta with its description.
+fn object_meta() -> Value {
+    json!({"allOf": [reference(&format!("{META}.ObjectMeta"))], "description": OBJECT_META_DESCRIPTION})
+}
+
 pub fn object_schema(definition: &Definition, served: &Served, shared: &SharedSchemas) -> Value {
     let mut schema =
         served.version.openapi_schema_value().as_ref().map(publishable).unwrap_or_else(|| json!({"type": "object"}));
+    add_embedded_properties(&mut schema, false, &object_meta());
     if let Value::Object(map) = &mut schema {
         let properties = map.entry("properties").or_insert_with(|| json!({}));
         if let Value::Object(props) = properties {
             props.insert("apiVersion".into(), json!({"type": "string", "description": shared.api_version_description}));
             props.insert("kind".into(), json!({"type": "string", "description": shared.kind_description}));
-            let description = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
-            props.insert(
-                "metadata".into(),
-                json!({"allOf": [reference(&format!("{META}.ObjectMeta"))], "description": description}),
-            );
+            props.insert("metadata".into(), object_meta());
         }
         map.insert(
             "x-kubernetes-group-version-kind".into(),

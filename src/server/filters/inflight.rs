@@ -49,16 +49,13 @@ impl Filter for MaxInFlight {
                 }
                 Err(_) => {
                     crate::metrics::global().inflight.dropped(mutating);
-                    let mut response = error_response(
+                    if let Some(route) = request.extensions().get::<RequestInfo>().and_then(Route::refused) {
+                        crate::metrics::requests::claim(route);
+                    }
+                    error_response(
                         &ApiError::too_many_requests("Too many requests, please try again later.", 1),
                         Encoding::Json,
-                    );
-                    if let Some(route) =
-                        request.extensions().get::<RequestInfo>().and_then(|i| Route::refused(i, false))
-                    {
-                        response.extensions_mut().insert(route);
-                    }
-                    response
+                    )
                 }
             }
         })

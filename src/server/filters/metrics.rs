@@ -1,5 +1,5 @@
-//! Request metrics: counts and times every request that reached a handler (the route says
-//! which series), as k8s.io/apiserver's `MonitorRequest` does, and keeps the long-running gauge
+//! Request metrics: counts and times every request that reached a handler (the handler claims
+//! the series it counts under), as k8s.io/apiserver's `MonitorRequest` does, and keeps the long-running gauge
 //! of watches. Whole bodies are counted when the handler returns; streamed bodies (lists,
 //! watches) when their last byte is sent or the client goes away.
 
@@ -18,7 +18,7 @@ use super::{Filter, Next, run};
 use crate::api::body::{ReqBody, RespBody};
 use crate::core::request_info::RequestInfo;
 use crate::metrics::labels::{RequestLabels, Verb};
-use crate::metrics::requests::{Cell, LongRunning, Route};
+use crate::metrics::requests::{Cell, LongRunning, Route, claimed};
 
 #[derive(Clone)]
 pub struct RequestMetrics;
@@ -31,24 +31,27 @@ impl Filter for RequestMetrics {
             RequestLabels::of(request.method(), info, request.uri().query(), content_type)
         });
         Box::pin(async move {
-            let mut response = run(next, request).await;
-            let (Some(labels), Some(route)) = (labels, response.extensions_mut().remove::<Route>()) else {
+            let (response, claimed) = claimed(run(next, request)).await;
+            let (Some(labels), Some(route)) = (labels, claimed.route) else {
                 return response;
             };
-            record(response, labels, route, started)
+            record(response, labels, route, claimed.aborted, started)
         })
     }
 }
 
-fn record(response: Response<RespBody>, labels: RequestLabels, route: Route, started: Instant) -> Response<RespBody> {
-    let (series, labels, aborted) = match route {
-        Route::Resource(series) => (series, labels, false),
-        Route::Refused { series, aborted } => (series, labels, aborted),
-        Route::Discovery(index) => (
-            crate::metrics::global().requests.discovery().clone(),
-            RequestLabels::non_resource(Verb::Get, index),
-            false,
-        ),
+fn record(
+    response: Response<RespBody>,
+    labels: RequestLabels,
+    route: Route,
+    aborted: bool,
+    started: Instant,
+) -> Response<RespBody> {
+    let (series, labels) = match route {
+        Route::Resource(series) => (series, labels),
+        Route::Discovery(index) => {
+            (crate::metrics::global().requests.discovery().clone(), RequestLabels::non_resource(Verb::Get, index))
+        }
     };
     let Some(cell) = series.cell(&labels) else {
         return response;

@@ -10,7 +10,6 @@ use crate::api::body::{ReqBody, RespBody, error_response};
 use crate::api::negotiate::Encoding;
 use crate::core::request_info::RequestInfo;
 use crate::core::status::ApiError;
-use crate::metrics::requests::Route;
 
 #[derive(Clone)]
 pub struct Timeout {
@@ -29,19 +28,15 @@ impl Filter for Timeout {
             if is_long_running(&request) {
                 return run(next, request).await;
             }
-            // Found now (a lock-free lookup), as the request info moves on with the request.
-            let route = request.extensions().get::<RequestInfo>().and_then(|i| Route::refused(i, true));
             match tokio::time::timeout(limit, run(next, request)).await {
                 Ok(response) => response,
                 Err(_) => {
-                    let mut response = error_response(
+                    // Counted, as an abort, under the resource its handler claimed.
+                    crate::metrics::requests::aborted();
+                    error_response(
                         &ApiError::timeout("request did not complete within the allotted timeout", 0),
                         Encoding::Json,
-                    );
-                    if let Some(route) = route {
-                        response.extensions_mut().insert(route);
-                    }
-                    response
+                    )
                 }
             }
         })
