@@ -205,7 +205,7 @@ fn writes_fail_closed_until_the_configurations_are_read() {
     // admission is not ready either until its informers synced.
     let plane = ControlPlane::start();
     plane.remove_binding("crd-apiserver:admission");
-    let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
+    let cluster = TestCluster::start_live_on(plane, &[CRONTAB_CRD], &[]);
     cluster.plane.add_user("admin-token", support::control_plane::rbac::User::new("admin", &["system:masters"]));
     let client = Client::to_plane(&cluster.plane, "admin-token");
     let response = client.send_json("POST", CRONTABS, &crontab("early", "nginx"));
@@ -214,6 +214,16 @@ fn writes_fail_closed_until_the_configurations_are_read() {
         response.json()["message"],
         "crontabs.stable.example.com \"early\" is forbidden: not yet ready to handle request"
     );
+    // Not ready either: informer-sync fails, and the log names the followers without a list.
+    let probe = Client::new(&cluster.server, None);
+    let readyz = probe.get("/readyz").unwrap();
+    assert_eq!(readyz.status, 500);
+    assert!(readyz.text().contains("[-]informer-sync failed: reason withheld\n"), "{}", readyz.text());
+    eventually("the log names the configurations not read", || {
+        let log = cluster.server.log();
+        Some(())
+            .filter(|_| log.contains("*v1.ValidatingWebhookConfiguration") && log.contains("informers not started yet"))
+    });
     for rule in
         support::control_plane::rbac::default_rules().into_iter().filter(|r| r.binding == "crd-apiserver:admission")
     {
@@ -221,6 +231,9 @@ fn writes_fail_closed_until_the_configurations_are_read() {
     }
     eventually("writes are admitted once the configurations are read", || {
         Some(()).filter(|_| client.send_json("POST", CRONTABS, &crontab("later", "nginx")).status == 201)
+    });
+    eventually("ready once the configurations are read", || {
+        Some(()).filter(|_| probe.get("/readyz").unwrap().status == 200)
     });
 }
 

@@ -129,7 +129,11 @@ fn a_full_disk_refuses_writes_and_the_store_recovers_when_space_returns() {
     assert_eq!(listed, kept);
     let readyz = client.get("/readyz?verbose").unwrap();
     assert_eq!(readyz.status, 500);
-    assert!(readyz.text().contains("[-]storage failed: reason withheld"), "{}", readyz.text());
+    assert!(readyz.text().contains("[-]sled failed: reason withheld"), "{}", readyz.text());
+    // The check alone says why (a check by name needs authorization, as in Kubernetes).
+    let sled = client.get("/readyz/sled").unwrap();
+    assert_eq!(sled.status, 500);
+    assert!(sled.text().starts_with("internal server error: the store's disk is full"), "{}", sled.text());
     assert_eq!(client.get("/livez").unwrap().status, 200);
 
     // Space returns: the server takes writes again by itself.

@@ -210,17 +210,24 @@ fn ready_only_once_the_authentication_settings_are_loaded() {
         assert!(Instant::now() < deadline, "the server never listened: {}", server.log());
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Listening and alive at once, but not ready while the ConfigMap is being read.
+    // Listening and alive at once, but not ready while the ConfigMap is being read: the
+    // followers of the main apiserver have not all listed yet.
     assert_eq!(early.status, 500, "{}", early.text());
     assert_eq!(
         early.text(),
-        "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
+        "[+]ping ok\n[+]log ok\n[+]sled ok\n[-]informer-sync failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n"
     );
     assert_eq!(client.get("/livez").unwrap().status, 200);
     while client.get("/readyz").unwrap().status != 200 {
         assert!(Instant::now() < deadline, "never ready: {}", server.log());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The log said which check failed and why.
+    assert!(
+        server.log().contains("informers not started yet: [") && server.log().contains("*v1.ConfigMap"),
+        "{}",
+        server.log()
+    );
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! configurations, ValidatingAdmissionPolicies and MutatingAdmissionPolicies (v1, or v1beta1
 //! where the main apiserver serves only that) with their bindings (list+watch through
 //! `kube::follow`) and hands every new set to `admission`; namespace labels come from the
-//! namespace cache, ResourceQuotas from `kube::quotas`. Without a cluster
-//! (development mode) nothing is admitted but namespace lifecycle.
+//! namespace cache, ResourceQuotas from `kube::quotas`. Every follower is registered for
+//! `/readyz`'s informer-sync. Without a cluster (development mode) nothing is admitted but
+//! namespace lifecycle.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,11 +18,27 @@ use serde_json::Value;
 
 use crate::admission::mutating_policy::compiled::MutatingPolicySet;
 use crate::admission::policy::compiled::PolicySet;
+use crate::admission::quota::QuotaSource;
 use crate::admission::{Admission, NamespaceLabels, Plugins, configuration};
 use crate::kube::follow;
 use crate::kube::namespaces::NamespaceCache;
 use crate::kube::params::ClusterParams;
 use crate::kube::quotas::QuotaCache;
+use crate::server::health::Informers;
+
+/// `on_change`, after which the follower named `kind` counts as synced (its first list, or the
+/// empty set of a kind the main apiserver does not serve, arrived).
+fn synced_after<K, F: Fn(Vec<K>) + Send + Sync>(
+    informers: &Informers,
+    kind: &str,
+    on_change: F,
+) -> impl Fn(Vec<K>) + Send + Sync + use<K, F> {
+    let synced = informers.flag(kind);
+    move |items| {
+        on_change(items);
+        synced.mark();
+    }
+}
 
 /// Namespace labels from the cluster's namespace cache.
 struct ClusterLabels(Arc<NamespaceCache>);
@@ -67,22 +84,24 @@ fn publish_policies(admission: &Admission, latest: &LatestPolicies) {
 }
 
 /// Follows ValidatingAdmissionPolicies and their bindings.
-fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client) {
+fn follow_policies(admission: &Arc<Admission>, client: &::kube::Client, informers: &Informers) {
     let latest = Arc::new(Mutex::new(LatestPolicies::default()));
     let (a, l) = (admission.clone(), latest.clone());
     let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    tokio::spawn(follow::follow(api, "validatingadmissionpolicies", move |items| {
+    let on_change = synced_after(informers, "*v1.ValidatingAdmissionPolicy", move |items| {
         let mut latest = l.lock().unwrap_or_else(|p| p.into_inner());
         latest.policies = Some(items);
         publish_policies(&a, &latest);
-    }));
+    });
+    tokio::spawn(follow::follow(api, "validatingadmissionpolicies", on_change));
     let (a, l) = (admission.clone(), latest);
     let api: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    tokio::spawn(follow::follow(api, "validatingadmissionpolicybindings", move |items| {
+    let on_change = synced_after(informers, "*v1.ValidatingAdmissionPolicyBinding", move |items| {
         let mut latest = l.lock().unwrap_or_else(|p| p.into_inner());
         latest.bindings = Some(items);
         publish_policies(&a, &latest);
-    }));
+    });
+    tokio::spawn(follow::follow(api, "validatingadmissionpolicybindings", on_change));
 }
 
 /// The MutatingAdmissionPolicy API versions followed, preferred first: `v1` (Kubernetes
@@ -117,7 +136,7 @@ impl LatestMutating {
 }
 
 /// Follows MutatingAdmissionPolicies and their bindings.
-fn follow_mutating_policies(admission: &Arc<Admission>, client: &::kube::Client) {
+fn follow_mutating_policies(admission: &Arc<Admission>, client: &::kube::Client, informers: &Informers) {
     let latest = Arc::new(Mutex::new(LatestMutating::default()));
     for (slot, version) in MUTATING_POLICY_VERSIONS.iter().enumerate() {
         for (plural, kind) in [
@@ -130,7 +149,7 @@ fn follow_mutating_policies(admission: &Arc<Admission>, client: &::kube::Client)
             );
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let (admission, latest) = (admission.clone(), latest.clone());
-            tokio::spawn(follow::follow(api, plural, move |items| {
+            let on_change = synced_after(informers, &format!("*{version}.{kind}"), move |items: Vec<DynamicObject>| {
                 let values: Vec<Value> = items.iter().filter_map(|o| serde_json::to_value(o).ok()).collect();
                 let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
                 let lists = if kind.ends_with("Binding") { &mut latest.bindings } else { &mut latest.policies };
@@ -142,23 +161,30 @@ fn follow_mutating_policies(admission: &Arc<Admission>, client: &::kube::Client)
                 {
                     admission.set_mutating_policies(MutatingPolicySet::from_json(&policies, &bindings));
                 }
-            }));
+            });
+            tokio::spawn(follow::follow(api, plural, on_change));
         }
     }
 }
 
-/// The admission chain of a server talking to `client`'s cluster (none: development mode).
+/// The admission chain of a server talking to `client`'s cluster (none: development mode);
+/// its followers are registered with `informers`.
 pub fn start(
     client: Option<::kube::Client>,
     namespaces: Arc<NamespaceCache>,
     plugins: Plugins,
     authorizer: Arc<dyn crate::auth::authz::Authorizer>,
+    informers: &Informers,
 ) -> Arc<Admission> {
     tracing::info!(plugins = %plugins.running().join(","), "admission plugins");
     let Some(client) = client else {
         return Arc::new(Admission::without_cluster_running(plugins));
     };
     let quotas = QuotaCache::start(client.clone());
+    if plugins.resource_quota {
+        let followed = quotas.clone();
+        informers.register("*v1.ResourceQuota", move || followed.is_synced());
+    }
     let admission = Arc::new(
         Admission::new(Arc::new(ClusterLabels(namespaces)), plugins.clone())
             .with_quotas(quotas)
@@ -166,10 +192,10 @@ pub fn start(
             .with_authorizer(authorizer),
     );
     if plugins.validating_policies {
-        follow_policies(&admission, &client);
+        follow_policies(&admission, &client, informers);
     }
     if plugins.mutating_policies {
-        follow_mutating_policies(&admission, &client);
+        follow_mutating_policies(&admission, &client, informers);
     }
     let latest = Arc::new(Mutex::new(Latest::default()));
     if !plugins.mutating_webhooks {
@@ -177,11 +203,12 @@ pub fn start(
     } else {
         let (admission, latest) = (admission.clone(), latest.clone());
         let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        tokio::spawn(follow::follow(api, "mutatingwebhookconfigurations", move |items| {
+        let on_change = synced_after(informers, "*v1.MutatingWebhookConfiguration", move |items| {
             let mut latest = lock(&latest);
             latest.mutating = Some(items);
             publish(&admission, &latest);
-        }));
+        });
+        tokio::spawn(follow::follow(api, "mutatingwebhookconfigurations", on_change));
     }
     if !plugins.validating_webhooks {
         lock(&latest).validating = Some(Vec::new());
@@ -189,11 +216,12 @@ pub fn start(
     } else {
         let (admission, latest) = (admission.clone(), latest.clone());
         let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
-        tokio::spawn(follow::follow(api, "validatingwebhookconfigurations", move |items| {
+        let on_change = synced_after(informers, "*v1.ValidatingWebhookConfiguration", move |items| {
             let mut latest = lock(&latest);
             latest.validating = Some(items);
             publish(&admission, &latest);
-        }));
+        });
+        tokio::spawn(follow::follow(api, "validatingwebhookconfigurations", on_change));
     }
     admission
 }

@@ -27,7 +27,8 @@ use crate::kube::namespaces::NamespaceCache;
 use crate::kube::reviews::{ClusterReviews, DEFAULT_TIMEOUT};
 use crate::server::filters::authn::Authentication;
 use crate::server::filters::authz::Authorization;
-use crate::server::router::Readiness;
+use crate::server::health::Synced;
+use crate::server::shutdown::Stop;
 
 /// How long the first read of the authentication ConfigMap may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -167,20 +168,20 @@ fn start_lookup(
 pub type Fatal = Arc<std::sync::Mutex<Option<String>>>;
 
 /// What stops the server: `signal`, or a failed first read of the cluster's authentication
-/// settings (its message left in the returned slot). Marks authentication ready when the first
-/// read succeeds.
+/// settings (its message left in the returned slot). Marks the authentication ConfigMap
+/// `synced` (for `/readyz`'s informer-sync) when the first read succeeds.
 pub fn stop_when(
     signal: impl Future<Output = ()> + Send + 'static,
     loaded: JoinHandle<Result<(), LookupError>>,
-    readiness: Arc<Readiness>,
-) -> (impl Future<Output = ()> + Send + 'static, Fatal) {
+    synced: Synced,
+) -> (impl Future<Output = Stop> + Send + 'static, Fatal) {
     let fatal: Fatal = Arc::default();
     let slot = fatal.clone();
     let stop = async move {
         let failure = async move {
             match loaded.await {
                 Ok(Ok(())) => {
-                    readiness.set_authentication_loaded(true);
+                    synced.mark();
                     std::future::pending::<String>().await
                 }
                 Ok(Err(e)) => e.to_string(),
@@ -188,11 +189,12 @@ pub fn stop_when(
             }
         };
         tokio::select! {
-            _ = signal => {}
+            _ = signal => Stop::Signal,
             message = failure => {
                 if let Ok(mut slot) = slot.lock() {
                     *slot = Some(message);
                 }
+                Stop::Failure
             }
         }
     };

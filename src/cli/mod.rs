@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod auth_flags;
+pub mod checks;
 pub mod delegation;
 pub mod manifests;
 pub mod pki;
@@ -134,6 +135,18 @@ pub struct ServeArgs {
     /// Admission plugins to disable although on by default.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
+    /// Time between SIGTERM and the end of serving: /readyz fails at once, everything else is
+    /// served as usual meanwhile, so load balancers can stop sending traffic first, e.g. 10s.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_delay_duration: std::time::Duration,
+    /// Once the server stops accepting requests, the time over which its watches are ended
+    /// (spread, at least 200 a second); 0 ends them all at once.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_watch_termination_grace_period: std::time::Duration,
+    /// After --shutdown-delay-duration, go on listening until requests in flight finished,
+    /// answering new ones 429 with Retry-After (probes and metrics excepted).
+    #[arg(long, num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub shutdown_send_retry_after: bool,
     /// Delegated authentication and authorization (front proxy, TokenReview,
     /// SubjectAccessReview, the main apiserver's kubeconfigs).
     #[command(flatten)]

@@ -1,5 +1,6 @@
 //! `crd-apiserver serve`: opens the store, loads definitions, builds the request path and
-//! serves until SIGINT or SIGTERM.
+//! serves until SIGINT or SIGTERM, then terminates gracefully (`server::shutdown`) and closes
+//! the store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +15,9 @@ use crate::api::namespaces::Namespaces;
 use crate::api::{Api, ApiOptions};
 use crate::core::namespace::NamespaceState;
 use crate::definitions::{Registry, load_paths};
-use crate::server::router::{Readiness, Router};
+use crate::server::health::Informers;
+use crate::server::router::Router;
+use crate::server::shutdown::{Lifecycle, ShutdownOptions};
 use crate::server::stack::{self, StackConfig};
 use crate::server::{self, tls};
 use crate::store::Backend;
@@ -145,11 +148,17 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let store = open_store(&resolved.storage, &args)?;
     let registry = load_registry(&resolved.definitions);
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
+    // The followers of the main apiserver, for /readyz's informer-sync.
+    let informers = Arc::new(Informers::default());
+    let namespace_cache = delegation.namespaces.clone();
+    informers.register("*v1.Namespace", move || namespace_cache.is_synced());
+    let authentication_synced = informers.flag("*v1.ConfigMap");
     let admission = super::admission::start(
         delegation.cluster.clone(),
         delegation.namespaces.clone(),
         plugins,
         delegation.authorization.chain.clone(),
+        &informers,
     );
     let api = Arc::new(
         Api::with_namespaces(
@@ -168,8 +177,14 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     };
     super::storage_metrics::spawn(api.clone(), args.storage_metrics_interval, storage_id);
 
-    let readiness = Arc::new(Readiness::default());
-    let router = Arc::new(Router { api: api.clone(), readiness: readiness.clone() });
+    let lifecycle = Lifecycle::new(ShutdownOptions {
+        delay: args.shutdown_delay_duration,
+        watch_grace: args.shutdown_watch_termination_grace_period,
+        send_retry_after: args.shutdown_send_retry_after,
+        request_timeout: args.request_timeout,
+    });
+    let health = super::checks::build(&store, &informers, &lifecycle);
+    let router = Arc::new(Router { api: api.clone(), health: Arc::new(health) });
     let handler = stack::build(
         StackConfig {
             authentication: delegation.authentication,
@@ -178,6 +193,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             max_mutating_in_flight: args.max_mutating_requests_inflight,
             request_timeout: args.request_timeout,
             slow_request_threshold: args.slow_request_threshold,
+            lifecycle: lifecycle.clone(),
         },
         router,
     );
@@ -191,10 +207,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         .map_err(|e| StartError::Listen { addr: addr.to_string(), message: e.to_string() })?;
     let local =
         listener.local_addr().map_err(|e| StartError::Listen { addr: addr.to_string(), message: e.to_string() })?;
-    readiness.set_ready(true);
-    // Ready for traffic once the authentication settings are loaded too; a failed first read
-    // of the cluster's settings stops the server.
-    let (stop, fatal) = super::delegation::stop_when(shutdown_signal(), delegation.loaded, readiness.clone());
+    // A failed first read of the cluster's authentication settings stops the server.
+    let (stop, fatal) = super::delegation::stop_when(shutdown_signal(), delegation.loaded, authentication_synced);
     tracing::info!(address = %local, "serving securely");
     if let Some(pki) = &resolved.dev {
         let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", local.port()))?;
@@ -215,9 +229,13 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         n => n,
     };
     tracing::info!(max_connections, "connection limit");
-    server::serve(listener, tls_config, handler, connections, max_connections, stop).await;
-    readiness.set_ready(false);
-    store.close();
+    server::serve(listener, tls_config, handler, connections, max_connections, &lifecycle, stop).await;
+    // The writer finishes what it was given and syncs it before the process ends.
+    let closing = store.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || closing.close()).await {
+        tracing::error!(error = %e, "closing the store failed");
+    }
+    tracing::info!("[graceful-termination] store closed");
     if let Some(message) = fatal.lock().ok().and_then(|mut slot| slot.take()) {
         return Err(StartError::Config(message));
     }
@@ -242,24 +260,47 @@ fn bracket(address: &str) -> String {
     if address.contains(':') && !address.starts_with('[') { format!("[{address}]") } else { address.to_string() }
 }
 
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM, as they arrive.
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = term.recv() => {}
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        Signals {
+            #[cfg(unix)]
+            terminate: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        let terminate = async {
+            match self.terminate.as_mut() {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate => {}
+        }
     }
+}
+
+/// Resolves on the first SIGINT or SIGTERM; a second one ends the process at once with exit
+/// code 1, as Kubernetes' servers do.
+async fn shutdown_signal() {
+    let mut signals = Signals::new();
+    signals.next().await;
+    tokio::spawn(async move {
+        signals.next().await;
+        tracing::warn!("[graceful-termination] second signal: exiting at once");
+        std::process::exit(1);
+    });
 }

@@ -17,8 +17,6 @@ use tokio_rustls::TlsAcceptor;
 use super::connection::{self, ConnectionSettings};
 use super::filters::Next;
 
-/// Time open connections get to finish after shutdown starts (watches never finish).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// File descriptors kept for everything that is not a client connection (the store's files,
 /// connections to the main apiserver and to webhooks, logs).
 const RESERVED_DESCRIPTORS: u64 = 512;
@@ -43,7 +41,8 @@ fn raise_open_file_limit() -> u64 {
 }
 
 /// Accepts connections on `listener` and serves each until `shutdown` resolves, with at
-/// most `max_connections` open at once.
+/// most `max_connections` open at once; then closes the listener and gives the open
+/// connections `drain` to finish what is in flight.
 pub async fn serve(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -51,6 +50,7 @@ pub async fn serve(
     settings: ConnectionSettings,
     max_connections: usize,
     shutdown: impl Future<Output = ()>,
+    drain: Duration,
 ) {
     let settings = Arc::new(settings);
     let max_connections = max_connections.clamp(1, MAX_CONNECTIONS);
@@ -99,10 +99,11 @@ pub async fn serve(
         });
     }
     drop(listener);
+    tracing::info!("[graceful-termination] stopped listening");
     let _ = stop_connections.send(true);
     let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(DRAIN_TIMEOUT, slots.acquire_many(all)).await.is_err() {
-        tracing::info!("closing connections that did not finish in time");
+    if tokio::time::timeout(drain, slots.acquire_many(all)).await.is_err() {
+        tracing::warn!(?drain, "closing connections that did not finish in time");
     }
 }
 

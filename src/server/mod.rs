@@ -1,6 +1,7 @@
 //! The secure port: TLS listener and connection cap (`listener`), one bounded hyper connection
 //! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`), Status bodies for the requests hyper
-//! refuses itself (`refusals`), the filter chain, routing, graceful shutdown.
+//! refuses itself (`refusals`), the filter chain, routing, health checks (`health`), graceful
+//! shutdown (`shutdown`).
 //!
 //! Owns the transport and the order of the request path. Must not implement API semantics
 //! (those are in `api`) nor authentication logic (in `auth`).
@@ -8,9 +9,11 @@
 pub mod conn;
 pub mod connection;
 pub mod filters;
+pub mod health;
 pub mod listener;
 pub mod refusals;
 pub mod router;
+pub mod shutdown;
 pub mod stack;
 pub mod tls;
 
@@ -23,15 +26,21 @@ use tokio_rustls::TlsAcceptor;
 pub use connection::ConnectionSettings;
 use filters::Next;
 
-/// Serves `handler` on `listener` until `shutdown` resolves, with at most `max_connections`
-/// client connections open at once.
+/// Serves `handler` on `listener`, with at most `max_connections` client connections open at
+/// once, until `stop` resolves and the termination `lifecycle` runs: then stops accepting and
+/// waits for the connections to finish.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     handler: Next,
     settings: ConnectionSettings,
     max_connections: usize,
-    shutdown: impl Future<Output = ()>,
+    lifecycle: &shutdown::Lifecycle,
+    stop: impl Future<Output = shutdown::Stop>,
 ) {
-    listener::serve(listener, TlsAcceptor::from(tls), handler, settings, max_connections, shutdown).await;
+    let stop_listening = lifecycle.stop_listening_after(stop);
+    let acceptor = TlsAcceptor::from(tls);
+    let drain = lifecycle.drain_timeout();
+    listener::serve(listener, acceptor, handler, settings, max_connections, stop_listening, drain).await;
+    tracing::info!("[graceful-termination] every connection is closed");
 }

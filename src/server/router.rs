@@ -1,7 +1,6 @@
 //! Routing: the request's path as a typed [`Endpoint`], parsed once, then the handler for it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::{Method, Request, Response, StatusCode, header};
 use serde_json::json;
@@ -9,15 +8,14 @@ use serde_json::json;
 use crate::api::Api;
 use crate::api::body::{self, ReqBody, RespBody};
 use crate::api::negotiate::plain_encoding;
-use crate::core::request_info::RequestInfo;
+use crate::core::request_info::{Query, RequestInfo};
 use crate::core::status::ApiError;
+use crate::server::health::{Health, Probe};
 
 /// What a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    Healthz,
-    Livez,
-    Readyz,
+    Health(Probe),
     Metrics,
     Version,
     LegacyRoot,
@@ -43,9 +41,9 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
     let segments = crate::core::paths::segments(path);
     let _ = method;
     match segments.as_slice() {
-        ["healthz", ..] => Endpoint::Healthz,
-        ["livez", ..] => Endpoint::Livez,
-        ["readyz", ..] => Endpoint::Readyz,
+        ["healthz", ..] => Endpoint::Health(Probe::Healthz),
+        ["livez", ..] => Endpoint::Health(Probe::Livez),
+        ["readyz", ..] => Endpoint::Health(Probe::Readyz),
         ["metrics"] => Endpoint::Metrics,
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
@@ -59,50 +57,10 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
     }
 }
 
-/// Whether the server may take traffic: storage is open and the authentication settings are
-/// loaded (before that, front-proxy requests would be refused).
-#[derive(Debug, Default)]
-pub struct Readiness {
-    ready: AtomicBool,
-    authentication: AtomicBool,
-}
-
-impl Readiness {
-    /// Storage is open and the listener is serving.
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
-    }
-
-    pub fn set_authentication_loaded(&self, loaded: bool) {
-        self.authentication.store(loaded, Ordering::SeqCst);
-    }
-
-    /// Ready, given whether the store can take writes now (`store_healthy`).
-    pub fn is_ready(&self, store_healthy: bool) -> bool {
-        self.ready.load(Ordering::SeqCst) && store_healthy && self.authentication.load(Ordering::SeqCst)
-    }
-
-    /// The `/readyz` body of a server that is not ready, one line per check as
-    /// k8s.io/apiserver writes them.
-    pub fn report(&self, store_healthy: bool) -> String {
-        let line = |name: &str, ok: bool| {
-            if ok { format!("[+]{name} ok\n") } else { format!("[-]{name} failed: reason withheld\n") }
-        };
-        let mut text = line("storage", self.ready.load(Ordering::SeqCst) && store_healthy);
-        text.push_str(&line("authentication-configuration", self.authentication.load(Ordering::SeqCst)));
-        text.push_str("readyz check failed\n");
-        text
-    }
-}
-
 /// What the router serves from.
 pub struct Router {
     pub api: Arc<Api>,
-    pub readiness: Arc<Readiness>,
-}
-
-fn text(status: StatusCode, body: &'static str) -> Response<RespBody> {
-    body::bytes_response(status, "text/plain; charset=utf-8", body)
+    pub health: Arc<Health>,
 }
 
 fn version_info() -> serde_json::Value {
@@ -135,18 +93,11 @@ impl Router {
         let if_none_match =
             request.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
         match endpoint {
-            Endpoint::Healthz | Endpoint::Livez => text(StatusCode::OK, "ok"),
-            Endpoint::Readyz => {
-                let store_healthy = crate::store::Store::health(self.api.store()).is_ok();
-                if self.readiness.is_ready(store_healthy) {
-                    text(StatusCode::OK, "ok")
-                } else {
-                    body::bytes_response(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "text/plain; charset=utf-8",
-                        self.readiness.report(store_healthy),
-                    )
-                }
+            Endpoint::Health(probe) => {
+                let query = Query::parse(request.uri().query());
+                self.health
+                    .serve(probe, request.uri().path(), &query)
+                    .unwrap_or_else(|| body::error_response(&ApiError::path_not_found(), encoding))
             }
             Endpoint::Metrics => {
                 let format = crate::metrics::Format::negotiate(accept.as_deref());
@@ -251,28 +202,8 @@ mod tests {
         assert_eq!(endpoint("/apis/g.io/v1/widgets"), Endpoint::Resource);
         assert_eq!(endpoint("/api/v1/pods"), Endpoint::NotFound);
         assert_eq!(endpoint("/openapi/v3/apis/g.io/v1"), Endpoint::OpenApiV3("g.io".into(), "v1".into()));
-        assert_eq!(endpoint("/readyz/ping"), Endpoint::Readyz);
+        assert_eq!(endpoint("/readyz/ping"), Endpoint::Health(Probe::Readyz));
+        assert_eq!(endpoint("/livez"), Endpoint::Health(Probe::Livez));
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
-    }
-
-    #[test]
-    fn ready_needs_storage_and_authentication() {
-        let readiness = Readiness::default();
-        readiness.set_ready(true);
-        assert!(!readiness.is_ready(true));
-        assert_eq!(
-            readiness.report(true),
-            "[+]storage ok\n[-]authentication-configuration failed: reason withheld\nreadyz check failed\n"
-        );
-        readiness.set_authentication_loaded(true);
-        assert!(readiness.is_ready(true));
-        // A store that cannot write (a full disk) fails the storage check alone.
-        assert!(!readiness.is_ready(false));
-        assert_eq!(
-            readiness.report(false),
-            "[-]storage failed: reason withheld\n[+]authentication-configuration ok\nreadyz check failed\n"
-        );
-        readiness.set_ready(false);
-        assert!(!readiness.is_ready(true));
     }
 }

@@ -13,6 +13,7 @@ use super::filters::log::RequestLog;
 use super::filters::metrics::RequestMetrics;
 use super::filters::panic::PanicGuard;
 use super::filters::request_info::RequestInfoFilter;
+use super::filters::termination::Termination;
 use super::filters::timeout::Timeout;
 use super::filters::{FilterLayer, Next, endpoint};
 use super::router::Router;
@@ -26,6 +27,7 @@ pub struct StackConfig {
     pub request_timeout: Duration,
     /// Resource requests at least this slow are logged with their phases; zero: none.
     pub slow_request_threshold: Duration,
+    pub lifecycle: super::shutdown::Lifecycle,
 }
 
 /// Builds the whole request path in front of the router.
@@ -42,6 +44,9 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         .layer(FilterLayer(PanicGuard))
         // Parse the path once; limits, authorization and routing read the result.
         .layer(FilterLayer(RequestInfoFilter))
+        // Counts requests for the drain at shutdown (and refuses new ones then, when asked to)
+        // before any work is spent on them.
+        .layer(FilterLayer(Termination(config.lifecycle)))
         // Counts what reaches a handler, 429s and timeouts included; needs the request info.
         .layer(FilterLayer(RequestMetrics))
         // Shed load before spending work on identity.

@@ -12,7 +12,7 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Stops accepting writes; what was acknowledged is on disk.
+    /// Stops accepting writes and waits until what was accepted is on disk.
     pub fn close(&self) {
         match self {
             Backend::Sled(s) => s.close(),

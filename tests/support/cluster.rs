@@ -50,6 +50,17 @@ impl TestCluster {
         TestCluster { plane, server }
     }
 
+    /// As `start_on`, without waiting for the server to be ready: it is alive and registered.
+    pub fn start_live_on(plane: ControlPlane, definitions: &[&str], extra: &[&str]) -> TestCluster {
+        let mut server = TestServer::prepare(definitions, Some(plane.server_kubeconfig()));
+        server.spawn_live(extra);
+        plane.register_backend(server.port, &server.pki.serving_ca());
+        for (group, version) in group_versions(definitions) {
+            plane.register(&group, &version);
+        }
+        TestCluster { plane, server }
+    }
+
     /// A user known to the double by a bearer token; returns a kubeconfig for them.
     pub fn user(&self, name: &str, groups: &[&str]) -> PathBuf {
         let token = format!("{name}-token");

@@ -97,6 +97,13 @@ impl TestServer {
         self.wait_ready();
     }
 
+    /// Starts the server process and waits until it answers `/livez` (ready or not).
+    pub fn spawn_live(&mut self, extra: &[&str]) {
+        self.launch(extra);
+        self.pki.write_kubeconfig(&format!("https://127.0.0.1:{}", self.port)).unwrap();
+        self.wait_for_health("/livez");
+    }
+
     /// Starts the server process without waiting for it.
     pub fn launch(&mut self, extra: &[&str]) {
         let log =
@@ -152,6 +159,11 @@ impl TestServer {
     }
 
     fn wait_ready(&mut self) {
+        self.wait_for_health("/readyz");
+    }
+
+    /// Waits until a health path answers 200.
+    fn wait_for_health(&mut self, path: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
@@ -159,12 +171,12 @@ impl TestServer {
             }
             // Without a client certificate: /readyz is always allowed, and a certificate the
             // server does not trust would be refused.
-            if let Ok(r) = http::Client::new(self, None).get("/readyz")
+            if let Ok(r) = http::Client::new(self, None).get(path)
                 && r.status == 200
             {
                 return;
             }
-            assert!(Instant::now() < deadline, "server did not become ready: {}", self.log());
+            assert!(Instant::now() < deadline, "{path} never answered 200: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -10,6 +10,7 @@ pub mod log;
 pub mod metrics;
 pub mod panic;
 pub mod request_info;
+pub mod termination;
 pub mod timeout;
 
 use std::sync::Arc;

@@ -63,6 +63,8 @@ struct Shared {
     /// whole batches only, and the history has every event of what it sees.
     apply_gate: RwLock<()>,
     commands: Mutex<Option<std::sync::mpsc::Sender<Command>>>,
+    /// The writer thread, joined on close.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// File-system syncs completed by the writer; every acknowledged write was preceded by one.
     syncs: std::sync::atomic::AtomicU64,
 }
@@ -148,11 +150,13 @@ impl SledStore {
             history: Mutex::new(History::new(revision, options.history)),
             apply_gate: RwLock::new(()),
             commands: Mutex::new(Some(tx)),
+            writer: Mutex::new(None),
             syncs: std::sync::atomic::AtomicU64::new(0),
         });
         let place = writer::Place { dir: dir.to_path_buf(), cache_capacity: options.cache_capacity, sync_handle };
-        writer::spawn(db, place, shared.clone(), revision, rx)
+        let thread = writer::spawn(db, place, shared.clone(), revision, rx)
             .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
+        *shared.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
         Ok(SledStore { shared, dir: dir.into() })
     }
 
@@ -162,10 +166,17 @@ impl SledStore {
         self.shared.syncs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Stops accepting writes; pending ones finish and are flushed.
+    /// Stops accepting writes; waits until the pending ones finished and the last batch is
+    /// on disk.
     pub fn close(&self) {
         if let Ok(mut commands) = self.shared.commands.lock() {
             commands.take();
+        }
+        let thread = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread
+            && thread.join().is_err()
+        {
+            tracing::error!("the store's writer thread panicked");
         }
     }
 

@@ -69,7 +69,7 @@ pub(super) fn spawn(
     shared: Arc<Shared>,
     revision: Revision,
     commands: Receiver<Command>,
-) -> std::io::Result<()> {
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
         let mut writer = Writer { db: Some(db), place, shared, revision, last_recovery: Instant::now(), fault: None };
         writer.run(&commands);
@@ -79,8 +79,7 @@ pub(super) fn spawn(
         {
             tracing::error!(error = %e, "final flush of the store failed");
         }
-    })?;
-    Ok(())
+    })
 }
 
 struct Writer {

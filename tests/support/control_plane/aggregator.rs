@@ -189,6 +189,7 @@ pub async fn forward(
     );
     let mut sender = backend.sender().await?;
     let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    lock(&state.backend_statuses).push(response.status().as_u16());
     Ok(response.map(|b| b.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync()))
 }
 

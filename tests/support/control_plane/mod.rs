@@ -191,6 +191,18 @@ impl ControlPlane {
         *self.plane.backend.blocking_write() = Some(backend);
     }
 
+    /// Takes the backend out, as kube-aggregator does when its service has no ready endpoint
+    /// left (a replica that is terminating): proxied requests are answered 503 until a backend
+    /// is registered again.
+    pub fn unregister_backend(&self) {
+        *self.plane.backend.blocking_write() = None;
+    }
+
+    /// The status of every answer the backend gave to a proxied request so far.
+    pub fn backend_statuses(&self) -> Vec<u16> {
+        lock(&self.state().backend_statuses).clone()
+    }
+
     /// An APIService for `group`/`version`.
     pub fn register(&self, group: &str, version: &str) {
         lock(&self.state().services).push(ApiService {

@@ -62,6 +62,8 @@ pub struct State {
     pub openapi_v2_cache: Mutex<Option<(String, Value)>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
+    /// The status of every answer the backend gave to a proxied request, in order.
+    pub backend_statuses: Mutex<Vec<u16>>,
     /// How many status updates of stored objects (ResourceQuota) arrived.
     pub status_updates: AtomicUsize,
     /// How many of the next status updates lose a race to another writer (409 Conflict).
@@ -95,6 +97,7 @@ impl State {
             discovery_not_modified: AtomicUsize::new(0),
             openapi_v2_cache: Mutex::new(None),
             proxied: Mutex::new(Vec::new()),
+            backend_statuses: Mutex::new(Vec::new()),
             status_updates: AtomicUsize::new(0),
             status_races: AtomicUsize::new(0),
             unserved: Mutex::new(Vec::new()),
