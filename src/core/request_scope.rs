@@ -103,16 +103,20 @@ tokio::task_local! {
 }
 
 /// Runs `request` in a scope with its audit ID and a phase record that starts at `started`;
-/// returns the request's output and where its time went.
-pub async fn scoped<F: Future>(audit_id: HeaderValue, started: Instant, request: F) -> (F::Output, Phases) {
+/// returns the request's output, where its time went and the audit ID.
+pub async fn scoped<F: Future>(
+    audit_id: HeaderValue,
+    started: Instant,
+    request: F,
+) -> (F::Output, Phases, HeaderValue) {
     let scope = Scope { audit_id, record: Cell::new(Record { last: started, phases: Phases::default() }) };
-    SCOPE
-        .scope(scope, async move {
-            let output = request.await;
-            let phases = SCOPE.try_with(|s| s.record.get().phases).unwrap_or_default();
-            (output, phases)
-        })
-        .await
+    let future = SCOPE.scope(scope, request);
+    tokio::pin!(future);
+    let output = future.as_mut().await;
+    match future.take_value() {
+        Some(scope) => (output, scope.record.get().phases, scope.audit_id),
+        None => (output, Phases::default(), HeaderValue::from_static("")),
+    }
 }
 
 /// The audit ID of the request being served, for log lines written while serving it (`None`
@@ -141,7 +145,7 @@ mod tests {
     #[tokio::test]
     async fn marks_split_the_time_between_phases() {
         let started = Instant::now();
-        let ((), phases) = scoped(HeaderValue::from_static("a"), started, async {
+        let ((), phases, _) = scoped(HeaderValue::from_static("a"), started, async {
             std::thread::sleep(Duration::from_millis(2));
             end(Phase::Filters);
             std::thread::sleep(Duration::from_millis(5));
@@ -169,7 +173,8 @@ mod tests {
             tokio::task::yield_now().await;
             audit_id()
         });
-        let ((one_id, first), (two_id, second)) = tokio::join!(one, two);
+        let ((one_id, first, one_back), (two_id, second, _)) = tokio::join!(one, two);
+        assert_eq!(one_back, "one");
         assert_eq!((one_id.as_deref(), two_id.as_deref()), (Some("one"), Some("two")));
         assert!(!first.is_empty());
         assert!(second.is_empty(), "a mark of one request leaked into another: {second:?}");

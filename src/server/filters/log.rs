@@ -20,7 +20,7 @@ use http::{HeaderValue, Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt;
 
-use super::{Filter, Next, run};
+use super::{Filter, Next};
 use crate::api::body::{ReqBody, RespBody};
 use crate::core::request_scope;
 use crate::core::user::UserInfo;
@@ -43,13 +43,16 @@ impl RequestLog {
     }
 }
 
-/// The request's audit ID: the one it carries, else a new random UUID.
+/// The request's audit ID: the one it carries, else a new random (version 4) UUID.
 fn audit_id(request: &Request<ReqBody>) -> HeaderValue {
     if let Some(given) = request.headers().get(AUDIT_ID).filter(|v| !v.is_empty()) {
         return given.clone();
     }
+    // Audit IDs must be unique, not secret: a per-thread generator seeded from the OS gives
+    // 122 random bits without a system call per request.
+    let random = uuid::Builder::from_random_bytes(fastrand::u128(..).to_ne_bytes()).into_uuid();
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+    let id = random.hyphenated().encode_lower(&mut text);
     HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static(""))
 }
 
@@ -61,34 +64,52 @@ impl Filter for RequestLog {
         let slow = self.slow;
         // Kept only when a line may be written; cloning them counts references.
         let seen = (every || slow.is_some()).then(|| line::Seen::of(&request));
+        // The rest of the chain is a boxed future already: this future holds a pointer to it,
+        // not the request (a small future stays in the allocator's per-thread cache).
+        let inner = (next.0)(request);
         Box::pin(async move {
-            let (mut response, phases) = request_scope::scoped(audit_id.clone(), started, run(next, request)).await;
-            if !response.headers().contains_key(AUDIT_ID) {
-                response.headers_mut().insert(AUDIT_ID, audit_id.clone());
-            }
-            let Some(seen) = seen else {
-                return response;
-            };
-            let latency = started.elapsed();
-            let is_slow = slow.is_some_and(|limit| latency >= limit);
-            if !every && !is_slow {
-                return response;
-            }
-            let user = response.extensions().get::<UserInfo>().map(|u| u.name.clone()).unwrap_or_default();
-            let line = seen.describe(&audit_id, user, response.status().as_u16());
-            if is_slow && line::traced(line.info()) {
-                line.write_slow(latency, &phases);
-            }
-            if !every {
-                return response;
-            }
-            if response.body().size_hint().exact().is_some() {
-                line.write(latency);
-                return response;
-            }
-            response.map(|b| body::LoggedBody::new(b, line, started).boxed_unsync())
+            let (response, phases, audit_id) = request_scope::scoped(audit_id, started, inner).await;
+            finish(response, Logged { audit_id, seen, started, phases, every, slow })
         })
     }
+}
+
+/// What the filter knows of a request once its response has started.
+struct Logged {
+    audit_id: HeaderValue,
+    seen: Option<line::Seen>,
+    started: Instant,
+    phases: request_scope::Phases,
+    every: bool,
+    slow: Option<Duration>,
+}
+
+/// Echoes the audit ID and writes the request's lines, if any.
+fn finish(mut response: Response<RespBody>, logged: Logged) -> Response<RespBody> {
+    if !response.headers().contains_key(AUDIT_ID) {
+        response.headers_mut().insert(AUDIT_ID, logged.audit_id.clone());
+    }
+    let Some(seen) = logged.seen else {
+        return response;
+    };
+    let latency = logged.started.elapsed();
+    let is_slow = logged.slow.is_some_and(|limit| latency >= limit);
+    if !logged.every && !is_slow {
+        return response;
+    }
+    let user = response.extensions().get::<UserInfo>().map(|u| u.name.clone()).unwrap_or_default();
+    let line = seen.describe(&logged.audit_id, user, response.status().as_u16());
+    if is_slow && line::traced(line.info()) {
+        line.write_slow(latency, &logged.phases);
+    }
+    if !logged.every {
+        return response;
+    }
+    if response.body().size_hint().exact().is_some() {
+        line.write(latency);
+        return response;
+    }
+    response.map(|b| body::LoggedBody::new(b, line, logged.started).boxed_unsync())
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ impl Seen {
             method: request.method().clone(),
             uri: request.uri().clone(),
             user_agent: headers.get(header::USER_AGENT).cloned(),
-            apply: headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == APPLY_PATCH.as_bytes()),
+            apply: request.method() == Method::PATCH
+                && headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == APPLY_PATCH.as_bytes()),
             remote: request.extensions().get::<ConnInfo>().map(|c| c.remote),
         }
     }
