@@ -86,8 +86,13 @@ struct Logged {
 
 /// Echoes the audit ID and writes the request's lines, if any.
 fn finish(mut response: Response<RespBody>, logged: Logged) -> Response<RespBody> {
-    if !response.headers().contains_key(AUDIT_ID) {
-        response.headers_mut().insert(AUDIT_ID, logged.audit_id.clone());
+    if let http::header::Entry::Vacant(slot) = response.headers_mut().entry(AUDIT_ID) {
+        // Each value is new: HTTP/2 would otherwise search HPACK's table for it and then
+        // crowd the table's other entries (content types...) out with values never sent
+        // again. Kept out of the table, it is sent as a literal.
+        let mut echoed = logged.audit_id.clone();
+        echoed.set_sensitive(true);
+        slot.insert(echoed);
     }
     let Some(seen) = logged.seen else {
         return response;
