@@ -254,6 +254,36 @@ fn with_send_retry_after_new_requests_get_429_while_those_in_flight_finish() {
 }
 
 #[test]
+fn clients_with_nothing_in_flight_do_not_hold_up_shutdown() {
+    let mut server = TestServer::start(&[CRONTAB_CRD]);
+    // One client connected without a TLS handshake (the server would wait 10 s for it), one
+    // with a kept-alive HTTP/1.1 connection between requests.
+    let silent = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let idle = std::thread::spawn({
+        let client = Client::admin(&server);
+        move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut tls = client.connect_tls().await.unwrap();
+                tls.write_all(b"GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+                let mut answer = Vec::new();
+                // The server closes the kept-alive connection at shutdown: the read ends.
+                let _ = tls.read_to_end(&mut answer).await;
+                String::from_utf8_lossy(&answer).into_owned()
+            })
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    terminate(&server);
+    assert!(server.wait_exit(Duration::from_secs(30)), "exit status: {}", server.log());
+    assert!(signalled.elapsed() < Duration::from_secs(5), "shutdown took {:?}", signalled.elapsed());
+    assert!(idle.join().unwrap().starts_with("HTTP/1.1 200 OK"));
+    drop(silent);
+}
+
+#[test]
 fn a_rolling_restart_under_load_loses_no_acknowledged_write_and_answers_no_5xx() {
     let mut cluster = TestCluster::start_with(&[CRONTAB_CRD], &FLAGS);
     cluster.user("writer", &[]);

@@ -1,7 +1,12 @@
 //! The Helm chart, rendered by the real helm (installed by hack/install-helm.sh): it lints,
 //! and renders one APIService per served group version pointing at the chart's Service with
-//! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions.
+//! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions;
+//! its monitoring (ServiceMonitor, metrics RBAC, Grafana dashboard) in `helm_chart/monitoring.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod helm_chart {
+    pub mod monitoring;
+}
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

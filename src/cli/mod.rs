@@ -169,18 +169,42 @@ pub struct DevPkiArgs {
     pub port: u16,
 }
 
-/// Parses `500ms`, `60s`, `5m`, `1h` or plain seconds.
+/// Parses `60s`, `5m`, `1h` or plain seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
-    let n: u64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
-    let seconds = match unit {
-        "ms" => return Ok(std::time::Duration::from_millis(n)),
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(format!("invalid duration unit in {text:?} (use ms, s, m or h)")),
-    };
-    Ok(std::time::Duration::from_secs(seconds))
+    // A bare number is seconds (accepted since the first release); otherwise Go's
+    // `time.ParseDuration` forms, as Kubernetes' duration flags take them: `500ms`, `1m30s`, `1.5h`.
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(seconds));
+    }
+    let invalid = || format!("time: invalid duration {text:?}");
+    let mut rest = text.strip_prefix('+').unwrap_or(text);
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_end);
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_end);
+        let nanoseconds = match unit {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "" => return Err(format!("time: missing unit in duration {text:?}")),
+            other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
+        };
+        total += value * nanoseconds;
+        rest = after;
+    }
+    if !total.is_finite() || total > u64::MAX as f64 {
+        return Err(invalid());
+    }
+    Ok(std::time::Duration::from_nanos(total.round() as u64))
 }
 
 /// Where objects are stored, from `--storage`.
@@ -249,7 +273,13 @@ mod tests {
         assert_eq!(parse_duration("60s").unwrap().as_secs(), 60);
         assert_eq!(parse_duration("5m").unwrap().as_secs(), 300);
         assert_eq!(parse_duration("7").unwrap().as_secs(), 7);
-        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
         assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
+        assert_eq!(parse_duration("1m30s").unwrap().as_secs(), 90);
+        assert_eq!(parse_duration("1.5h").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("0").unwrap().as_secs(), 0);
+        assert_eq!(parse_duration("5d").unwrap_err(), "time: unknown unit \"d\" in duration \"5d\"");
+        assert_eq!(parse_duration("1h5").unwrap_err(), "time: missing unit in duration \"1h5\"");
+        assert_eq!(parse_duration("-1s").unwrap_err(), "time: invalid duration \"-1s\"");
     }
 }

@@ -83,10 +83,17 @@ pub async fn serve(
     acceptor: TlsAcceptor,
     handler: Next,
     settings: Arc<ConnectionSettings>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = tcp.set_nodelay(true);
-    let tls_stream = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
+    let handshake = tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp));
+    // A client still shaking hands when the server shuts down has no request in flight: it is
+    // dropped rather than waited for.
+    let handshaken = tokio::select! {
+        handshaken = handshake => handshaken,
+        _ = shutdown.wait_for(|stop| *stop) => return,
+    };
+    let tls_stream = match handshaken {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");

@@ -1,5 +1,5 @@
 //! The request path's part in graceful termination (`server::shutdown`): every request is
-//! counted in flight until its response body ends, watches end cleanly when the server stops
+//! counted in flight until it is answered (a streamed body: until its last byte is sent), watches end cleanly when the server stops
 //! accepting (their body finishes between two events, so clients see a watch that ended and
 //! start another, elsewhere), and with `--shutdown-send-retry-after` new requests are answered
 //! 429 once the shutdown delay passed, as k8s.io/apiserver's `WithRetryAfter` answers them.
@@ -40,6 +40,12 @@ impl Filter for Termination {
             if watch {
                 let end = Box::pin(lifecycle.watch_end());
                 response.map(|inner| Ending { inner, end, _in_flight: in_flight }.boxed_unsync())
+            } else if response.body().size_hint().exact().is_some() {
+                // A whole body needs nothing more from the server (the connection writes it
+                // out and graceful shutdown waits for connections): the request is done, and
+                // the common answer costs no wrapper.
+                drop(in_flight);
+                response
             } else {
                 response.map(|inner| Counted { inner, _in_flight: in_flight }.boxed_unsync())
             }
@@ -181,16 +187,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn short_requests_are_in_flight_until_their_body_is_sent() {
+    async fn streamed_answers_are_in_flight_until_sent_and_whole_ones_until_answered() {
         let lifecycle = Lifecycle::new(ShutdownOptions::default());
         let filter = Termination(lifecycle.clone());
-        let get = request(http::Method::GET, "/apis/g.io/v1/widgets", None);
-        let answer = endpoint(|_| async { Response::new(body::full("listed")) });
-        let response = filter.call(get, answer).await;
-        assert!(!lifecycle.drained(Duration::from_millis(1)).await);
+        let streamed = endpoint(|_| async {
+            let chunks = futures_util::stream::iter(["{\"items\":[", "]}"])
+                .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(c))));
+            Response::new(StreamBody::new(chunks).boxed_unsync())
+        });
+        let list = request(http::Method::GET, "/apis/g.io/v1/widgets", None);
+        let response = filter.call(list, streamed).await;
+        assert!(!lifecycle.drained(Duration::from_millis(1)).await, "the list is still being written");
         let sent = response.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(sent, "listed");
+        assert_eq!(sent, "{\"items\":[]}");
         assert!(lifecycle.drained(Duration::from_millis(1)).await);
+        // A whole body needs nothing more from the server once the handler answered.
+        let get = request(http::Method::GET, "/apis/g.io/v1/widgets/a", None);
+        let whole = endpoint(|_| async { Response::new(body::full("got")) });
+        let response = filter.call(get, whole).await;
+        assert!(lifecycle.drained(Duration::from_millis(1)).await);
+        assert_eq!(response.into_body().collect().await.unwrap().to_bytes(), "got");
     }
 
     #[tokio::test]
