@@ -2,8 +2,9 @@
 //! generates, behind the control-plane double; it is scraped exactly as the chart's rendered
 //! ServiceMonitor says (HTTPS, path, the CA from the named Secret key, the TLS server name, the
 //! bearer token of the service account the chart's metrics-reader role is bound to); the
-//! scrapes, labelled as Prometheus labels a target, are fed to promtool, and every dashboard
-//! query must find series in them.
+//! scrape exposes every family of metrics.txt with its type and labels; the scrapes, labelled
+//! as Prometheus labels a target, are fed to promtool, and every dashboard query must find
+//! series in them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -230,6 +231,9 @@ fn every_query_finds_series_in_scrapes_made_as_the_service_monitor_says() {
     let watch = "/apis/stable.example.com/v1/namespaces/default/crontabs?watch=true&timeoutSeconds=1";
     cluster.kubectl_ok(&alice, &["get", "--raw", watch]);
 
+    let (_, text) = scraper.get(None, None).unwrap();
+    check_families(&text);
+
     // Scrapes a second apart, once the stored objects were counted.
     let instance = format!("127.0.0.1:{}", cluster.server.port);
     let mut scrapes = Vec::new();
@@ -245,6 +249,48 @@ fn every_query_finds_series_in_scrapes_made_as_the_service_monitor_says() {
         cluster.kubectl_ok(&alice, &["get", "crontabs", "-n", "default"]);
     }
     check_queries_over(&scrapes);
+}
+
+/// Every family of metrics.txt is exposed with its type, and its samples carry exactly the
+/// labels listed (what the dashboard's name checks rely on).
+fn check_families(text: &str) {
+    let listed = std::fs::read_to_string(root().join("manifests/grafana/metrics.txt")).unwrap();
+    let mut problems = std::collections::BTreeSet::new();
+    for line in listed.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let mut words = line.split_whitespace();
+        let (name, kind) = (words.next().unwrap(), words.next().unwrap());
+        let labels: std::collections::BTreeSet<&str> = words.collect();
+        let exposed = text.lines().find_map(|l| l.strip_prefix(&format!("# TYPE {name} ")));
+        // A counter whose name lacks `_total` (Kubernetes' authentication_attempts) cannot be
+        // typed counter in the text format.
+        let untyped_counter = kind == "counter" && !name.ends_with("_total") && exposed == Some("untyped");
+        if exposed != Some(kind) && !untyped_counter {
+            problems.insert(format!("{name}: exposed as {exposed:?}, listed as {kind}"));
+        }
+        let suffixes: &[&str] = if kind == "histogram" { &["_bucket", "_sum", "_count"] } else { &[""] };
+        for suffix in suffixes {
+            let mut want = labels.clone();
+            if *suffix == "_bucket" {
+                want.insert("le");
+            }
+            for sample in text.lines().filter_map(|l| l.strip_prefix(&format!("{name}{suffix}"))) {
+                let Some(inner) =
+                    sample.strip_prefix('{').and_then(|rest| rest.split_once('}')).map(|(inner, _)| inner)
+                else {
+                    if sample.starts_with(' ') && !want.is_empty() {
+                        problems.insert(format!("{name}{suffix} has no labels, listed with {want:?}"));
+                    }
+                    continue;
+                };
+                let have: std::collections::BTreeSet<&str> =
+                    inner.split(',').filter_map(|pair| pair.split_once('=')).map(|(label, _)| label).collect();
+                if have != want {
+                    problems.insert(format!("{name}{suffix} has labels {have:?}, listed {want:?}"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }
 
 /// Every dashboard query but the panels of [`EMPTY_IN_THIS_RUN`] returns at least one series
