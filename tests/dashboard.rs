@@ -3,13 +3,16 @@
 //! manifests/grafana/metrics.txt (what the server's /metrics promises), picks crd-apiserver's
 //! series out of a Prometheus that also scrapes kube-apiserver (same names), rates only counters,
 //! and parses and computes what its panel says with Prometheus' own promtool
-//! (installed by hack/install-promtool.sh).
+//! (installed by hack/install-promtool.sh); and every query finds series in scrapes of a real
+//! server made as the chart's ServiceMonitor says (`dashboard/scraped.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod dashboard {
     pub mod promql;
     pub mod promtool;
+    pub mod scraped;
 }
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The dashboard's queries through Prometheus' promtool: `check rules` parses each of them
 //! with Prometheus' own PromQL parser, `test rules` evaluates chosen panels over made-up series
-//! and compares with values worked out by hand.
+//! and compares with values worked out by hand (and, for `scraped.rs`, over real scrapes).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,7 +14,7 @@ fn binary() -> PathBuf {
 }
 
 /// Runs promtool on a file holding `document` (JSON, which promtool reads as YAML).
-fn promtool(args: &[&str], document: &Value) -> (bool, String) {
+pub fn promtool(args: &[&str], document: &Value) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("input.yaml");
     std::fs::write(&file, serde_json::to_string_pretty(document).unwrap()).unwrap();
@@ -25,10 +25,12 @@ fn promtool(args: &[&str], document: &Value) -> (bool, String) {
     (out.status.success(), text)
 }
 
-const JOB: &str = "crd-apiserver";
+/// The job Prometheus gives crd-apiserver's targets (the Prometheus Operator names it after the
+/// Service: `crd-apiserver` for the README's install).
+pub const JOB: &str = "crd-apiserver";
 
 /// A query as Grafana sends it, with the variables' values put in.
-fn as_sent(expr: &str) -> String {
+pub fn as_sent(expr: &str) -> String {
     expr.replace("$__rate_interval", "5m")
         .replace("$__range", "1h")
         .replace("$job", JOB)
