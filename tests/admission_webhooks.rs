@@ -287,7 +287,8 @@ fn admission_plugins_are_chosen_by_kube_apiserver_flags() {
     assert!(!server.wait_exit(Duration::from_secs(30)), "the server must fail");
     let log = server.log();
     assert!(
-        log.contains("[enable-admission-plugins plugin \"PodSecurity\" is unknown, disable-admission-plugins plugin \"ResourceQuota2\" is unknown]"),
+        // Quoted in the log line as klog quotes an error (`err="..."`).
+        log.contains(r#"[enable-admission-plugins plugin \"PodSecurity\" is unknown, disable-admission-plugins plugin \"ResourceQuota2\" is unknown]"#),
         "{log}"
     );
 

@@ -167,7 +167,8 @@ fn an_unreadable_configmap_stops_the_server_unless_tolerated() {
     let log = server.log();
     assert!(log.contains("cannot read configmap/extension-apiserver-authentication in kube-system"), "{log}");
     assert!(log.contains("RoleBinding in kube-system to the Role extension-apiserver-authentication-reader"), "{log}");
-    assert!(log.contains("configmaps \"extension-apiserver-authentication\" is forbidden"), "{log}");
+    // Quoted in the log line as klog quotes an error (`err="..."`).
+    assert!(log.contains(r#"configmaps \"extension-apiserver-authentication\" is forbidden"#), "{log}");
 
     // Tolerated: the server starts, and front-proxy authentication begins once the binding
     // exists.

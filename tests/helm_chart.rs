@@ -1,7 +1,12 @@
 //! The Helm chart, rendered by the real helm (installed by hack/install-helm.sh): it lints,
 //! and renders one APIService per served group version pointing at the chart's Service with
-//! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions.
+//! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions;
+//! its monitoring (ServiceMonitor, metrics RBAC, Grafana dashboard) in `helm_chart/monitoring.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod helm_chart {
+    pub mod monitoring;
+}
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -200,6 +205,15 @@ fn rbac_definitions_and_the_pod() {
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(set["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"], "5Gi");
+    // Graceful shutdown: serve on for the delay after SIGTERM, and a grace period that covers
+    // the delay and the drain (--request-timeout + 2 s).
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(args.contains(&"--shutdown-delay-duration=5s"), "{args:?}");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 75);
+    assert!(
+        helm_refuses(&["template", "demo", &chart(), "--set", "shutdown.delay=5d"]).contains("/shutdown/delay"),
+        "a delay that is no Go duration is refused"
+    );
 }
 
 #[test]

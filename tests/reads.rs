@@ -167,7 +167,7 @@ fn version_and_development_address() {
     assert!(jiff::Timestamp::from_str(date).is_ok() && date.ends_with('Z'), "{version}");
     assert!(version["gitVersion"].as_str().unwrap().starts_with("v1."), "{version}");
     // Development mode listens on the loopback address unless told otherwise.
-    assert!(server.log().contains(&format!("address=127.0.0.1:{}", server.port)), "{}", server.log());
+    assert!(server.log().contains(&format!("address=\"127.0.0.1:{}\"", server.port)), "{}", server.log());
 }
 
 #[test]

@@ -74,6 +74,11 @@ fn lower_layers_stay_free_of_http_and_upper_layers() {
         // Authentication decides from headers and certificates; the network is `kube`'s.
         ("auth", &["hyper", "crate::kube", "crate::server", "crate::api", "crate::store"]),
         ("kube", &["crate::server", "crate::api", "crate::store"]),
+        // Logs set up the subscriber and its formats; requests are the server's to describe.
+        (
+            "logs",
+            &["hyper::", "http::", "crate::server", "crate::api", "crate::store", "crate::kube", "crate::admission"],
+        ),
         // Admission decides from attributes and objects; it never serves or stores.
         ("admission", &["hyper::", "crate::server", "crate::api", "crate::store", "crate::kube"]),
     ];

@@ -18,6 +18,7 @@ use super::ownership;
 use super::present;
 use super::update::{self, Committed, check_name, merge_for_subresource, read_current};
 use super::write;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 
 /// Attempts before a conflicting apply gives up.
@@ -59,6 +60,7 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
     ownership::check_options(call, "PatchOptions", true)?;
     let force = ownership::force(call)?;
     let config = decode_config(&body)?;
+    request_scope::end(Phase::Decode);
     if call.subresource == Subresource::Scale {
         return super::scale::apply(api, call, &config, force).await;
     }
@@ -76,6 +78,7 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
                 Some((created, warnings)) => {
                     let mut response = present::object_response(call, output, StatusCode::CREATED, created)?;
                     add_warnings(&mut response, &warnings);
+                    request_scope::end(Phase::Encode);
                     return Ok(response);
                 }
                 None => continue,
@@ -92,6 +95,7 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
         // left for `fieldValidation` to report.
         write::coerce(&call.served, &mut object)?;
         let object = merge_for_subresource(call, object, &old);
+        request_scope::end(Phase::Decode);
         match update::commit(api, call, &current, &old, object, dry_run, Some("PatchOptions")).await {
             Ok((committed, warnings)) => {
                 let result = match committed {
@@ -99,6 +103,7 @@ pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespB
                 };
                 let mut response = present::object_response(call, output, StatusCode::OK, result)?;
                 add_warnings(&mut response, &warnings);
+                request_scope::end(Phase::Encode);
                 return Ok(response);
             }
             Err(Some(e)) => return Err(e),
@@ -140,6 +145,7 @@ async fn create_by_apply(
     }
     check_placement(call, &object)?;
     write::coerce(&call.served, &mut object)?;
+    request_scope::end(Phase::Decode);
     match create::insert(api, call, object, dry_run).await {
         Ok(created) => Ok(Some(created)),
         Err(e) if e.code == 409 && e.reason == "AlreadyExists" => Ok(None),

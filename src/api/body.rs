@@ -83,8 +83,15 @@ pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if code.is_server_error() {
         // A server-side failure is the admin's to see, whatever the verbosity (the client
-        // gets the same text in the Status).
-        tracing::error!(code = status.code, reason = %status.reason, "request failed: {}", status.message);
+        // gets the same text in the Status, and the audit ID in a header).
+        let audit_id = crate::core::request_scope::audit_id();
+        tracing::error!(
+            code = status.code,
+            reason = %status.reason,
+            "audit-ID" = audit_id,
+            "request failed: {}",
+            status.message
+        );
     }
     let value = serde_json::to_value(status).unwrap_or_default();
     let mut response = value_response(code, encoding, &value);

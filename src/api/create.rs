@@ -15,6 +15,7 @@ use super::ownership;
 use super::present;
 use super::write::{self, FieldValidation};
 use crate::admission::Operation;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::Store;
 
@@ -31,6 +32,7 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
     ownership::track_create(call, &mut object);
+    request_scope::end(Phase::Decode);
     let (response_object, written, more) = insert_written(api, call, object, dry_run).await?;
     warnings.extend(more);
     let mut response = match written {
@@ -40,6 +42,7 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
         None => present::object_response(call, output, StatusCode::CREATED, response_object)?,
     };
     add_warnings(&mut response, &warnings);
+    request_scope::end(Phase::Encode);
     Ok(response)
 }
 
@@ -74,6 +77,7 @@ async fn insert_written(
     let errors = objects::prepare_create(&mut object, &placement)?;
     warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
     warnings.extend(admit::validate(api, call, write, Some(&object), None).await?);
+    request_scope::end(Phase::Admission);
     let name = objects::name(&object).to_string();
     let (stored, encoded) = write::into_storage(&call.served, object)?;
     if dry_run {
@@ -83,9 +87,11 @@ async fn insert_written(
             }
             o
         })?;
+        request_scope::end(Phase::Store);
         return Ok((response_object, None, warnings));
     }
     let revision =
         api.store().create(&call.key_of(&name), encoded.clone()).await.map_err(|e| errors::storage(e, call, &name))?;
+    request_scope::end(Phase::Store);
     Ok((write::stored_to_response(call, stored, revision)?, Some((encoded, revision)), warnings))
 }

@@ -14,6 +14,7 @@ use super::objects;
 use super::present;
 use super::update::read_current;
 use crate::admission::Operation;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::{ApiError, StatusDetails, success_status};
 use crate::store::{self, ListOptions, Store};
 
@@ -119,6 +120,7 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         let write = admit::Write::new(Operation::Delete, name, options.dry_run);
         admit::mutate(api, &call, write, None, Some(&object)).await?;
         admit::validate(api, &call, write, None, Some(&object)).await?;
+        request_scope::end(Phase::Admission);
         let mut finalizers = objects::finalizers(&object);
         let policy_finalizer = match options.propagation_policy.as_deref() {
             Some("Orphan") => Some("orphan"),
@@ -135,7 +137,9 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
             if options.dry_run {
                 return Ok(Outcome::Deleted(object));
             }
-            return match api.store().delete(&call.key(), Some(current.revision)).await {
+            let deleted = api.store().delete(&call.key(), Some(current.revision)).await;
+            request_scope::end(Phase::Store);
+            return match deleted {
                 Ok((revision, _)) => {
                     objects::set_resource_version(&mut object, revision);
                     Ok(Outcome::Deleted(object))
@@ -162,7 +166,9 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
             return Ok(Outcome::Pending(object));
         }
         let (stored, encoded) = super::write::to_storage(&call.served, &object)?;
-        match api.store().update(&call.key(), current.revision, encoded).await {
+        let updated = api.store().update(&call.key(), current.revision, encoded).await;
+        request_scope::end(Phase::Store);
+        match updated {
             Ok(revision) => {
                 return Ok(Outcome::Pending(super::write::stored_to_response(&call, stored, revision)?));
             }
@@ -177,7 +183,8 @@ pub async fn delete(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let output = negotiate(call.accept(), false)?;
     let bytes = read_limited(body).await?;
     let options = DeleteOptions::parse(call, &bytes)?;
-    match delete_one(api, call, &call.name, &options).await? {
+    request_scope::end(Phase::Decode);
+    let response = match delete_one(api, call, &call.name, &options).await? {
         Outcome::Pending(object) => present::object_response(call, output, StatusCode::OK, object),
         Outcome::Deleted(object) => {
             let details = StatusDetails {
@@ -190,13 +197,16 @@ pub async fn delete(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
             let encoding = if output.encoding == Encoding::Yaml { Encoding::Yaml } else { Encoding::Json };
             Ok(body::status_response(&success_status(Some(details)), encoding))
         }
-    }
+    };
+    request_scope::end(Phase::Encode);
+    response
 }
 
 pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), true)?;
     let bytes = read_limited(body).await?;
     let options = DeleteOptions::parse(call, &bytes)?;
+    request_scope::end(Phase::Decode);
     let filter = Filter::of(call)?;
     let page =
         api.store().list(&call.prefix(), ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
@@ -215,5 +225,8 @@ pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<
             Err(e) => return Err(e),
         }
     }
-    present::list_response(call, output, deleted, present::list_metadata(api.store().current_revision(), None))
+    let response =
+        present::list_response(call, output, deleted, present::list_metadata(api.store().current_revision(), None));
+    request_scope::end(Phase::Encode);
+    response
 }

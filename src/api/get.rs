@@ -8,6 +8,7 @@ use super::call::{Call, Subresource};
 use super::errors;
 use super::negotiate::negotiate;
 use super::present;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::Store;
 
@@ -22,5 +23,8 @@ pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError>
         .await
         .map_err(|e| errors::storage(e, call, &call.name))?
         .ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))?;
-    present::stored_response(call, output, &stored.value, stored.revision)
+    request_scope::end(Phase::Store);
+    let response = present::stored_response(call, output, &stored.value, stored.revision);
+    request_scope::end(Phase::Encode);
+    response
 }

@@ -13,6 +13,7 @@ use super::negotiate::negotiate;
 use super::objects;
 use super::present;
 use super::selectors::{FieldSelector, LabelSelector, field_text};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, ListOptions, Revision, Store, key};
 
@@ -223,6 +224,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),
             other => errors::storage(other, call, ""),
         })?;
+        request_scope::end(Phase::Store);
         revision = Some(page.revision);
         let count = page.items.len();
         let mut converted = present::convert_page(call, &page.items)?.map(Vec::into_iter);
@@ -239,13 +241,16 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             }
             start_after = Some(kv.key);
         }
+        request_scope::end(Phase::Encode);
         if !page.more {
             break;
         }
     }
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
     let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
-    items.into_response(call, output, present::list_metadata(revision, token))
+    let response = items.into_response(call, output, present::list_metadata(revision, token));
+    request_scope::end(Phase::Encode);
+    response
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ use discovery::Discovery;
 use negotiate::{Encoding, parse_accept, plain_encoding};
 
 use crate::core::request_info::RequestInfo;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::core::user::UserInfo;
 use crate::definitions::Registry;
@@ -140,6 +141,8 @@ impl Api {
 
     /// Serves a resource request (`/apis/<g>/<v>/...` with a resource).
     pub async fn serve_resource(&self, request: Request<ReqBody>) -> Response<RespBody> {
+        // The filters' time ends here; the handlers mark where their phases end.
+        request_scope::end(Phase::Filters);
         let encoding = plain_encoding(request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()));
         let catalog = self.catalog();
         // The filters put them there for this handler; it takes them rather than copy them.

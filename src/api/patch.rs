@@ -16,6 +16,7 @@ use super::objects;
 use super::present;
 use super::update::{self, Committed, check_name, merge_for_subresource, read_current};
 use super::write::{self, FieldValidation};
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 
 /// Patch media types custom resources accept.
@@ -75,6 +76,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
     }
     let output = negotiate(call.accept(), false)?;
     let patch = read_limited(body).await?;
+    request_scope::end(Phase::Decode);
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
@@ -98,6 +100,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         }
         let mut object = merge_for_subresource(call, object, &old);
         super::ownership::track_update(call, &old, &mut object);
+        request_scope::end(Phase::Decode);
         match update::commit(api, call, &current, &old, object, dry_run, Some("PatchOptions")).await {
             Ok((committed, more)) => {
                 warnings.extend(more);
@@ -106,6 +109,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
                 };
                 let mut response = present::object_response(call, output, StatusCode::OK, result)?;
                 add_warnings(&mut response, &warnings);
+                request_scope::end(Phase::Encode);
                 return Ok(response);
             }
             Err(Some(e)) => return Err(e),

@@ -19,6 +19,7 @@ use super::write::{self, FieldValidation};
 use crate::admission::Operation;
 use crate::core::field::{FieldError, Path};
 use crate::core::gvr::GroupKind;
+use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, Store, Versioned};
 
@@ -53,6 +54,7 @@ pub async fn read_current(api: &Api, call: &Call) -> Result<(Versioned, Value), 
         .map_err(|e| errors::storage(e, call, &call.name))?
         .ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))?;
     let object = present::from_storage(call, &current.value, current.revision)?;
+    request_scope::end(Phase::Store);
     Ok((current, object))
 }
 
@@ -126,30 +128,41 @@ pub async fn commit(
     if admission.is_some() {
         warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);
     }
-    let (stored, encoded) = write::to_storage(&call.served, &object).map_err(Some)?;
+    request_scope::end(Phase::Admission);
+    let stored = store_update(api, call, current, old, &object, dry_run).await;
+    request_scope::end(Phase::Store);
+    Ok((stored?, warnings))
+}
+
+/// The store step of [`commit`]: the validated object in the storage version, written
+/// unless nothing changed or it is a dry run.
+async fn store_update(
+    api: &Api,
+    call: &Call,
+    current: &Versioned,
+    old: &Value,
+    object: &Value,
+    dry_run: bool,
+) -> Result<Committed, Option<ApiError>> {
+    let (stored, encoded) = write::to_storage(&call.served, object).map_err(Some)?;
     if encoded == current.value {
-        return Ok((Committed::Unchanged(old.clone()), warnings));
+        return Ok(Committed::Unchanged(old.clone()));
     }
     if dry_run {
-        return Ok((
-            Committed::Written(write::stored_to_response(call, stored, current.revision).map_err(Some)?),
-            warnings,
-        ));
+        return Ok(Committed::Written(write::stored_to_response(call, stored, current.revision).map_err(Some)?));
     }
     let key = call.key();
-    if objects::is_deleting(&object) && objects::finalizers(&object).is_empty() {
+    if objects::is_deleting(object) && objects::finalizers(object).is_empty() {
         return match api.store().delete(&key, Some(current.revision)).await {
             Ok((revision, _)) => {
-                Ok((Committed::Deleted(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings))
+                Ok(Committed::Deleted(write::stored_to_response(call, stored, revision).map_err(Some)?))
             }
             Err(store::Error::Conflict { .. }) => Err(None),
             Err(e) => Err(Some(errors::storage(e, call, &call.name))),
         };
     }
     match api.store().update(&key, current.revision, encoded).await {
-        Ok(revision) => {
-            Ok((Committed::Written(write::stored_to_response(call, stored, revision).map_err(Some)?), warnings))
-        }
+        Ok(revision) => Ok(Committed::Written(write::stored_to_response(call, stored, revision).map_err(Some)?)),
         Err(store::Error::Conflict { .. }) => Err(None),
         Err(e) => Err(Some(errors::storage(e, call, &call.name))),
     }
@@ -170,6 +183,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let dry_run = call.dry_run()?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
+    request_scope::end(Phase::Decode);
     // A missing object is NotFound whatever the body says (the update finds nothing to update
     // before it checks the resourceVersion).
     let (current, old) = read_current(api, call).await?;
@@ -196,5 +210,6 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     };
     let mut response = present::object_response(call, output, StatusCode::OK, result)?;
     add_warnings(&mut response, &warnings);
+    request_scope::end(Phase::Encode);
     Ok(response)
 }

@@ -26,9 +26,14 @@ use clap::{Args, Parser, Subcommand};
     about = "Serves the resources of CustomResourceDefinitions as an aggregated Kubernetes apiserver"
 )]
 pub struct Cli {
-    /// Log verbosity (0: info; 4: debug; 6: trace).
-    #[arg(long = "v", global = true, default_value_t = 0)]
-    pub verbosity: u8,
+    /// Number for the log level verbosity, as klog's: 0 start-up, errors and warnings; 2
+    /// steady-state information; 3 one line per request; 4 debug; 5 and more, dependencies'
+    /// debug and trace lines. RUST_LOG, when set, selects instead.
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0, value_name = "LEVEL")]
+    pub verbosity: u32,
+    /// Sets the log format. Permitted formats: "json", "text".
+    #[arg(long, global = true, default_value = "text", value_name = "FORMAT")]
+    pub logging_format: crate::logs::Format,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -100,6 +105,11 @@ pub struct ServeArgs {
     /// the cluster; development mode has none).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub namespace_sweep_interval: std::time::Duration,
+    /// Requests (get, list, create, update, patch, delete) slower than this are logged with
+    /// where their time went, at every verbosity (kube-apiserver traces these verbs beyond
+    /// 500ms); 0 turns it off.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub slow_request_threshold: std::time::Duration,
     /// How often stored objects are counted for `apiserver_storage_objects` (Kubernetes counts
     /// once a minute).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]

@@ -192,6 +192,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             max_read_only_in_flight: args.max_requests_inflight,
             max_mutating_in_flight: args.max_mutating_requests_inflight,
             request_timeout: args.request_timeout,
+            slow_request_threshold: args.slow_request_threshold,
             lifecycle: lifecycle.clone(),
         },
         router,

@@ -47,7 +47,7 @@ impl From<PatchFailure> for ApiError {
         match failure {
             PatchFailure::TooManyOperations(_) => ApiError::request_entity_too_large(failure.to_string()),
             other => {
-                tracing::debug!(error = %other, "json patch not applicable");
+                tracing::trace!(error = %other, "json patch not applicable");
                 ApiError::patch_not_applicable()
             }
         }

@@ -13,6 +13,7 @@ pub mod namespace;
 pub mod parallel;
 pub mod paths;
 pub mod request_info;
+pub mod request_scope;
 pub mod sorted_map;
 pub mod status;
 pub mod time;

@@ -280,11 +280,13 @@ impl Route {
     }
 }
 
-/// What the steps of one request said about it: its route, and whether its deadline passed.
+/// What the steps of one request said about it: its route, and whether its deadline passed;
+/// and when the last timed step ended (so that each step reads the clock once).
 #[derive(Debug, Default)]
 pub struct Claimed {
     pub route: Option<Route>,
     pub aborted: bool,
+    mark: Option<std::time::Instant>,
 }
 
 tokio::task_local! {
@@ -293,10 +295,11 @@ tokio::task_local! {
     static CLAIMED: std::cell::RefCell<Claimed>;
 }
 
-/// Runs a request's handling and returns what its steps claimed about it.
-pub async fn claimed<F: std::future::Future>(handling: F) -> (F::Output, Claimed) {
+/// Runs a request's handling, begun at `begun`, and returns what its steps claimed about it.
+pub async fn claimed<F: std::future::Future>(begun: std::time::Instant, handling: F) -> (F::Output, Claimed) {
+    let start = Claimed { mark: Some(begun), ..Claimed::default() };
     CLAIMED
-        .scope(std::cell::RefCell::new(Claimed::default()), async {
+        .scope(std::cell::RefCell::new(start), async {
             let output = handling.await;
             let claimed = CLAIMED.try_with(|c| c.take()).unwrap_or_default();
             (output, claimed)
@@ -307,6 +310,22 @@ pub async fn claimed<F: std::future::Future>(handling: F) -> (F::Output, Claimed
 /// Says which series the request being handled counts under.
 pub fn claim(route: Route) {
     let _ = CLAIMED.try_with(|c| c.borrow_mut().route = Some(route));
+}
+
+/// The time since the previous timed step of the request being handled ended (or since it
+/// began), and marks now as the end of this step; `None` outside a request. Steps that follow
+/// one another (authentication, then authorization) so read the clock once each.
+pub fn lap() -> Option<std::time::Duration> {
+    CLAIMED
+        .try_with(|c| {
+            let now = std::time::Instant::now();
+            let mut claimed = c.borrow_mut();
+            let since = claimed.mark.map(|mark| now.saturating_duration_since(mark));
+            claimed.mark = Some(now);
+            since
+        })
+        .ok()
+        .flatten()
 }
 
 /// Says that the request being handled ran out of time.
@@ -322,7 +341,9 @@ mod tests {
     #[tokio::test]
     async fn handlers_claim_the_request_they_serve() {
         let series = Resources::default().resource("g", "v1", "things", "Thing");
-        let (answer, said) = claimed(async {
+        let begun = std::time::Instant::now();
+        let (answer, said) = claimed(begun, async {
+            assert!(lap().is_some_and(|d| d < Duration::from_secs(5)));
             claim(Route::Resource(series.clone()));
             aborted();
             42
@@ -333,7 +354,8 @@ mod tests {
         assert!(said.aborted);
         // Outside a request, claiming does nothing (and does not panic).
         claim(Route::Discovery(0));
-        let (_, nothing) = claimed(async {}).await;
+        assert!(lap().is_none());
+        let (_, nothing) = claimed(begun, async {}).await;
         assert!(nothing.route.is_none() && !nothing.aborted);
     }
 

@@ -125,19 +125,22 @@ pub enum Authorization {
     Error,
 }
 
-fn count(pairs: &[(AtomicU64, AtomicHistogram)], index: usize, elapsed: Duration) {
+fn count(pairs: &[(AtomicU64, AtomicHistogram)], index: usize, elapsed: Option<Duration>) {
     if let Some((counter, histogram)) = pairs.get(index) {
         counter.fetch_add(1, Ordering::Relaxed);
-        histogram.observe_duration(elapsed);
+        if let Some(elapsed) = elapsed {
+            histogram.observe_duration(elapsed);
+        }
     }
 }
 
 impl Auth {
-    pub fn authenticated(&self, result: Authentication, elapsed: Duration) {
+    /// Counts an authentication; `elapsed` is timed when the request is (see `requests::lap`).
+    pub fn authenticated(&self, result: Authentication, elapsed: Option<Duration>) {
         count(&self.authentication, result as usize, elapsed);
     }
 
-    pub fn authorized(&self, result: Authorization, elapsed: Duration) {
+    pub fn authorized(&self, result: Authorization, elapsed: Option<Duration>) {
         count(&self.authorization, result as usize, elapsed);
     }
 

@@ -96,11 +96,11 @@ pub async fn serve(
     let tls_stream = match handshaken {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            tracing::debug!(remote = %remote, error = %e, "TLS handshake failed");
+            tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");
             return;
         }
         Err(_) => {
-            tracing::debug!(remote = %remote, "TLS handshake timed out");
+            tracing::trace!(remote = %remote, "TLS handshake timed out");
             return;
         }
     };
@@ -166,12 +166,12 @@ pub async fn serve_stream<S>(
         tokio::select! {
             result = connection.as_mut() => {
                 if let Err(e) = result {
-                    tracing::debug!(remote = %remote, error = %e, "connection ended with an error");
+                    tracing::trace!(remote = %remote, error = %e, "connection ended with an error");
                 }
                 return;
             }
             _ = activity.idle_for(settings.idle_timeout), if !closing => {
-                tracing::debug!(remote = %remote, "closing an idle connection");
+                tracing::trace!(remote = %remote, "closing an idle connection");
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }

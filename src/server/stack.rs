@@ -25,6 +25,8 @@ pub struct StackConfig {
     pub max_read_only_in_flight: usize,
     pub max_mutating_in_flight: usize,
     pub request_timeout: Duration,
+    /// Resource requests at least this slow are logged with their phases; zero: none.
+    pub slow_request_threshold: Duration,
     pub lifecycle: super::shutdown::Lifecycle,
 }
 
@@ -35,10 +37,11 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         async move { router.route(request).await }
     });
     ServiceBuilder::new()
-        // Outermost: whatever goes wrong below becomes a 500, never a dropped connection.
+        // Outermost: gives every request its audit ID and logs it, whatever answers it below
+        // (a panic's 500 included), as WithAuditInit and WithHTTPLogging wrap the chain.
+        .layer(FilterLayer(RequestLog::new(config.slow_request_threshold)))
+        // Whatever goes wrong below becomes a 500, never a dropped connection.
         .layer(FilterLayer(PanicGuard))
-        // Logs every request, including those refused by the filters below.
-        .layer(FilterLayer(RequestLog))
         // Parse the path once; limits, authorization and routing read the result.
         .layer(FilterLayer(RequestInfoFilter))
         // Counts requests for the drain at shutdown (and refuses new ones then, when asked to)

@@ -30,6 +30,7 @@ impl Response {
 }
 
 /// An HTTPS client bound to one server.
+#[derive(Clone)]
 pub struct Client {
     port: u16,
     config: Arc<rustls::ClientConfig>,

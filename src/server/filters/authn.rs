@@ -51,7 +51,6 @@ impl Filter for Authentication {
         let request_header = self.request_header.clone();
         Box::pin(async move {
             let peer = request.extensions().get::<ConnInfo>().map(|c| c.peer_certificates.clone()).unwrap_or_default();
-            let started = std::time::Instant::now();
             let outcome = {
                 let credentials = Credentials { headers: request.headers(), peer_certificates: &peer };
                 chain.authenticate(&credentials).await
@@ -60,7 +59,8 @@ impl Filter for Authentication {
                 Authenticated::User(_) | Authenticated::Anonymous => metrics::Authentication::Success,
                 Authenticated::Refused(_) => metrics::Authentication::Failure,
             };
-            crate::metrics::global().auth.authenticated(result, started.elapsed());
+            // Timed from the previous step: the clock is read once per step.
+            crate::metrics::global().auth.authenticated(result, crate::metrics::requests::lap());
             strip_credentials(request.headers_mut(), &request_header.load());
             let user = match outcome {
                 Authenticated::User(user) => user,

@@ -42,7 +42,6 @@ impl Filter for Authorization {
                     Encoding::Json,
                 );
             };
-            let started = std::time::Instant::now();
             let decision = chain.authorize(user, info).await;
             let result = match &decision {
                 Ok(Decision::Allow) => metrics::Authorization::Allowed,
@@ -50,7 +49,8 @@ impl Filter for Authorization {
                 Ok(Decision::NoOpinion) => metrics::Authorization::NoOpinion,
                 Err(_) => metrics::Authorization::Error,
             };
-            crate::metrics::global().auth.authorized(result, started.elapsed());
+            // Timed from the end of authentication, the step before.
+            crate::metrics::global().auth.authorized(result, crate::metrics::requests::lap());
             match decision {
                 Ok(Decision::Allow) => run(next, request).await,
                 Ok(Decision::Deny(reason)) => error_response(&forbidden(user, info, &reason), Encoding::Json),

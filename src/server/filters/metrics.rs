@@ -31,7 +31,7 @@ impl Filter for RequestMetrics {
             RequestLabels::of(request.method(), info, request.uri().query(), content_type)
         });
         Box::pin(async move {
-            let (response, claimed) = claimed(run(next, request)).await;
+            let (response, claimed) = claimed(started, run(next, request)).await;
             let (Some(labels), Some(route)) = (labels, claimed.route) else {
                 return response;
             };

@@ -1,5 +1,5 @@
-//! Outermost filter: a panic while serving becomes a 500 `Status` instead of a dropped
-//! connection. A safety net only; request paths do not panic by design.
+//! Panic guard (right inside the request log): a panic while serving becomes a 500 `Status`
+//! instead of a dropped connection. A safety net only; request paths do not panic by design.
 
 use std::panic::AssertUnwindSafe;
 
@@ -21,7 +21,8 @@ impl Filter for PanicGuard {
             match AssertUnwindSafe(run(next, request)).catch_unwind().await {
                 Ok(response) => response,
                 Err(_) => {
-                    tracing::error!("a request handler panicked");
+                    let audit_id = crate::core::request_scope::audit_id();
+                    tracing::error!("audit-ID" = audit_id, "a request handler panicked");
                     error_response(
                         &ApiError::internal("an unexpected error occurred while serving the request"),
                         Encoding::Json,
