@@ -32,6 +32,7 @@ impl<'a> Evaluator<'a> {
         Evaluator { stack: values, cost: 0, limit }
     }
 
+    #[inline]
     fn charge(&mut self, n: u64) -> Result<(), EvalError> {
         self.cost = self.cost.saturating_add(n);
         if self.cost > self.limit {
@@ -64,29 +65,19 @@ impl<'a> Evaluator<'a> {
                         select(v, field, *mode)
                     }
                     SelectMode::Test => select(v, field, *mode),
-                    // cel-go observes an optional qualifier only when it finds a value.
-                    SelectMode::Optional => {
-                        let r = select(v, field, *mode)?;
-                        self.charge(u64::from(matches!(r, Value::Optional(Some(_)))))?;
-                        Ok(r)
-                    }
+                    SelectMode::Optional => self.optional_select(v, field),
                 }
             }
-            Ir::Index { operand, index, optional } => {
+            Ir::Index { operand, index, optional: true } => self.optional_index(operand, index),
+            Ir::Index { operand, index, optional: false } => {
                 let v = self.eval(operand)?;
                 let i = self.eval(index)?;
-                // cel-go observes a constant index as a qualifier (an optional one only when it
-                // finds a value); a computed one is charged only for computing it.
-                let relative = Ir::relative_attribute_cost(operand);
-                if !*optional {
-                    self.charge(u64::from(matches!(**index, Ir::Const(_))) + relative)?;
-                    return index_value(v, &i, false);
-                }
-                let r = index_value(v, &i, true)?;
-                let found = matches!(r, Value::Optional(Some(_)));
-                self.charge(u64::from(found && matches!(**index, Ir::Const(_))) + relative)?;
-                Ok(r)
+                // cel-go observes a constant index as a qualifier; a computed one is charged
+                // only for computing it.
+                self.charge(u64::from(matches!(**index, Ir::Const(_))) + Ir::relative_attribute_cost(operand))?;
+                index_value(v, &i, false)
             }
+            Ir::OrElse { lhs, rhs, unwrap } => self.eval_or(lhs, rhs, *unwrap),
             Ir::Call { func: Func::NotStrictlyFalse, args, .. } => {
                 let v = match args.first() {
                     Some(a) => self.eval(a),
@@ -99,7 +90,6 @@ impl<'a> Evaluator<'a> {
                     _ => Ok(Value::Bool(true)),
                 }
             }
-            Ir::Call { func: Func::Or | Func::OrValue, args, .. } => self.eval_or(ir, args),
             Ir::Call { func, args, cost } => {
                 let mut values = Vec::with_capacity(args.len());
                 for (i, a) in args.iter().enumerate() {
@@ -175,17 +165,34 @@ impl<'a> Evaluator<'a> {
         library::regex::call_compiled(func, regex, &values)
     }
 
-    /// `a.or(b)` and `a.orValue(b)`: cel-go evaluates `b` only when `a` has no value, and
-    /// charges nothing for the call itself.
+    /// `a.or(b)` and `a.orValue(b)` (`unwrap`): cel-go evaluates `b` only when `a` has no
+    /// value, and charges nothing for the call itself.
     #[inline(never)]
-    fn eval_or(&mut self, ir: &'a Ir, args: &'a [Ir]) -> EvalResult<'a> {
-        let (Some(lhs), Some(rhs)) = (args.first(), args.get(1)) else { return Err(EvalError::no_overload()) };
-        let or_value = matches!(ir, Ir::Call { func: Func::OrValue, .. });
+    fn eval_or(&mut self, lhs: &'a Ir, rhs: &'a Ir, unwrap: bool) -> EvalResult<'a> {
         match self.eval(lhs)? {
-            Value::Optional(Some(v)) if or_value => Ok((*v).clone()),
+            Value::Optional(Some(v)) if unwrap => Ok((*v).clone()),
             Value::Optional(None) => self.eval(rhs),
             other => Ok(other),
         }
+    }
+
+    /// `a.?b`: cel-go observes an optional qualifier only when it finds a value.
+    #[inline(never)]
+    fn optional_select(&mut self, v: Value<'a>, field: &'a str) -> EvalResult<'a> {
+        let r = select(v, field, SelectMode::Optional)?;
+        self.charge(u64::from(matches!(r, Value::Optional(Some(_)))))?;
+        Ok(r)
+    }
+
+    /// `a[?i]`: the constant index is charged only when it finds a value.
+    #[inline(never)]
+    fn optional_index(&mut self, operand: &'a Ir, index: &'a Ir) -> EvalResult<'a> {
+        let v = self.eval(operand)?;
+        let i = self.eval(index)?;
+        let r = index_value(v, &i, true)?;
+        let found = matches!(r, Value::Optional(Some(_))) && matches!(index, Ir::Const(_));
+        self.charge(u64::from(found) + Ir::relative_attribute_cost(operand))?;
+        Ok(r)
     }
 
     /// `opt.optMap(v, body)` as cel-go runs its expansion, `opt.hasValue() ?
@@ -305,11 +312,14 @@ impl<'a> Evaluator<'a> {
         library::lists::sort_keyed(keyed)
     }
 
+    #[inline]
     fn call(&mut self, func: Func, cost: CallCost, args: Vec<Value<'a>>) -> EvalResult<'a> {
         // What a call must build before its cost can be known is charged first, so that a
         // result larger than the budget is refused rather than allocated.
-        let before = cost::runtime_cost_before_call(func, &args);
-        self.charge(before)?;
+        let before = if func == Func::ListsRange { cost::runtime_cost_before_call(func, &args) } else { 0 };
+        if before > 0 {
+            self.charge(before)?;
+        }
         let result = library::call(func, &args);
         self.charge(cost.charge(&args, result.as_ref().ok()).saturating_sub(before))?;
         result

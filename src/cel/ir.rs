@@ -215,6 +215,12 @@ pub enum Ir {
         regex: Arc<regex::Regex>,
         cost: CallCost,
     },
+    /// `a.or(b)`, and `a.orValue(b)` when `unwrap`: `b` is evaluated only if `a` is empty.
+    OrElse {
+        lhs: Box<Ir>,
+        rhs: Box<Ir>,
+        unwrap: bool,
+    },
     And(Box<Ir>, Box<Ir>),
     Or(Box<Ir>, Box<Ir>),
     Cond(Box<Ir>, Box<Ir>, Box<Ir>),

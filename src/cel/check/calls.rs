@@ -170,7 +170,8 @@ impl<'d> Checker<'d> {
 
     /// Builds the call as cel-go's planner does with `OptOptimize`: a type conversion of a
     /// constant is evaluated once (it then costs nothing), constant regular expressions are
-    /// compiled, and `in` a literal list of scalars becomes a set lookup.
+    /// compiled, `in` a literal list of scalars becomes a set lookup, and the optional `or` and
+    /// `orValue` evaluate their alternative only when needed.
     fn lower_call(&mut self, func: Func, cost: CallCost, all: Vec<Checked<'d>>, args: &[IdedExpr]) -> Ir {
         if is_conversion(func) {
             if let [only] = all.as_slice() {
@@ -193,6 +194,14 @@ impl<'d> Checker<'d> {
                     Err(_) => {}
                 }
             }
+        }
+        if matches!(func, Func::Or | Func::OrValue) && all.len() == 2 {
+            // cel-go's optional library plans these to evaluate the alternative lazily.
+            let mut operands = all.into_iter().map(|c| Box::new(c.ir));
+            if let (Some(lhs), Some(rhs)) = (operands.next(), operands.next()) {
+                return Ir::OrElse { lhs, rhs, unwrap: func == Func::OrValue };
+            }
+            return Ir::Const(Const::Null);
         }
         match all.get(1).map(|c| &c.ir) {
             Some(list @ Ir::List { elems, .. })

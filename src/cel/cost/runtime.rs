@@ -77,6 +77,7 @@ impl CallCost {
     }
 
     /// What the call costs for these arguments (the receiver first) and result.
+    #[inline]
     pub fn charge(self, args: &[Value<'_>], result: Option<&Value<'_>>) -> u64 {
         let size = |i: usize| args.get(i).map_or(1, Value::cost_size);
         let traverse = |n: u64| ceil(n as f64 * STRING_TRAVERSAL_FACTOR);
