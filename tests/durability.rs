@@ -128,3 +128,44 @@ fn a_second_server_on_the_same_store_is_refused_in_plain_words() {
     // The first server is unharmed.
     assert_eq!(Client::admin(&server).get(COLLECTION).unwrap().status, 200);
 }
+
+/// A newcomer whose singular (`crontab`) clashes with the seed's, in a file that sorts first.
+const CLASHING_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: cronjobs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: cronjobs, singular: crontab, kind: CronJob}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+#[test]
+fn a_definition_served_first_keeps_its_names_across_restarts() {
+    let mut server = TestServer::prepare(&[], None);
+    std::fs::write(server.definitions_dir().join("50-crontabs.yaml"), CRONTAB_CRD).unwrap();
+    server.spawn(&[]);
+    let client = Client::admin(&server);
+    assert_eq!(client.send_json("POST", COLLECTION, &crontab("kept")).status, 201);
+    server.stop();
+
+    // The newcomer sorts first, yet the definition served before keeps its names.
+    std::fs::write(server.definitions_dir().join("00-cronjobs.yaml"), CLASHING_CRD).unwrap();
+    server.spawn(&[]);
+    assert_eq!(client.get(&format!("{COLLECTION}/kept")).unwrap().status, 200);
+    assert_eq!(client.get("/apis/stable.example.com/v1/namespaces/default/cronjobs").unwrap().status, 404);
+    assert!(server.log().contains("names not accepted: \\\"crontab\\\" is already in use"), "{}", server.log());
+    server.stop();
+
+    // Once the older definition is gone, its names are free for the newcomer.
+    std::fs::remove_file(server.definitions_dir().join("50-crontabs.yaml")).unwrap();
+    server.spawn(&[]);
+    assert_eq!(client.get("/apis/stable.example.com/v1/namespaces/default/cronjobs").unwrap().status, 200);
+}

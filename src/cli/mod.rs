@@ -4,6 +4,7 @@
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
 
+pub mod accepted_names;
 pub mod admission;
 pub mod auth_flags;
 pub mod checks;

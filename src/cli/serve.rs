@@ -104,9 +104,12 @@ fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError>
     }
 }
 
-fn load_registry(paths: &[PathBuf]) -> Registry {
+/// Loads the definitions; of two whose names clash, the one served first keeps them.
+async fn load_registry(paths: &[PathBuf], store: &Backend) -> Registry {
     let report = load_paths(paths);
-    let (registry, conflicts) = Registry::build(report.definitions);
+    let ages = super::accepted_names::ages(store).await;
+    let (registry, conflicts) = Registry::build(super::accepted_names::oldest_first(report.definitions, &ages));
+    super::accepted_names::record(store, &registry, &ages).await;
     let metrics = crate::metrics::global();
     for problem in report.problems.iter().chain(conflicts.iter()) {
         tracing::error!("{problem}");
@@ -146,7 +149,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
-    let registry = load_registry(&resolved.definitions);
+    let registry = load_registry(&resolved.definitions, &store).await;
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     // The followers of the main apiserver, for /readyz's informer-sync.
     let informers = Arc::new(Informers::default());
