@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs Kubernetes' CEL validation test cases (../shared/conformance/cel_validation.json, kept
-# beside the repository, not in it) through the cel module and prints the pass rate.
+# Runs Kubernetes' CEL test cases (../shared/conformance/cel_validation.json or
+# cel_cost_and_compile.json, kept beside the repository, not in it) through the cel module and
+# prints the pass rate.
 # Usage: hack/cel-conformance.sh [path/to/cel_validation.json] [-v]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -65,6 +65,17 @@ impl Rules {
         self.tree.rules.iter().map(|r| r.program.as_ref().ok().map(|p| p.max_cost)).collect()
     }
 
+    /// What compiling each rule on the schema's root gave, in order; a rule with no text
+    /// compiles to nothing and is left out, as Kubernetes leaves its program out.
+    pub fn root_rule_outcomes(&self) -> Vec<RuleOutcome> {
+        let outcome = |r: &compile::CompiledRule| RuleOutcome {
+            rule: r.spec.rule.clone(),
+            error: r.program.as_ref().err().cloned(),
+            uses_old_self: r.uses_old_self,
+        };
+        self.tree.rules.iter().map(outcome).collect()
+    }
+
     /// Whether there is any rule to run.
     pub fn is_empty(&self) -> bool {
         self.tree.is_empty()
@@ -98,6 +109,15 @@ impl Rules {
         crate::metrics::global().cel.evaluation.observe_duration(started.elapsed());
         outcome
     }
+}
+
+/// What compiling one rule gave: the compile error Kubernetes would report for it (`None`:
+/// it compiled) and whether it is a transition rule (uses `oldSelf`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleOutcome {
+    pub rule: String,
+    pub error: Option<String>,
+    pub uses_old_self: bool,
 }
 
 /// The field path a rule's `fieldPath` names below a schema node, or why it is invalid.
