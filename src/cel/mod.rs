@@ -127,6 +127,8 @@ pub fn resolve_field_path(schema_json: &Json, field_path: &str) -> Result<String
 }
 
 #[cfg(test)]
+mod corner_tests;
+#[cfg(test)]
 mod cost_tests;
 #[cfg(test)]
 mod limits_tests;

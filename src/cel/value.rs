@@ -525,27 +525,38 @@ fn maps_equal<'a>(x: &MapData<'a>, y: &MapData<'a>) -> Result<bool, EvalError> {
     Ok(true)
 }
 
+/// Kubernetes' equality of objects (`unstructuredMap.Equal`): as many entries on both sides
+/// (null and unknown fields included); each declared property present (not null) on both or
+/// neither, and equal; each unknown field kept by x-kubernetes-preserve-unknown-fields equal
+/// as data where the other side has it too. A declared property of no type holds preserved
+/// data, compared as data.
 fn objects_equal<'a>(x: &Obj<'a>, y: &Obj<'a>) -> Result<bool, EvalError> {
-    // Unknown fields kept by x-kubernetes-preserve-unknown-fields take part in equality.
-    if x.node.preserve_unknown {
-        let unknown = |o: &Obj<'a>| -> Vec<(&'a String, &'a Json)> {
-            o.fields.iter().filter(|(k, _)| !o.node.properties.contains_key(k)).collect()
-        };
-        if unknown(x) != unknown(y) {
-            return Ok(false);
-        }
+    if x.fields.len() != y.fields.len() {
+        return Ok(false);
     }
-    for (name, node) in &x.node.properties {
-        if node.shape == Shape::Unknown {
+    for (name, value) in x.fields {
+        let Some(node) = x.node.properties.get(name) else {
+            if y.fields.get(name).is_some_and(|other| other != value) {
+                return Ok(false);
+            }
             continue;
-        }
-        match (object_field(x, name), object_field(y, name)) {
+        };
+        let present = |o: &Obj<'a>| o.fields.get(name).filter(|v| !v.is_null());
+        match (present(x), present(y)) {
             (None, None) => {}
-            (Some(a), Some(b)) => {
-                if !equals(&a?, &b?)? {
+            (Some(a), Some(b)) if node.shape == Shape::Unknown => {
+                if a != b {
                     return Ok(false);
                 }
             }
+            (Some(_), Some(_)) => match (object_field(x, name), object_field(y, name)) {
+                (Some(a), Some(b)) => {
+                    if !equals(&a?, &b?)? {
+                        return Ok(false);
+                    }
+                }
+                _ => return Ok(false),
+            },
             _ => return Ok(false),
         }
     }
