@@ -1,10 +1,11 @@
 //! CEL validation rules end to end: a CronTab definition carrying the documentation's replica
-//! rules, driven with real kubectl against the real server.
+//! rules, driven with real kubectl against the real server; a definition Kubernetes' cost
+//! estimate refuses, refused by `crd-apiserver check` with Kubernetes' words.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 
-use support::{TestServer, stderr};
+use support::{TestServer, stderr, stdout};
 
 const CRONTAB_WITH_RULES: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -169,4 +170,55 @@ fn root_rule_errors_have_no_path() {
         err.contains("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"),
         "{err}"
     );
+}
+
+/// A definition whose message is built with `string()`: Kubernetes estimates `string(int)` as
+/// unbounded and refuses the definition, so `check` refuses it too.
+const LIMITS_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: limits.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: limits, singular: limit, kind: Limit}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.limit <= self.maxLimit"
+              messageExpression: "'limit ' + string(self.maxLimit)"
+            properties:
+              limit: {type: integer}
+              maxLimit: {type: integer}
+"#;
+
+#[test]
+fn a_message_kubernetes_estimates_as_unbounded_refuses_its_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |text: &str| {
+        let path = dir.path().join("limits.yaml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(support::binary()).arg("check").arg(&path).output().unwrap();
+        (out.status.code(), stdout(&out))
+    };
+    let (code, out) = check(LIMITS_CRD);
+    assert_eq!(code, Some(1), "{out}");
+    let message =
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].messageExpression";
+    assert!(
+        out.contains(&format!("{message}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")),
+        "{out}"
+    );
+    // Formatting the number instead is what Kubernetes accepts.
+    let formatted = LIMITS_CRD.replace("'limit ' + string(self.maxLimit)", "'limit %d'.format([self.maxLimit])");
+    let (code, out) = check(&formatted);
+    assert_eq!(code, Some(0), "{out}");
 }
