@@ -9,7 +9,6 @@
 //! serving). With both off a request costs a clock read and its task-local scope: nothing is
 //! allocated or formatted.
 
-mod body;
 mod line;
 
 use std::time::{Duration, Instant};
@@ -18,8 +17,8 @@ use futures_util::future::BoxFuture;
 use http::header::HeaderName;
 use http::{HeaderValue, Request, Response};
 use http_body::Body;
-use http_body_util::BodyExt;
 
+use super::on_end::on_end;
 use super::{Filter, Next};
 use crate::api::body::{ReqBody, RespBody};
 use crate::core::request_scope;
@@ -114,7 +113,9 @@ fn finish(mut response: Response<RespBody>, logged: Logged) -> Response<RespBody
         line.write(latency);
         return response;
     }
-    response.map(|b| body::LoggedBody::new(b, line, logged.started).boxed_unsync())
+    // A watch is logged when it ends, with its whole duration, as kube-apiserver logs it.
+    let started = logged.started;
+    response.map(|b| on_end(b, move |_| line.write(started.elapsed())))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod authz;
 pub mod inflight;
 pub mod log;
 pub mod metrics;
+pub mod on_end;
 pub mod panic;
 pub mod request_info;
 pub mod termination;

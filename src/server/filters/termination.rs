@@ -16,6 +16,7 @@ use http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use super::on_end::on_end;
 use super::timeout::is_long_running;
 use super::{Filter, Next, run};
 use crate::api::body::{self, ReqBody, RespBody};
@@ -47,7 +48,7 @@ impl Filter for Termination {
                 drop(in_flight);
                 response
             } else {
-                response.map(|inner| Counted { inner, _in_flight: in_flight }.boxed_unsync())
+                response.map(|inner| on_end(inner, move |_| drop(in_flight)))
             }
         })
     }
@@ -79,29 +80,6 @@ fn retry_later(version: Version) -> Response<RespBody> {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
-}
-
-/// A response body that keeps its request counted until it is sent.
-struct Counted {
-    inner: RespBody,
-    _in_flight: InFlight,
-}
-
-impl Body for Counted {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// A watch's body: ends, between two frames (each one whole event), when `end` resolves.
