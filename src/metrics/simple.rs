@@ -261,34 +261,27 @@ impl Collector for SimpleCollector {
         auth(&mut encoder, &m.auth)?;
         delegated(&mut encoder, &m.delegated)?;
         conversion(&mut encoder, &m.conversion)?;
-        let help = "[BETA] CEL compilation time in seconds.";
-        m.cel.compilation.encode(encoder.encode_descriptor(
-            "apiserver_cel_compilation_duration_seconds",
-            help,
-            None,
-            MetricType::Histogram,
-        )?)?;
-        let help = "[BETA] CEL evaluation time in seconds.";
-        m.cel.evaluation.encode(encoder.encode_descriptor(
-            "apiserver_cel_evaluation_duration_seconds",
-            help,
-            None,
-            MetricType::Histogram,
-        )?)?;
-        let help = "Writes per batch the store committed at once.";
-        m.group_commit.batch_size.encode(encoder.encode_descriptor(
-            "crd_apiserver_group_commit_batch_size",
-            help,
-            None,
-            MetricType::Histogram,
-        )?)?;
-        let help = "Time in seconds a committed batch took to reach stable storage.";
-        m.group_commit.flush.encode(encoder.encode_descriptor(
-            "crd_apiserver_group_commit_flush_duration_seconds",
-            help,
-            None,
-            MetricType::Histogram,
-        )?)?;
+        let histograms = [
+            (
+                "apiserver_cel_compilation_duration_seconds",
+                "[BETA] CEL compilation time in seconds.",
+                &m.cel.compilation,
+            ),
+            ("apiserver_cel_evaluation_duration_seconds", "[BETA] CEL evaluation time in seconds.", &m.cel.evaluation),
+            (
+                "crd_apiserver_group_commit_batch_size",
+                "Writes per batch the store committed at once.",
+                &m.group_commit.batch_size,
+            ),
+            (
+                "crd_apiserver_group_commit_flush_duration_seconds",
+                "Time in seconds a committed batch took to reach stable storage.",
+                &m.group_commit.flush,
+            ),
+        ];
+        for (name, help, histogram) in histograms {
+            histogram.encode(encoder.encode_descriptor(name, help, None, MetricType::Histogram)?)?;
+        }
         let help = "Objects served from their stored bytes (hit) or through the general read path (miss).";
         let mut family = encoder.encode_descriptor("crd_apiserver_verbatim_reads", help, None, MetricType::Counter)?;
         for (result, value) in [("hit", &m.verbatim_hits), ("miss", &m.verbatim_misses)] {
