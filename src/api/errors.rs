@@ -26,6 +26,14 @@ pub fn storage(error: store::Error, call: &Call, name: &str) -> ApiError {
         .with_cause("ResourceVersionTooLarge", "Too large resource version", ""),
         store::Error::Closed => ApiError::service_unavailable("storage is shutting down"),
         store::Error::Backend(message) => ApiError::internal(message),
+        store::Error::Unavailable(cause) => ApiError::service_unavailable(format!("storage is unavailable: {cause}")),
+        // kube-apiserver answers an etcd call that outlived its deadline with this 504.
+        store::Error::Timeout(_) => ApiError::timeout(
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+            0,
+        ),
+        // kube-apiserver passes etcd's refusal through as an error of unknown reason (500).
+        store::Error::RequestTooLarge(message) => ApiError::from_parts(500, String::new(), message, None),
         store::Error::NoSpace(cause) => ApiError::insufficient_storage(format!(
             "the store's disk is full ({cause}); writes resume by themselves once space is freed"
         )),

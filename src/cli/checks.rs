@@ -1,6 +1,6 @@
 //! The named health checks `serve` offers, built from the parts they look at: `ping` and `log`
-//! everywhere; the store's check (named after its backend: `sled`; the etcd backend's will be
-//! `etcd`, as kube-apiserver names it) on `/healthz` and `/readyz`; `informer-sync` (the
+//! everywhere; the store's check (named after its backend: `sled`, or `etcd` as kube-apiserver
+//! names it) on `/healthz` and `/readyz`; `informer-sync` (the
 //! followers of the main apiserver) and `shutdown` on `/readyz` only.
 //!
 //! Owns which check goes on which path. Must not answer requests (`server::health` does).
@@ -29,9 +29,7 @@ pub fn build(store: &Backend, informers: &Arc<Informers>, lifecycle: &Lifecycle)
 
 /// The store's check: fails while the store cannot take writes, with the cause.
 fn store_check(store: &Backend) -> Arc<NamedCheck> {
-    let name = match store {
-        Backend::Sled(_) => "sled",
-    };
+    let name = store.name();
     let store = store.clone();
     NamedCheck::new(name, move || store.health().map_err(|e| e.to_string()))
 }

@@ -13,6 +13,7 @@ pub mod manifests;
 pub mod pki;
 pub mod reload;
 pub mod serve;
+pub mod storage_flags;
 pub mod storage_metrics;
 pub mod validate;
 
@@ -83,13 +84,9 @@ pub struct ServeArgs {
     /// Definition manifests: a file or a directory (repeatable). Multi-document YAML or JSON.
     #[arg(long = "definitions")]
     pub definitions: Vec<PathBuf>,
-    /// Storage: a sled directory (`PATH` or `sled://PATH`); `etcd://HOST:PORT` is reserved for
-    /// the etcd backend.
-    #[arg(long)]
-    pub storage: Option<String>,
-    /// sled's page cache, in MiB.
-    #[arg(long, default_value_t = 256)]
-    pub storage_cache_mb: u64,
+    /// Storage: sled's directory or kube-apiserver's etcd flags.
+    #[command(flatten)]
+    pub storage: storage_flags::StorageFlags,
     /// Paths anyone may read without authorization.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     pub authorization_always_allow_paths: Vec<String>,
@@ -208,7 +205,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_nanos(total.round() as u64))
 }
 
-/// Where objects are stored, from `--storage`.
+/// Where objects are stored, from `--storage` or `--storage-backend=etcd3 --etcd-servers`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageUrl {
     Sled(PathBuf),
@@ -216,13 +213,10 @@ pub enum StorageUrl {
 }
 
 impl StorageUrl {
+    /// A sled directory given to `--storage`.
     pub fn parse(text: &str) -> Result<StorageUrl, String> {
-        if let Some(rest) = text.strip_prefix("etcd://").or_else(|| text.strip_prefix("etcds://")) {
-            let endpoints: Vec<String> = rest.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect();
-            if endpoints.is_empty() {
-                return Err("etcd storage needs at least one endpoint: etcd://HOST:PORT[,HOST:PORT]".into());
-            }
-            return Ok(StorageUrl::Etcd(endpoints));
+        if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            return Err("etcd is chosen with --storage-backend=etcd3 --etcd-servers=http://HOST:2379".into());
         }
         let path = text.strip_prefix("sled://").unwrap_or(text);
         if path.is_empty() {
@@ -262,11 +256,7 @@ mod tests {
     fn storage_urls() {
         assert_eq!(StorageUrl::parse("./data").unwrap(), StorageUrl::Sled("./data".into()));
         assert_eq!(StorageUrl::parse("sled:///var/lib/x").unwrap(), StorageUrl::Sled("/var/lib/x".into()));
-        assert_eq!(
-            StorageUrl::parse("etcd://a:2379,b:2379").unwrap(),
-            StorageUrl::Etcd(vec!["a:2379".into(), "b:2379".into()])
-        );
-        assert!(StorageUrl::parse("etcd://").is_err());
+        assert!(StorageUrl::parse("etcd://a:2379").unwrap_err().contains("--storage-backend=etcd3"));
     }
 
     #[test]

@@ -21,7 +21,6 @@ use crate::server::shutdown::{Lifecycle, ShutdownOptions};
 use crate::server::stack::{self, StackConfig};
 use crate::server::{self, tls};
 use crate::store::Backend;
-use crate::store::sled::{SledOptions, SledStore};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -77,31 +76,13 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
             "--tls-cert-file and --tls-private-key-file are required (or use --dev)".into(),
         ));
     };
-    let storage = match &args.storage {
-        Some(text) => StorageUrl::parse(text).map_err(StartError::Config)?,
-        None if args.dev => StorageUrl::Sled(PathBuf::from("data")),
-        None => {
-            return Err(StartError::Config("--storage is required (or use --dev)".into()));
-        }
-    };
+    let storage = args.storage.url(args.dev.then(|| PathBuf::from("data"))).map_err(StartError::Config)?;
     let mut definitions = args.definitions.clone();
     if definitions.is_empty() && args.dev {
         definitions.push(PathBuf::from("manifests/examples"));
     }
     let client_ca = args.client_ca_file.clone().or_else(|| dev.as_ref().map(DevPki::client_ca));
     Ok(Resolved { tls_cert, tls_key, client_ca, storage, definitions, dev })
-}
-
-fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError> {
-    match url {
-        StorageUrl::Sled(dir) => {
-            let options = SledOptions { cache_capacity: args.storage_cache_mb << 20, ..SledOptions::default() };
-            Ok(Backend::Sled(SledStore::open(dir, options)?))
-        }
-        StorageUrl::Etcd(_) => Err(StartError::Config(
-            "the etcd backend is not part of this build; use a sled directory for --storage".into(),
-        )),
-    }
 }
 
 /// Loads the definitions; of two whose names clash, the one served first keeps them.
@@ -148,7 +129,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     // A renewed serving certificate is picked up without a restart.
     super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
-    let store = open_store(&resolved.storage, &args)?;
+    let store = args.storage.open(&resolved.storage, args.request_timeout).await?;
     let registry = load_registry(&resolved.definitions, &store).await;
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     // The followers of the main apiserver, for /readyz's informer-sync.

@@ -1,7 +1,8 @@
-//! The store the server runs on, chosen at start-up from `--storage`.
+//! The store the server runs on, chosen at start-up from `--storage-backend`.
 
 use bytes::Bytes;
 
+use super::etcd::EtcdStore;
 use super::sled::SledStore;
 use super::{ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 
@@ -9,13 +10,23 @@ use super::{ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 #[derive(Clone)]
 pub enum Backend {
     Sled(SledStore),
+    Etcd(EtcdStore),
 }
 
 impl Backend {
+    /// Kubernetes' name of the backend, as its health check is named.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sled(_) => "sled",
+            Backend::Etcd(_) => "etcd",
+        }
+    }
+
     /// Stops accepting writes and waits until what was accepted is on disk.
     pub fn close(&self) {
         match self {
             Backend::Sled(s) => s.close(),
+            Backend::Etcd(s) => s.close(),
         }
     }
 }
@@ -24,60 +35,70 @@ impl Store for Backend {
     fn current_revision(&self) -> Revision {
         match self {
             Backend::Sled(s) => s.current_revision(),
+            Backend::Etcd(s) => s.current_revision(),
         }
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         match self {
             Backend::Sled(s) => s.get(key).await,
+            Backend::Etcd(s) => s.get(key).await,
         }
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
         match self {
             Backend::Sled(s) => s.list(prefix, options).await,
+            Backend::Etcd(s) => s.list(prefix, options).await,
         }
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         match self {
             Backend::Sled(s) => s.create(key, value).await,
+            Backend::Etcd(s) => s.create(key, value).await,
         }
     }
 
     async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
         match self {
             Backend::Sled(s) => s.update(key, expected, value).await,
+            Backend::Etcd(s) => s.update(key, expected, value).await,
         }
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
         match self {
             Backend::Sled(s) => s.delete(key, expected).await,
+            Backend::Etcd(s) => s.delete(key, expected).await,
         }
     }
 
     async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
         match self {
             Backend::Sled(s) => s.watch(prefix, from).await,
+            Backend::Etcd(s) => s.watch(prefix, from).await,
         }
     }
 
     fn health(&self) -> Result<()> {
         match self {
             Backend::Sled(s) => s.health(),
+            Backend::Etcd(s) => s.health(),
         }
     }
 
     async fn count(&self, prefix: &str) -> Result<u64> {
         match self {
             Backend::Sled(s) => s.count(prefix).await,
+            Backend::Etcd(s) => s.count(prefix).await,
         }
     }
 
     fn size_on_disk(&self) -> Option<u64> {
         match self {
             Backend::Sled(s) => s.size_on_disk(),
+            Backend::Etcd(s) => s.size_on_disk(),
         }
     }
 }

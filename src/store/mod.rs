@@ -12,6 +12,8 @@
 //! - `watch` replays every event after a revision, then streams; a revision older than the
 //!   retained window is `Error::Expired`.
 
+pub mod etcd;
+pub(crate) mod history;
 pub mod key;
 pub mod sled;
 
@@ -107,6 +109,15 @@ pub enum Error {
     NoSpace(String),
     #[error("storage failure: {0}")]
     Backend(String),
+    /// The backend's server cannot be reached (etcd down, no leader): nothing was written.
+    #[error("storage is unavailable: {0}")]
+    Unavailable(String),
+    /// The backend did not answer in time: a write may or may not have been applied.
+    #[error("storage request timed out: {0}")]
+    Timeout(String),
+    /// The value is over the backend's request size limit (etcd's `--max-request-bytes`).
+    #[error("{0}")]
+    RequestTooLarge(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -10,7 +10,6 @@
 //! with the cause, reads go on from the last durable state, and the writer reopens the store
 //! from disk as soon as it can write again (`writer::Writer::recover`).
 
-mod history;
 mod writer;
 
 use std::path::Path;
@@ -19,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use history::History;
-pub use history::HistoryLimits;
+pub use super::history::HistoryLimits;
+use super::history::History;
 use writer::{Command, Op, Outcome};
 
 use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};

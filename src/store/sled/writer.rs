@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::history::Record;
+use crate::store::history::Record;
 use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
 use crate::store::{Error, Event, EventType, Result, Revision, Versioned};
 

@@ -1,9 +1,11 @@
-//! The sled backend's recent history: every event of a bounded window, used to read keys as of
+//! The recent history of a backend: every event of a bounded window, used to read keys as of
 //! an earlier revision (consistent lists, pagination, reads that must not show unflushed
 //! writes) and to replay and fan out watch events.
 //!
-//! Events enter when the writer has decided a batch (before sled applies it) and become visible
-//! to watchers only once the batch is durable.
+//! Events enter when a backend has decided them (sled: before it applies the batch; etcd: as its
+//! watch reports them) and become visible to watchers only once they are durable.
+//!
+//! Owns the window and the fan-out to watchers. Must not do I/O: backends feed it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -14,7 +16,7 @@ use crate::store::{Error, Event, Result, Revision, Versioned, key};
 
 /// One change and the revision of the value it replaced.
 #[derive(Debug, Clone)]
-pub(super) struct Record {
+pub(crate) struct Record {
     pub event: Event,
     pub prev_revision: Revision,
 }
@@ -48,9 +50,9 @@ impl Default for HistoryLimits {
 }
 
 /// Buffered events per watcher; a watcher that falls this far behind is dropped.
-pub(super) const WATCHER_BUFFER: usize = 4096;
+pub(crate) const WATCHER_BUFFER: usize = 4096;
 
-pub(super) struct History {
+pub(crate) struct History {
     records: VecDeque<Record>,
     bytes: usize,
     /// Every event at or below this revision may have been dropped from the window.

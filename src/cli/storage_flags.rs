@@ -1,0 +1,128 @@
+//! The storage flags: `--storage` and `--storage-cache-mb` for sled, and kube-apiserver's
+//! `--storage-backend` and `--etcd-*` flags for etcd; and opening the store they describe.
+//!
+//! Owns turning these flags into an open `store::Backend`. Holds no request logic.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{StorageUrl, parse_duration};
+use crate::store::Backend;
+use crate::store::etcd::{EtcdOptions, EtcdStore};
+use crate::store::sled::{SledOptions, SledStore};
+
+/// Where objects are stored.
+#[derive(Debug, Clone, Args)]
+pub struct StorageFlags {
+    /// The sled backend's directory (`PATH` or `sled://PATH`).
+    #[arg(long)]
+    pub storage: Option<String>,
+    /// sled's page cache, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub storage_cache_mb: u64,
+    /// The storage backend: `sled` (embedded, one replica) or `etcd3` (several replicas on
+    /// one etcd cluster; needs a build with the `etcd` feature).
+    #[arg(long, default_value = "sled", value_parser = ["sled", "etcd3"])]
+    pub storage_backend: String,
+    /// List of etcd servers to connect with (scheme://ip:port), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The prefix to prepend to all resource paths in etcd.
+    #[arg(long, default_value = crate::store::etcd::DEFAULT_PREFIX)]
+    pub etcd_prefix: String,
+    /// SSL Certificate Authority file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// SSL key file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// The interval of compaction requests. If 0, the compaction request from the apiserver
+    /// is disabled.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub etcd_compaction_interval: Duration,
+}
+
+impl StorageFlags {
+    /// The store the flags name; `dev_default` is used for sled when `--storage` is absent.
+    pub fn url(&self, dev_default: Option<PathBuf>) -> Result<StorageUrl, String> {
+        if self.storage_backend == "etcd3" {
+            if self.etcd_servers.is_empty() {
+                return Err("--etcd-servers is required with --storage-backend=etcd3".into());
+            }
+            if self.storage.is_some() {
+                return Err("--storage names a sled directory; it cannot be used with --storage-backend=etcd3".into());
+            }
+            return Ok(StorageUrl::Etcd(self.etcd_servers.clone()));
+        }
+        match (&self.storage, dev_default) {
+            (Some(text), _) => StorageUrl::parse(text),
+            (None, Some(dir)) => Ok(StorageUrl::Sled(dir)),
+            (None, None) => Err("--storage is required (or use --dev, or --storage-backend=etcd3)".into()),
+        }
+    }
+
+    fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
+        EtcdOptions {
+            servers: servers.to_vec(),
+            prefix: self.etcd_prefix.clone(),
+            ca_file: self.etcd_cafile.clone(),
+            cert_file: self.etcd_certfile.clone(),
+            key_file: self.etcd_keyfile.clone(),
+            compaction_interval: self.etcd_compaction_interval,
+            request_timeout,
+        }
+    }
+
+    /// Opens the store at `url`. etcd calls are bounded by `request_timeout`, capped so that a
+    /// request still has time to answer once its store call failed.
+    pub async fn open(&self, url: &StorageUrl, request_timeout: Duration) -> Result<Backend, crate::store::Error> {
+        match url {
+            StorageUrl::Sled(dir) => {
+                let options = SledOptions { cache_capacity: self.storage_cache_mb << 20, ..SledOptions::default() };
+                Ok(Backend::Sled(SledStore::open(dir, options)?))
+            }
+            StorageUrl::Etcd(servers) => {
+                let timeout = (request_timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
+                Ok(Backend::Etcd(EtcdStore::open(self.etcd_options(servers, timeout)).await?))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        storage: StorageFlags,
+    }
+
+    fn url(args: &[&str]) -> Result<StorageUrl, String> {
+        let flags = Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        flags.storage.url(None)
+    }
+
+    #[test]
+    fn backends_from_kube_apiserver_flags() {
+        assert_eq!(url(&["--storage", "./data"]), Ok(StorageUrl::Sled("./data".into())));
+        assert_eq!(
+            url(&["--storage-backend=etcd3", "--etcd-servers=http://a:2379,http://b:2379"]),
+            Ok(StorageUrl::Etcd(vec!["http://a:2379".into(), "http://b:2379".into()]))
+        );
+        assert!(url(&["--storage-backend=etcd3"]).unwrap_err().contains("--etcd-servers is required"));
+        assert!(url(&["--storage-backend=etcd2"]).is_err());
+        assert!(url(&[]).unwrap_err().contains("--storage is required"));
+        let flags = Flags::try_parse_from(["x", "--etcd-compaction-interval=0"]).unwrap();
+        assert!(flags.storage.etcd_compaction_interval.is_zero());
+        assert_eq!(flags.storage.etcd_prefix, "/crd-apiserver");
+    }
+}

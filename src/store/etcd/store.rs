@@ -1,0 +1,373 @@
+//! `EtcdStore`: the storage contract on etcd. Reads and writes go to etcd (writes as
+//! transactions comparing the key's `mod_revision`, so a conflict is decided by etcd even
+//! between replicas); watches are served from the replica's history window, which one etcd
+//! watch (`feed`) fills.
+//!
+//! A write is acknowledged once etcd committed it (etcd's own fsync and quorum) and the
+//! replica's feed has seen it, so that the writer's next watch or list at that revision needs
+//! no wait.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
+use tokio::sync::{Notify, watch};
+
+use super::EtcdOptions;
+use super::connect::{self, etcd_revision, revision, storage_error};
+use crate::store::history::{History, HistoryLimits};
+use crate::store::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
+
+/// Most keys fetched by one etcd range when a list asks for all of them.
+const LIST_CHUNK: usize = 1000;
+
+/// Largest etcd response accepted: a page of `LIST_CHUNK` values of etcd's largest size.
+pub(super) const MAX_RESPONSE_BYTES: usize = 2 << 30;
+
+/// Longest a write waits for the replica's feed to see it before it is acknowledged anyway
+/// (it is committed; only a watch opened at once might wait for it).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest a watch from a revision the replica has not seen yet waits for it, as Kubernetes'
+/// watch cache does before answering "Too large resource version".
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// State shared by the store's handles and its background tasks.
+pub(super) struct Shared {
+    pub client: Client,
+    /// Put before every key (no trailing slash: keys start with one).
+    pub prefix: String,
+    pub timeout: Duration,
+    pub history: Mutex<History>,
+    /// The revision every event of the history window has been seen up to.
+    pub seen: watch::Sender<Revision>,
+    /// Asks the feed for a progress notification now.
+    pub progress_wanted: Notify,
+    /// Why etcd cannot be used right now; `None` while it answers.
+    pub fault: Mutex<Option<String>>,
+    /// etcd's database size, from its status; 0 until known.
+    pub db_size: AtomicU64,
+    /// The newest revision known to be compacted away.
+    pub compacted: AtomicU64,
+    pub tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub fn history(&self) -> MutexGuard<'_, History> {
+        // Every mutation of the window is a single push, pop or reset: still consistent.
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A KV client whose responses may be as large as a page of large objects.
+    pub fn kv(&self) -> etcd_client::KvClient {
+        self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES)
+    }
+
+    pub fn full_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// Our key of an etcd key under the prefix.
+    pub fn strip(&self, full: &[u8]) -> Option<String> {
+        let rest = full.strip_prefix(self.prefix.as_bytes())?;
+        std::str::from_utf8(rest).ok().map(str::to_string)
+    }
+
+    /// One etcd call, bounded by the request timeout.
+    pub async fn call<T>(&self, call: impl Future<Output = std::result::Result<T, etcd_client::Error>>) -> Result<T> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(storage_error),
+            Err(_) => Err(Error::Timeout(format!("etcd did not answer within {:?}", self.timeout))),
+        }
+    }
+
+    pub fn set_fault(&self, fault: Option<String>) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    /// Marks every event up to `revision` seen and wakes whoever waits for it.
+    pub fn publish(&self, revision: Revision) {
+        self.seen.send_if_modified(|seen| {
+            let newer = revision > *seen;
+            if newer {
+                *seen = revision;
+            }
+            newer
+        });
+    }
+
+    /// Waits (at most `limit`) until the feed has seen `revision`.
+    pub async fn wait_until_seen(&self, revision: Revision, limit: Duration) -> bool {
+        if *self.seen.borrow() >= revision {
+            return true;
+        }
+        self.progress_wanted.notify_one();
+        let mut seen = self.seen.subscribe();
+        matches!(tokio::time::timeout(limit, seen.wait_for(|r| *r >= revision)).await, Ok(Ok(_)))
+    }
+}
+
+/// The etcd-backed store. Cheap to clone.
+#[derive(Clone)]
+pub struct EtcdStore {
+    shared: Arc<Shared>,
+}
+
+impl EtcdStore {
+    /// Connects to etcd (retrying while it is unreachable, failing at once on bad
+    /// credentials) and starts the replica's watch, health probe and compactor.
+    pub async fn open(options: EtcdOptions) -> Result<EtcdStore> {
+        let client = connect::client(&options).await?;
+        let prefix = options.prefix.trim_end_matches('/').to_string();
+        let start = super::upkeep::first_contact(&client, &prefix, &options).await?;
+        let (seen, _) = watch::channel(start);
+        let shared = Arc::new(Shared {
+            client,
+            prefix,
+            timeout: options.request_timeout,
+            history: Mutex::new(History::new(start, HistoryLimits::default())),
+            seen,
+            progress_wanted: Notify::new(),
+            fault: Mutex::new(None),
+            db_size: AtomicU64::new(0),
+            compacted: AtomicU64::new(0),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let mut tasks = vec![super::feed::spawn(shared.clone()), super::upkeep::spawn_probe(shared.clone())];
+        if !options.compaction_interval.is_zero() {
+            tasks.push(super::upkeep::spawn_compactor(shared.clone(), options.compaction_interval));
+        }
+        *shared.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
+        Ok(EtcdStore { shared })
+    }
+
+    /// Stops the background tasks. Every acknowledged write is already in etcd.
+    pub fn close(&self) {
+        for task in self.shared.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            task.abort();
+        }
+        // Client watches end, as they do when a sled store closes.
+        let mut history = self.shared.history();
+        let at = history.durable();
+        history.reset(at);
+    }
+
+    /// The etcd client, for what runs beside the store on the same cluster (elections).
+    pub fn client(&self) -> Client {
+        self.shared.client.clone()
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
+        let mut kv = self.shared.kv();
+        self.shared.call(kv.txn(txn)).await
+    }
+
+    /// Acknowledges a committed write once the feed has seen it (see `SETTLE_TIMEOUT`).
+    async fn settle(&self, revision: Revision) -> Revision {
+        if !self.shared.wait_until_seen(revision, SETTLE_TIMEOUT).await {
+            tracing::warn!(revision, "the etcd watch has not delivered a committed write yet");
+        }
+        revision
+    }
+
+    /// What a failed transaction's `or_else` read says: absent, or present at a revision.
+    fn current_of(response: &etcd_client::TxnResponse) -> Option<Revision> {
+        response.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| revision(kv.mod_revision())),
+            _ => None,
+        })
+    }
+
+    fn header_revision(response: &etcd_client::TxnResponse) -> Result<Revision> {
+        response
+            .header()
+            .map(|h| revision(h.revision()))
+            .ok_or_else(|| Error::Backend("etcd answered a transaction without a header".into()))
+    }
+
+    /// A list error at `at`: a compacted revision is `Expired`, a future one `TooLarge`.
+    fn revision_error(&self, error: Error, at: Option<Revision>) -> Error {
+        let (Some(requested), Error::Backend(text)) = (at, &error) else {
+            return error;
+        };
+        if text.contains("required revision has been compacted") {
+            let oldest = self.shared.compacted.load(Ordering::SeqCst).max(requested + 1);
+            return Error::Expired { requested, oldest };
+        }
+        if text.contains("required revision is a future revision") {
+            return Error::TooLarge { requested, current: self.current_revision() };
+        }
+        error
+    }
+}
+
+/// The first key after every key starting with `prefix` (etcd's range end for a prefix).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte was 0xff: the range is open-ended.
+    vec![0]
+}
+
+impl Store for EtcdStore {
+    fn current_revision(&self) -> Revision {
+        self.shared.history().durable()
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>> {
+        let mut kv = self.shared.kv();
+        let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
+        Ok(response.kvs().first().map(|kv| Versioned {
+            revision: revision(kv.mod_revision()),
+            value: Bytes::copy_from_slice(kv.value()),
+        }))
+    }
+
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
+        let full_prefix = self.shared.full_key(prefix);
+        let end = prefix_end(&full_prefix);
+        let mut cursor = match &options.start_after {
+            Some(after) => {
+                let mut k = self.shared.full_key(after).into_bytes();
+                k.push(0);
+                k
+            }
+            None => full_prefix.clone().into_bytes(),
+        };
+        let mut at = options.revision;
+        let mut items = Vec::new();
+        let mut more = false;
+        loop {
+            let want = options.limit.map_or(LIST_CHUNK, |l| l.saturating_sub(items.len()).clamp(1, LIST_CHUNK));
+            let mut get = GetOptions::new().with_range(end.clone()).with_limit(i64::try_from(want).unwrap_or(1));
+            if let Some(r) = at {
+                get = get.with_revision(etcd_revision(r));
+            }
+            let mut kv = self.shared.kv();
+            let response =
+                self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
+            if at.is_none() {
+                at = response.header().map(|h| revision(h.revision()));
+            }
+            for kv in response.kvs() {
+                let Some(key) = self.shared.strip(kv.key()) else { continue };
+                items.push(KeyValue {
+                    key,
+                    revision: revision(kv.mod_revision()),
+                    value: Bytes::copy_from_slice(kv.value()),
+                });
+            }
+            if !response.more() {
+                break;
+            }
+            if options.limit.is_some_and(|l| items.len() >= l) {
+                more = true;
+                break;
+            }
+            match response.kvs().last() {
+                Some(last) => {
+                    cursor = last.key().to_vec();
+                    cursor.push(0);
+                }
+                None => break,
+            }
+        }
+        let revision = at.ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))?;
+        Ok(ListResult { revision, items, more })
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        let full = self.shared.full_key(key);
+        let txn = Txn::new()
+            .when([Compare::create_revision(full.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(full, value.to_vec(), None)]);
+        let response = self.txn(txn).await?;
+        if !response.succeeded() {
+            return Err(Error::AlreadyExists(key.to_string()));
+        }
+        Ok(self.settle(Self::header_revision(&response)?).await)
+    }
+
+    async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
+        let full = self.shared.full_key(key);
+        let txn = Txn::new()
+            .when([
+                Compare::version(full.clone(), CompareOp::Greater, 0),
+                Compare::mod_revision(full.clone(), CompareOp::Equal, etcd_revision(expected)),
+            ])
+            .and_then([TxnOp::put(full.clone(), value.to_vec(), None)])
+            .or_else([TxnOp::get(full, None)]);
+        let response = self.txn(txn).await?;
+        if !response.succeeded() {
+            return Err(match Self::current_of(&response) {
+                None => Error::NotFound(key.to_string()),
+                Some(current) => Error::Conflict { key: key.to_string(), expected, current },
+            });
+        }
+        Ok(self.settle(Self::header_revision(&response)?).await)
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
+        let full = self.shared.full_key(key);
+        let mut compares = vec![Compare::version(full.clone(), CompareOp::Greater, 0)];
+        if let Some(expected) = expected {
+            compares.push(Compare::mod_revision(full.clone(), CompareOp::Equal, etcd_revision(expected)));
+        }
+        let txn = Txn::new()
+            .when(compares)
+            .and_then([TxnOp::delete(full.clone(), Some(DeleteOptions::new().with_prev_key()))])
+            .or_else([TxnOp::get(full, None)]);
+        let response = self.txn(txn).await?;
+        if !response.succeeded() {
+            return Err(match (Self::current_of(&response), expected) {
+                (Some(current), Some(expected)) => Error::Conflict { key: key.to_string(), expected, current },
+                _ => Error::NotFound(key.to_string()),
+            });
+        }
+        let last = response.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Delete(deleted) => {
+                deleted.prev_kvs().first().map(|kv| Bytes::copy_from_slice(kv.value()))
+            }
+            _ => None,
+        });
+        let revision = self.settle(Self::header_revision(&response)?).await;
+        Ok((revision, last.unwrap_or_default()))
+    }
+
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
+        if from > self.current_revision() {
+            self.shared.wait_until_seen(from, CATCH_UP_TIMEOUT).await;
+        }
+        let mut history = self.shared.history();
+        history.prune_closed_watchers();
+        let (backlog, live) = history.subscribe(prefix, from)?;
+        Ok(Watch::new(backlog, live))
+    }
+
+    fn health(&self) -> Result<()> {
+        match &*self.shared.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(cause) => Err(Error::Unavailable(cause.clone())),
+            None => Ok(()),
+        }
+    }
+
+    async fn count(&self, prefix: &str) -> Result<u64> {
+        let full_prefix = self.shared.full_key(prefix);
+        let options = GetOptions::new().with_range(prefix_end(&full_prefix)).with_count_only();
+        let mut kv = self.shared.kv();
+        let response = self.shared.call(kv.get(full_prefix, Some(options))).await?;
+        Ok(u64::try_from(response.count()).unwrap_or(0))
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        Some(self.shared.db_size.load(Ordering::Relaxed)).filter(|size| *size > 0)
+    }
+}

@@ -1,0 +1,143 @@
+//! The etcd backend against a real etcd: the storage conformance suite, two replicas on one
+//! etcd, compaction, etcd's size limit, and outages.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::testing::TestEtcd;
+use super::{EtcdOptions, EtcdStore};
+use crate::store::{Error, EventType, ListOptions, Store};
+
+fn options(etcd: &TestEtcd) -> EtcdOptions {
+    EtcdOptions {
+        servers: vec![etcd.endpoint()],
+        compaction_interval: Duration::ZERO,
+        request_timeout: Duration::from_secs(3),
+        ..EtcdOptions::default()
+    }
+}
+
+async fn open(etcd: &TestEtcd) -> EtcdStore {
+    EtcdStore::open(options(etcd)).await.unwrap()
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+#[tokio::test]
+async fn conformance() {
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    crate::store::conformance::run_all(&store).await;
+    store.close();
+}
+
+#[tokio::test]
+async fn replicas_share_revisions_conflicts_and_watches() {
+    let etcd = TestEtcd::start();
+    let a = open(&etcd).await;
+    let b_replica = open(&etcd).await;
+    let start = a.current_revision();
+    let mut watch_on_b = b_replica.watch("/g/r/", start).await.unwrap();
+    let created = a.create("/g/r/x", b("1")).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), watch_on_b.next()).await.unwrap().unwrap();
+    assert_eq!((event.kind, event.revision, event.value), (EventType::Added, created, b("1")));
+    // Both replicas decide conflicts through etcd: the second update from the same revision
+    // loses, whichever replica it went to.
+    let updated = b_replica.update("/g/r/x", created, b("2")).await.unwrap();
+    assert!(matches!(a.update("/g/r/x", created, b("3")).await, Err(Error::Conflict { current, .. }) if current == updated));
+    assert_eq!(a.create("/g/r/x", b("again")).await, Err(Error::AlreadyExists("/g/r/x".into())));
+    // A client that resumes on the other replica from what it saw gets what followed, once.
+    let mut resumed = a.watch("/g/r/", created).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), resumed.next()).await.unwrap().unwrap();
+    assert_eq!((next.kind, next.revision, next.prev), (EventType::Modified, updated, Some(b("1"))));
+    // A write seen by b's watch, whose revision b reports as current.
+    assert!(b_replica.current_revision() >= updated);
+    // The prefix keeps tenants apart: another prefix on the same etcd sees none of this.
+    let other = EtcdStore::open(EtcdOptions { prefix: "/other".into(), ..options(&etcd) }).await.unwrap();
+    assert!(other.get("/g/r/x").await.unwrap().is_none());
+    assert_eq!(other.count("/g/").await.unwrap(), 0);
+    assert_eq!(a.count("/g/").await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn compacted_revisions_are_expired() {
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    let first = store.create("/c/r/a", b("1")).await.unwrap();
+    let second = store.update("/c/r/a", first, b("2")).await.unwrap();
+    store.create("/c/r/b", b("1")).await.unwrap();
+    let mut kv = store.client().kv_client();
+    kv.compact(i64::try_from(second).unwrap(), None).await.unwrap();
+    let old = store.list("/c/r/", ListOptions { revision: Some(first), ..Default::default() }).await;
+    assert!(matches!(old, Err(Error::Expired { requested, .. }) if requested == first), "{old:?}");
+    // The compacted revision itself still reads.
+    let at = store.list("/c/r/", ListOptions { revision: Some(second), ..Default::default() }).await.unwrap();
+    assert_eq!(at.items.len(), 1);
+}
+
+#[tokio::test]
+async fn a_value_over_etcds_limit_is_refused_and_writes_nothing() {
+    let etcd = TestEtcd::start_with(&["--max-request-bytes", "65536"]);
+    let store = open(&etcd).await;
+    let large = Bytes::from(vec![b'x'; 100_000]);
+    let refused = store.create("/big/r/a", large.clone()).await;
+    assert_eq!(refused, Err(Error::RequestTooLarge("etcdserver: request is too large".into())));
+    assert!(store.get("/big/r/a").await.unwrap().is_none());
+    // Far over gRPC's own limit too.
+    let huge = Bytes::from(vec![b'x'; 3 << 20]);
+    assert!(matches!(store.create("/big/r/b", huge).await, Err(Error::RequestTooLarge(_))));
+    let rev = store.create("/big/r/a", b("small")).await.unwrap();
+    assert!(matches!(store.update("/big/r/a", rev, large).await, Err(Error::RequestTooLarge(_))));
+    assert_eq!(store.get("/big/r/a").await.unwrap().unwrap().value, b("small"));
+}
+
+#[tokio::test]
+async fn an_outage_fails_requests_in_time_and_heals_by_itself() {
+    let mut etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    let start = store.current_revision();
+    let mut watch = store.watch("/o/r/", start).await.unwrap();
+    let before = store.create("/o/r/before", b("1")).await.unwrap();
+    assert!(store.health().is_ok());
+    etcd.kill();
+    // Requests fail within the request timeout, never hang, and say the store is unavailable.
+    let began = std::time::Instant::now();
+    let failed = store.create("/o/r/during", b("1")).await;
+    assert!(matches!(failed, Err(Error::Unavailable(_) | Error::Timeout(_))), "{failed:?}");
+    assert!(began.elapsed() < Duration::from_secs(6), "took {:?}", began.elapsed());
+    wait_for(|| store.health().is_err(), "the health check to fail").await;
+    etcd.resume();
+    wait_for(|| store.health().is_ok(), "the health check to recover").await;
+    // Nothing failed was written; the watch goes on with no gap.
+    assert!(store.get("/o/r/during").await.unwrap().is_none());
+    let after = store.create("/o/r/after", b("1")).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let event = tokio::time::timeout(Duration::from_secs(10), watch.next()).await.unwrap().unwrap();
+        seen.push(event.revision);
+    }
+    assert_eq!(seen, [before, after]);
+}
+
+#[tokio::test]
+async fn start_waits_for_an_unreachable_etcd() {
+    let mut etcd = TestEtcd::start();
+    etcd.kill();
+    let opening = tokio::spawn(EtcdStore::open(options(&etcd)));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!opening.is_finished(), "open must keep retrying while etcd is down");
+    etcd.resume();
+    let store = tokio::time::timeout(Duration::from_secs(20), opening).await.unwrap().unwrap().unwrap();
+    store.create("/s/r/a", b("1")).await.unwrap();
+}
+
+async fn wait_for(condition: impl Fn() -> bool, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
