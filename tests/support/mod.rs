@@ -14,6 +14,7 @@
 pub mod admission_webhook;
 pub mod cluster;
 pub mod control_plane;
+pub mod etcd;
 pub mod http;
 pub mod kubectl;
 pub mod webhook;
@@ -132,9 +133,12 @@ impl TestServer {
                     .args(["--kubeconfig", kubeconfig]);
             }
         }
+        // A server on etcd has no sled directory.
+        if !extra.contains(&"--storage-backend=etcd3") {
+            command.args(["--storage", self.data_dir().to_str().unwrap()]);
+        }
         let child = command
             .args(["--secure-port", &self.port.to_string()])
-            .args(["--storage", self.data_dir().to_str().unwrap()])
             .args(["--definitions", self.definitions_dir().to_str().unwrap()])
             .args(extra)
             .stdout(Stdio::null())

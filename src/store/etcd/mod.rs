@@ -18,9 +18,9 @@ mod connect;
 mod feed;
 #[cfg(feature = "etcd")]
 mod store;
-#[cfg(all(test, feature = "etcd"))]
+#[cfg(test)]
 pub(crate) mod testing;
-#[cfg(all(test, feature = "etcd"))]
+#[cfg(test)]
 mod tests;
 #[cfg(feature = "etcd")]
 mod upkeep;

@@ -225,10 +225,10 @@ impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         let mut kv = self.shared.kv();
         let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
-        Ok(response.kvs().first().map(|kv| Versioned {
-            revision: revision(kv.mod_revision()),
-            value: Bytes::copy_from_slice(kv.value()),
-        }))
+        Ok(response
+            .kvs()
+            .first()
+            .map(|kv| Versioned { revision: revision(kv.mod_revision()), value: Bytes::copy_from_slice(kv.value()) }))
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
@@ -333,9 +333,7 @@ impl Store for EtcdStore {
             });
         }
         let last = response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Delete(deleted) => {
-                deleted.prev_kvs().first().map(|kv| Bytes::copy_from_slice(kv.value()))
-            }
+            TxnOpResponse::Delete(deleted) => deleted.prev_kvs().first().map(|kv| Bytes::copy_from_slice(kv.value())),
             _ => None,
         });
         let revision = self.settle(Self::header_revision(&response)?).await;

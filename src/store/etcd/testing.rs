@@ -1,5 +1,6 @@
 //! A real etcd for tests: Debian's `etcd` binary (package `etcd-server`, installed by
 //! hack/test.sh) on free loopback ports, in a temporary directory, killed when dropped.
+#![cfg(feature = "etcd")]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,5 +1,6 @@
 //! The etcd backend against a real etcd: the storage conformance suite, two replicas on one
 //! etcd, compaction, etcd's size limit, and outages.
+#![cfg(feature = "etcd")]
 
 use std::time::Duration;
 
@@ -47,7 +48,9 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     // Both replicas decide conflicts through etcd: the second update from the same revision
     // loses, whichever replica it went to.
     let updated = b_replica.update("/g/r/x", created, b("2")).await.unwrap();
-    assert!(matches!(a.update("/g/r/x", created, b("3")).await, Err(Error::Conflict { current, .. }) if current == updated));
+    assert!(
+        matches!(a.update("/g/r/x", created, b("3")).await, Err(Error::Conflict { current, .. }) if current == updated)
+    );
     assert_eq!(a.create("/g/r/x", b("again")).await, Err(Error::AlreadyExists("/g/r/x".into())));
     // A client that resumes on the other replica from what it saw gets what followed, once.
     let mut resumed = a.watch("/g/r/", created).await.unwrap();

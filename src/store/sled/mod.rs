@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-pub use super::history::HistoryLimits;
 use super::history::History;
+pub use super::history::HistoryLimits;
 use writer::{Command, Op, Outcome};
 
 use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};

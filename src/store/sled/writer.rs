@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use crate::store::history::Record;
 use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
+use crate::store::history::Record;
 use crate::store::{Error, Event, EventType, Result, Revision, Versioned};
 
 /// Most writes decided and flushed together.
