@@ -167,3 +167,59 @@ fn two_replicas_on_one_etcd_see_each_others_writes() {
     stale["spec"]["image"] = json!("a");
     assert_eq!(on_a.send_json("PUT", &format!("{CRONTABS}/shared"), &stale).status, 409);
 }
+
+#[test]
+fn etcd_over_tls_with_client_certificates_and_wrong_credentials_refused_at_start() {
+    use crd_apiserver::cli::pki::{Authority, Leaf};
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let ca = Authority::new("etcd-ca").unwrap();
+    let localhost = Leaf { ips: vec!["127.0.0.1".parse().unwrap()], server: true, client: true, ..Leaf::default() };
+    let serving = ca.issue(&Leaf { common_name: "etcd".into(), ..localhost.clone() }).unwrap();
+    let client = ca.issue(&Leaf { common_name: "crd-apiserver".into(), client: true, ..Leaf::default() }).unwrap();
+    let stranger = Authority::new("another-ca")
+        .unwrap()
+        .issue(&Leaf { common_name: "crd-apiserver".into(), client: true, ..Leaf::default() })
+        .unwrap();
+    let ca_file = write("ca.crt", &ca.pem.cert);
+    let etcd = TestEtcd::start_tls(&support::etcd::EtcdTls {
+        ca: &ca_file,
+        cert: &write("etcd.crt", &serving.cert),
+        key: &write("etcd.key", &serving.key),
+    });
+    let tls_flags = |cert: &str, key: &str| {
+        vec![
+            format!("--etcd-cafile={}", ca_file.display()),
+            format!(
+                "--etcd-certfile={}",
+                write(cert, if cert == "good.crt" { &client.cert } else { &stranger.cert }).display()
+            ),
+            format!(
+                "--etcd-keyfile={}",
+                write(key, if key == "good.key" { &client.key } else { &stranger.key }).display()
+            ),
+        ]
+    };
+    let good = tls_flags("good.crt", "good.key");
+    let server = start_on(&etcd, &good.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(Client::admin(&server).send_json("POST", CRONTABS, &crontab("tls")).status, 201);
+
+    let wrong = tls_flags("wrong.crt", "wrong.key");
+    let mut refused = TestServer::prepare(&[CRONTAB_CRD], None);
+    let mut flags = etcd_flags(&etcd, &[]);
+    flags.extend(wrong);
+    refused.launch(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+    // etcd's refusal reaches the client as a TLS alert (the start fails) or, with TLS 1.3, as
+    // a connection closed after the handshake (the start waits, saying what it likely means).
+    wait_until("the refusal to be logged", Duration::from_secs(10), || {
+        let log = refused.log();
+        log.contains("refused this server's credentials") || log.contains("it may refuse this client certificate")
+    });
+    let anonymous = Client::new(&refused, None);
+    assert!(anonymous.get("/readyz").map(|r| r.status != 200).unwrap_or(true), "ready without etcd");
+    assert!(refused.log().contains("--etcd-certfile"));
+}

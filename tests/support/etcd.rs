@@ -12,7 +12,18 @@ pub struct TestEtcd {
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// Plain-HTTP port of `/health` (and metrics), whatever the client port speaks.
+    metrics_port: u16,
     extra: Vec<String>,
+    /// Client connections are TLS, with client certificates required.
+    tls: bool,
+}
+
+/// The files of a TLS etcd: its CA, its serving certificate and key.
+pub struct EtcdTls<'a> {
+    pub ca: &'a std::path::Path,
+    pub cert: &'a std::path::Path,
+    pub key: &'a std::path::Path,
 }
 
 fn free_port() -> u16 {
@@ -22,15 +33,31 @@ fn free_port() -> u16 {
 impl TestEtcd {
     /// Starts a one-member cluster with `extra` flags.
     pub fn start_with(extra: &[&str]) -> TestEtcd {
-        let mut etcd = TestEtcd {
+        let mut etcd = TestEtcd::new(extra, false);
+        etcd.resume();
+        etcd
+    }
+
+    /// Starts a member that serves clients over TLS and requires certificates signed by `ca`.
+    pub fn start_tls(files: &EtcdTls) -> TestEtcd {
+        let paths = [files.ca, files.cert, files.key].map(|p| p.to_str().unwrap().to_string());
+        let extra =
+            ["--trusted-ca-file", &paths[0], "--cert-file", &paths[1], "--key-file", &paths[2], "--client-cert-auth"];
+        let mut etcd = TestEtcd::new(&extra, true);
+        etcd.resume();
+        etcd
+    }
+
+    fn new(extra: &[&str], tls: bool) -> TestEtcd {
+        TestEtcd {
             child: None,
             dir: tempfile::tempdir().unwrap(),
             client_port: free_port(),
             peer_port: free_port(),
+            metrics_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        etcd.resume();
-        etcd
+            tls,
+        }
     }
 
     pub fn start() -> TestEtcd {
@@ -38,7 +65,8 @@ impl TestEtcd {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -55,7 +83,8 @@ impl TestEtcd {
 
     /// Starts the member (again) and waits until it answers.
     pub fn resume(&mut self) {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let client = self.endpoint();
+        let metrics = format!("http://127.0.0.1:{}", self.metrics_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("etcd.log")).unwrap();
         let child = Command::new("etcd")
@@ -64,6 +93,7 @@ impl TestEtcd {
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!("--listen-metrics-urls={metrics}"))
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log)
@@ -89,7 +119,7 @@ impl TestEtcd {
     }
 
     fn health_answer(&self) -> String {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
             return String::new();
         };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));

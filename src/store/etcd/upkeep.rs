@@ -54,9 +54,17 @@ pub(super) async fn first_contact(client: &Client, prefix: &str, options: &EtcdO
                 options.servers.join(",")
             )));
         }
+        // With TLS 1.3 a refused client certificate often shows only as a connection etcd
+        // closes right after the handshake: say what it most likely means.
+        let hint = if options.cert_file.is_some() && cause.contains("connection closed") {
+            "; etcd closes the TLS connections: it may refuse this client certificate (check --etcd-certfile, \
+             --etcd-keyfile and etcd's --trusted-ca-file)"
+        } else {
+            ""
+        };
         tracing::error!(
             servers = %options.servers.join(","),
-            %cause,
+            cause = %format!("{cause}{hint}"),
             retry_in = ?delay,
             "etcd is unreachable; retrying (the server is not ready until etcd answers)"
         );
