@@ -91,6 +91,13 @@ async fn load_registry(paths: &[PathBuf], store: &Backend) -> Registry {
     let ages = super::accepted_names::ages(store).await;
     let (registry, conflicts) = Registry::build(super::accepted_names::oldest_first(report.definitions, &ages));
     super::accepted_names::record(store, &registry, &ages).await;
+    // Before any object can be written in a storage version, it is among the stored versions.
+    if let Err(e) =
+        crate::lifecycle::stored_versions::record_storage_versions(store, registry.definitions().iter().map(|d| &**d))
+            .await
+    {
+        tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
+    }
     let metrics = crate::metrics::global();
     for problem in report.problems.iter().chain(conflicts.iter()) {
         tracing::error!("{problem}");
