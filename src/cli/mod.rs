@@ -9,6 +9,7 @@ pub mod admission;
 pub mod auth_flags;
 pub mod checks;
 pub mod delegation;
+pub mod live_definitions;
 pub mod manifests;
 pub mod pki;
 pub mod reload;
