@@ -14,6 +14,7 @@ pub mod core;
 pub mod definitions;
 pub mod fieldmanager;
 pub mod kube;
+pub mod lifecycle;
 pub mod logs;
 pub mod metrics;
 pub mod schema;

@@ -183,7 +183,10 @@ fn discovery_entity_tags_change_with_the_definitions() {
         (now != before).then_some(now)
     });
     assert_ne!(before, after);
-    live.admin.ok_stdin(&["apply", "-f", "-"], "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: L}\n");
+    live.admin.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: L}\n",
+    );
     assert_eq!(rows(&live.admin.ok(&["get", "wd"])), [["NAME", "SIZE"], ["w1", "L"]]);
 }
 
@@ -305,4 +308,109 @@ fn replacements_within_a_second_are_coalesced() {
     // Eight replacements in a burst make far fewer reloads (one, unless the machine stalled).
     let reloads = live.log_count(changed);
     assert!((1..8).contains(&reloads), "{reloads} reloads for 8 replacements:\n{}", live.cluster.server.log());
+}
+
+#[test]
+fn a_stored_version_cannot_leave_spec_versions() {
+    let v1 = definition("widgets", "Widget", "How big.", "");
+    let live = start(&[&v1], &[]);
+    let file = live.cluster.server.definitions_dir().join("00.yaml");
+    live.admin.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: S}\n",
+    );
+    // v2 becomes the storage version; v1 stays served.
+    let both = v1.replace("    storage: true\n", "    storage: false\n")
+        + "  - name: v2\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n";
+    replace(&file, &both);
+    live.cluster.plane.register("stable.example.com", "v2");
+    eventually("v2 served", || {
+        (live.status("/apis/stable.example.com/v2/namespaces/default/widgets") == 200).then_some(())
+    });
+    // Dropping v1 while objects may be stored in it is refused: v1 goes on being served.
+    let only_v2 = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.stable.example.com\nspec:\n  group: stable.example.com\n  scope: Namespaced\n  names: {plural: widgets, kind: Widget}\n  versions:\n  - name: v2\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n";
+    replace(&file, only_v2);
+    let refusal = "status.storedVersions[0]: Invalid value: \\\"v1\\\": missing from spec.versions; v1 was previously a storage version";
+    eventually("the refusal in the log", || (live.log_count(refusal) > 0).then_some(()));
+    assert_eq!(live.status(&format!("{WIDGETS}/w1")), 200);
+}
+
+#[test]
+fn check_previous_reports_what_a_reload_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.yaml");
+    let new = dir.path().join("new.yaml");
+    std::fs::write(&old, definition("widgets", "Widget", "How big.", "")).unwrap();
+    let check = |new_text: &str| {
+        std::fs::write(&new, new_text).unwrap();
+        let out = std::process::Command::new(support::binary())
+            .args(["check", "--previous", old.to_str().unwrap(), new.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (out.status.code(), stdout(&out))
+    };
+    let (code, text) = check(&definition("widgets", "Widget", "How big.", "").replace("Namespaced", "Cluster"));
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        text.trim(),
+        format!(
+            "{}: CustomResourceDefinition \"widgets.stable.example.com\" is invalid: spec.scope: Invalid value: \"Cluster\": field is immutable",
+            new.display()
+        )
+    );
+    let (code, text) = check(&definition("widgets", "Widget", "How big.", "").replace("name: v1", "name: v2"));
+    assert_eq!(code, Some(1));
+    assert!(text.contains("status.storedVersions[0]: Invalid value: \"v1\": missing from spec.versions"), "{text}");
+    let (code, text) = check(&definition("widgets", "Widget", "Larger.", SIZE_COLUMN));
+    assert_eq!((code, text.trim()), (Some(0), format!("{}: widgets.stable.example.com ok", new.display()).as_str()));
+}
+
+/// `crd-apiserver delete-objects` on the server's store, as the admin runs it.
+fn delete_objects(live: &Live, name: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let server = &live.cluster.server;
+    let out = std::process::Command::new(support::binary())
+        .args(["delete-objects", name, "--storage", server.data_dir().to_str().unwrap()])
+        .args(["--definitions", server.definitions_dir().to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code(), format!("{}{}", stdout(&out), support::stderr(&out)))
+}
+
+#[test]
+fn a_removed_definition_keeps_its_objects_until_the_admin_deletes_them() {
+    let mut live = start(
+        &[&definition("widgets", "Widget", "How big.", ""), &definition("gadgets", "Gadget", "How big.", "")],
+        &[],
+    );
+    for name in ["g1", "g2"] {
+        let object = format!("apiVersion: stable.example.com/v1\nkind: Gadget\nmetadata: {{name: {name}}}\n");
+        live.admin.ok_stdin(&["apply", "-f", "-"], &object);
+    }
+    live.admin
+        .ok_stdin(&["apply", "-f", "-"], "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\n");
+    // Still defined: refused.
+    let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &["--confirm"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("gadgets.stable.example.com is defined in"), "{text}");
+    let defs = live.cluster.server.definitions_dir();
+    std::fs::remove_file(defs.join("01.yaml")).unwrap();
+    eventually("gadgets gone", || (live.status(GADGETS) == 404).then_some(()));
+    // The running server holds the store.
+    let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &["--confirm"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("stop the server first"), "{text}");
+    live.cluster.server.stop();
+    let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &[]);
+    assert_eq!(
+        (code, text.trim()),
+        (Some(0), "2 objects of gadgets.stable.example.com would be deleted; add --confirm to delete them")
+    );
+    let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &["--confirm"]);
+    assert_eq!((code, text.trim()), (Some(0), "deleted 2 objects of gadgets.stable.example.com"));
+    // Served again, the definition has no objects; the widgets were not touched.
+    std::fs::write(defs.join("01.yaml"), definition("gadgets", "Gadget", "How big.", "")).unwrap();
+    live.cluster.server.spawn(&[]);
+    assert_eq!(live.raw.get(GADGETS).unwrap().json()["items"], serde_json::json!([]));
+    assert_eq!(live.raw.get(&format!("{WIDGETS}/w1")).unwrap().status, 200);
 }

@@ -21,6 +21,7 @@ use crate::definitions::reload_status::ReloadStatus;
 use crate::definitions::scan::FileCache;
 use crate::definitions::watch::{self, DefinitionsWatcher};
 use crate::definitions::{Problem, Registry};
+use crate::lifecycle::stored_versions;
 use crate::store::Backend;
 
 /// What the reloads remember between them.
@@ -73,13 +74,21 @@ impl LiveDefinitions {
     /// `None` when nothing changed.
     async fn plan_and_record(&self, with_catalog: bool) -> Option<(Plan, Option<Catalog>)> {
         let ages = super::accepted_names::ages(&self.store).await;
+        let stored_versions = match stored_versions::read_all(&self.store).await {
+            Ok(all) => all,
+            Err(e) => {
+                // Without the record, the update rule cannot be applied: nothing changes.
+                tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
+                return None;
+            }
+        };
         let (paths, state) = (self.paths.clone(), self.state.clone());
         let planned = tokio::task::spawn_blocking(move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let scan = state.cache.scan(&paths);
             let age = |name: &str| ages.get(name).copied();
-            let stored_versions = |_: &str| Vec::new();
-            let context = Context { age: &age, stored_versions: &stored_versions };
+            let stored = |name: &str| stored_versions.get(name).cloned().unwrap_or_default();
+            let context = Context { age: &age, stored_versions: &stored };
             let mut plan = reload::plan(&state.served, &scan, &context);
             let changed = !plan.is_unchanged() || !state.loaded;
             let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
@@ -98,6 +107,19 @@ impl LiveDefinitions {
             return None;
         }
         let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
+        // Before any object can be written in a storage version, it is among the stored
+        // versions; if that cannot be recorded, the new set is not served.
+        let serving = registry.definitions().iter().map(|d| &**d);
+        if let Err(e) = stored_versions::record_storage_versions(&self.store, serving).await {
+            let first = !self.state.lock().map(|s| s.loaded).unwrap_or(true);
+            self.status.record_failure(&format!("recording status.storedVersions failed: {e}"));
+            if !first {
+                tracing::error!(error = %e, "recording status.storedVersions failed; the definitions are not reloaded");
+                return None;
+            }
+            // At start there is nothing else to serve; writes need the same store anyway.
+            tracing::error!(error = %e, "recording status.storedVersions failed");
+        }
         super::accepted_names::record(&self.store, registry, &ages).await;
         let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
         crate::metrics::global().definitions_served.store(served, Ordering::Relaxed);

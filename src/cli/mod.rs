@@ -1,5 +1,5 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check`, `validate`, `dev-pki` and `manifests`.
+//! `serve`, `check`, `validate`, `dev-pki`, `manifests` and `delete-objects`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -9,6 +9,7 @@ pub mod admission;
 pub mod auth_flags;
 pub mod checks;
 pub mod delegation;
+pub mod delete_objects;
 pub mod live_definitions;
 pub mod manifests;
 pub mod pki;
@@ -52,6 +53,8 @@ pub enum Command {
     DevPki(DevPkiArgs),
     /// Print the definitions ConfigMap and one APIService per served group version.
     Manifests(manifests::ManifestsArgs),
+    /// Delete the stored objects of a definition no longer served (a stopped server's store).
+    DeleteObjects(delete_objects::DeleteObjectsArgs),
 }
 
 #[derive(Debug, Args)]

@@ -71,6 +71,17 @@ impl ReloadStatus {
     }
 }
 
+impl ReloadStatus {
+    /// Adds a failure of the reload itself (the store could not record what it needed) to the
+    /// last outcome.
+    pub fn record_failure(&self, message: &str) {
+        let mut outcome = ReloadOutcome::clone(&self.last.load());
+        outcome.time = Some(jiff::Timestamp::now());
+        outcome.errors.push(ReloadError { definition: None, source: String::new(), message: message.to_string() });
+        self.last.store(Arc::new(outcome));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
