@@ -414,3 +414,25 @@ fn a_removed_definition_keeps_its_objects_until_the_admin_deletes_them() {
     assert_eq!(live.raw.get(GADGETS).unwrap().json()["items"], serde_json::json!([]));
     assert_eq!(live.raw.get(&format!("{WIDGETS}/w1")).unwrap().status, 200);
 }
+
+#[test]
+fn a_directory_swapped_whole_is_followed() {
+    let live = start(&[&definition("widgets", "Widget", "How big.", "")], &[]);
+    let defs = live.cluster.server.definitions_dir();
+    let staged = defs.with_extension("new");
+    std::fs::create_dir(&staged).unwrap();
+    std::fs::write(staged.join("00.yaml"), definition("widgets", "Widget", "How big.", SIZE_COLUMN)).unwrap();
+    std::fs::rename(&defs, defs.with_extension("old")).unwrap();
+    std::fs::rename(&staged, &defs).unwrap();
+    live.admin.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: XS}\n",
+    );
+    eventually("the new column", || {
+        let table = rows(&live.admin.ok(&["get", "widgets"]));
+        (table[0].contains(&"SIZE".to_string())).then_some(())
+    });
+    // The new directory is watched: a file added to it is served.
+    std::fs::write(defs.join("gadgets.yaml"), definition("gadgets", "Gadget", "How big.", "")).unwrap();
+    eventually("gadgets served", || (live.status(GADGETS) == 200).then_some(()));
+}

@@ -54,10 +54,19 @@ impl LiveDefinitions {
         }
     }
 
-    /// Reads the files again and serves what they say, if anything changed.
-    pub async fn reload(&self, api: &Api) {
+    /// Reads the files again and serves what they say, if anything changed. `since` is when
+    /// the file events that asked for it began.
+    pub async fn reload(&self, api: &Api, since: std::time::Instant) {
         let Some((plan, Some(catalog))) = self.plan_and_record(true).await else { return };
         api.replace_catalog(catalog);
+        tracing::info!(
+            added = plan.added.len(),
+            changed = plan.changed.len(),
+            removed = plan.removed.len(),
+            served = plan.served.len(),
+            since_file_event = %crate::logs::duration::GoDuration(since.elapsed()),
+            "definitions reloaded"
+        );
         for name in &plan.added {
             tracing::info!(definition = %name, "serving a new definition");
         }
@@ -92,10 +101,10 @@ impl LiveDefinitions {
             let mut plan = reload::plan(&state.served, &scan, &context);
             let changed = !plan.is_unchanged() || !state.loaded;
             let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
-            (plan, changed, catalog, ages)
+            (plan, changed, catalog, ages, stored_versions)
         })
         .await;
-        let (plan, changed, catalog, ages) = match planned {
+        let (plan, changed, catalog, ages, recorded) = match planned {
             Ok(planned) => planned,
             Err(e) => {
                 tracing::error!(error = %e, "reloading the definitions failed; serving the previous ones");
@@ -109,7 +118,10 @@ impl LiveDefinitions {
         let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
         // Before any object can be written in a storage version, it is among the stored
         // versions; if that cannot be recorded, the new set is not served.
-        let serving = registry.definitions().iter().map(|d| &**d);
+        let unrecorded = |d: &&Arc<crate::definitions::Definition>| {
+            !recorded.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name))
+        };
+        let serving = registry.definitions().iter().filter(unrecorded).map(|d| &**d);
         if let Err(e) = stored_versions::record_storage_versions(&self.store, serving).await {
             let first = !self.state.lock().map(|s| s.loaded).unwrap_or(true);
             self.status.record_failure(&format!("recording status.storedVersions failed: {e}"));
@@ -157,9 +169,9 @@ impl LiveDefinitions {
         let (watcher, mut events) = DefinitionsWatcher::start(&self.paths)?;
         tokio::spawn(async move {
             // What changed between the first load and the start of the watch.
-            self.reload(&api).await;
-            while watch::next_change(&mut events).await.is_some() {
-                self.reload(&api).await;
+            self.reload(&api, std::time::Instant::now()).await;
+            while let Some(began) = watch::next_change(&mut events).await {
+                self.reload(&api, began).await;
                 // A directory swapped whole is a new directory: watch it.
                 watcher.rearm();
             }

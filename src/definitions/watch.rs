@@ -34,28 +34,28 @@ pub struct Error {
 /// The watches on the definitions paths. Dropping it stops them.
 pub struct DefinitionsWatcher {
     watcher: Mutex<RecommendedWatcher>,
-    /// The given paths that are directories, watched themselves.
-    directories: Vec<PathBuf>,
+    /// The given paths, watched themselves whenever they are directories.
+    paths: Vec<PathBuf>,
 }
 
 /// What is watched for one given path: the directory holding it, for events naming it (or a
-/// ConfigMap volume's `..`-prefixed entries beside it), and the path itself when a directory.
+/// ConfigMap volume's `..`-prefixed entries beside it), and the path itself when it is a
+/// directory (now, or once it appears).
 struct Interest {
     parent: PathBuf,
     name: Option<OsString>,
-    directory: Option<PathBuf>,
+    path: PathBuf,
 }
 
 impl Interest {
     fn of(path: &Path) -> Interest {
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let parent = absolute.parent().map(Path::to_path_buf).unwrap_or_else(|| absolute.clone());
-        let directory = absolute.is_dir().then(|| absolute.clone());
-        Interest { parent, name: absolute.file_name().map(OsString::from), directory }
+        Interest { parent, name: absolute.file_name().map(OsString::from), path: absolute }
     }
 
     fn concerns(&self, event_path: &Path) -> bool {
-        if self.directory.as_deref().is_some_and(|d| event_path.parent() == Some(d) || event_path == d) {
+        if event_path.parent() == Some(self.path.as_path()) || event_path == self.path {
             return true;
         }
         if event_path.parent() != Some(self.parent.as_path()) {
@@ -94,18 +94,18 @@ impl DefinitionsWatcher {
                 watch(&mut watcher, &interest.parent)?;
             }
         }
-        let directories: Vec<PathBuf> = interests.iter().filter_map(|i| i.directory.clone()).collect();
-        for directory in &directories {
+        let paths: Vec<PathBuf> = interests.iter().map(|i| i.path.clone()).collect();
+        for directory in paths.iter().filter(|p| p.is_dir()) {
             watch(&mut watcher, directory)?;
         }
-        Ok((DefinitionsWatcher { watcher: Mutex::new(watcher), directories }, rx))
+        Ok((DefinitionsWatcher { watcher: Mutex::new(watcher), paths }, rx))
     }
 
     /// Watches the given directories again: one replaced whole (renamed over) is a new
-    /// directory, which the old watch does not see.
+    /// directory, which the old watch does not see, and one that appeared had no watch.
     pub fn rearm(&self) {
         let Ok(mut watcher) = self.watcher.lock() else { return };
-        for directory in &self.directories {
+        for directory in self.paths.iter().filter(|p| p.is_dir()) {
             let _ = watcher.unwatch(directory);
             if let Err(e) = watch(&mut watcher, directory) {
                 tracing::warn!(error = %e, "watching a definitions directory again failed");
@@ -121,16 +121,18 @@ fn watch(watcher: &mut RecommendedWatcher, path: &Path) -> Result<(), Error> {
 }
 
 /// Waits for the next change, then for the burst it starts to end (no event for [`QUIET`], or
-/// [`MOST_DELAY`] after it began). `None` once the watcher is gone.
-pub async fn next_change(events: &mut mpsc::UnboundedReceiver<()>) -> Option<()> {
+/// [`MOST_DELAY`] after it began). Returns when the burst began; `None` once the watcher is
+/// gone.
+pub async fn next_change(events: &mut mpsc::UnboundedReceiver<()>) -> Option<std::time::Instant> {
     events.recv().await?;
+    let began = std::time::Instant::now();
     let give_up = tokio::time::Instant::now() + MOST_DELAY;
     loop {
         let quiet = tokio::time::Instant::now() + QUIET;
         match tokio::time::timeout_at(quiet.min(give_up), events.recv()).await {
             Ok(Some(())) if tokio::time::Instant::now() < give_up => continue,
             Ok(None) => return None,
-            _ => return Some(()),
+            _ => return Some(began),
         }
     }
 }
