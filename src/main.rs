@@ -20,6 +20,7 @@ fn main() -> anyhow::Result<()> {
         Command::Check(check) => std::process::exit(cli::check(&check)),
         Command::Validate(args) => std::process::exit(cli::validate::run(&args)),
         Command::Manifests(args) => std::process::exit(cli::manifests::run(&args)),
+        Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
         Command::DevPki(args) => {
             let pki = cli::pki::DevPki::ensure(&args.dir)?;
             let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", args.port))?;
