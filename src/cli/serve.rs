@@ -85,7 +85,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
     Ok(Resolved { tls_cert, tls_key, client_ca, storage, definitions, dev })
 }
 
-
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
