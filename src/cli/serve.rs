@@ -105,7 +105,7 @@ fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError>
 }
 
 /// Loads the definitions; of two whose names clash, the one served first keeps them.
-async fn load_registry(paths: &[PathBuf], store: &Backend) -> Registry {
+pub(super) async fn load_registry(paths: &[PathBuf], store: &Backend) -> Registry {
     let report = load_paths(paths);
     let ages = super::accepted_names::ages(store).await;
     let (registry, conflicts) = Registry::build(super::accepted_names::oldest_first(report.definitions, &ages));
@@ -186,6 +186,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         StorageUrl::Etcd(endpoints) => endpoints.join(","),
     };
     super::storage_metrics::spawn(api.clone(), args.storage_metrics_interval, storage_id);
+    // Storage versions, migrations and the serveddefinitions status, as definitions are served.
+    let migration = crate::lifecycle::migrate::Options {
+        rate: args.storage_migration_rate,
+        ..crate::lifecycle::migrate::Options::default()
+    };
+    let _lifecycle = crate::lifecycle::controller::Controller::spawn(api.clone(), migration);
 
     let lifecycle = Lifecycle::new(ShutdownOptions {
         delay: args.shutdown_delay_duration,
