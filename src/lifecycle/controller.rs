@@ -4,7 +4,7 @@
 //! `serveddefinitions` status object current. Reloads are noticed within a second (or at once
 //! through [`Controller::wake`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ use crate::store::Backend;
 const POLL: Duration = Duration::from_secs(1);
 /// How long a failed migration waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(10);
+/// How often every status object is refreshed (object counts change with every create).
+const REFRESH: Duration = Duration::from_secs(60);
 /// How often a running migration's progress reaches the log and the status object.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
@@ -74,9 +76,11 @@ impl Controller {
         let mut seen: Option<Arc<Catalog>> = None;
         let mut pending: Vec<String> = Vec::new();
         let mut retry_at: HashMap<String, Instant> = HashMap::new();
+        let mut refreshed = Instant::now();
         loop {
             let catalog = self.api.catalog();
-            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) {
+            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || refreshed.elapsed() >= REFRESH {
+                refreshed = Instant::now();
                 self.catalog_changed(&catalog).await;
                 pending = served(&catalog).map(|d| d.name.clone()).collect();
                 seen = Some(catalog.clone());
@@ -107,7 +111,8 @@ impl Controller {
         }
     }
 
-    /// Records the storage versions of a newly served set and refreshes every status object.
+    /// Records the storage versions of a newly served set and refreshes every status object
+    /// (also done every `REFRESH`, for the object counts).
     async fn catalog_changed(&self, catalog: &Catalog) {
         let definitions: Vec<&Definition> = served(catalog).map(|d| &**d).collect();
         if let Err(e) = stored_versions::record_storage_versions(self.store(), definitions.iter().copied()).await {
@@ -128,8 +133,12 @@ impl Controller {
             return Ok(true);
         }
         let stored = stored_versions::read(self.store(), &definition.name).await?;
-        tracing::info!(definition = %definition.name, storedVersions = ?stored, storageVersion = %definition.storage.name,
-            "storage-version migration: rewriting objects stored in other versions into the storage version");
+        if stored.iter().any(|v| *v != definition.storage.name) {
+            tracing::info!(definition = %definition.name, storedVersions = ?stored, storageVersion = %definition.storage.name,
+                "storage-version migration: rewriting objects stored in other versions into the storage version");
+        } else {
+            tracing::debug!(definition = %definition.name, "counting stored objects per version");
+        }
         let api = self.api.clone();
         let (name, storage) = (definition.name.clone(), definition.storage.name.clone());
         let still_current = move || {
@@ -168,14 +177,35 @@ impl Controller {
             None => migrate::progress::read(store, &definition.name).await.ok().flatten(),
         };
         let reload_error = self.reload_errors.lock().ok().and_then(|e| e.get(&definition.name).cloned());
+        let progress = progress.or(recorded.as_ref());
+        let counts = match progress {
+            Some(p) => self.objects_per_version(definition, p).await,
+            None => None,
+        };
         let facts = status::Facts {
             stored_versions: &stored,
-            progress: progress.or(recorded.as_ref()),
+            progress,
+            objects_per_version: counts.as_ref(),
             reload_error: reload_error.as_deref(),
         };
         if let Err(e) = status::write(store, definition, &facts).await {
             tracing::warn!(definition = %definition.name, error = %e, "writing the definition's status failed");
         }
+    }
+}
+
+impl Controller {
+    /// Objects per version now: the older versions as the last pass counted them (no object
+    /// can be written in them since), the storage version as the rest of what is stored.
+    async fn objects_per_version(&self, definition: &Definition, progress: &Progress) -> Option<BTreeMap<String, u64>> {
+        let counted = progress.counts()?;
+        let prefix = crate::store::key::resource_prefix(&definition.group, &definition.plural);
+        let total = crate::store::Store::count(self.store(), &prefix).await.ok()?;
+        let mut counts: BTreeMap<String, u64> =
+            counted.iter().filter(|(v, _)| **v != definition.storage.name).map(|(v, n)| (v.clone(), *n)).collect();
+        let older: u64 = counts.values().sum();
+        counts.insert(definition.storage.name.clone(), total.saturating_sub(older));
+        Some(counts)
     }
 }
 

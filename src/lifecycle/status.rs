@@ -3,8 +3,8 @@
 //! list, watch and Tables serve them as any stored object. Each shows the definition as served,
 //! Kubernetes' CRD status fields (conditions worded as Kubernetes words them, acceptedNames,
 //! storedVersions) and what only this server knows: the storage version, objects per version
-//! (as the last migration pass counted them), the migration's progress and the last reload
-//! error.
+//! (older versions as the last migration pass counted them, the storage version as the rest),
+//! the migration's progress and the last reload error.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -20,6 +20,8 @@ use crate::store::{Backend, Error, ListOptions, Store, key};
 pub struct Facts<'a> {
     pub stored_versions: &'a [String],
     pub progress: Option<&'a Progress>,
+    /// Objects per version they are stored in.
+    pub objects_per_version: Option<&'a std::collections::BTreeMap<String, u64>>,
     /// Why the last reload of the definition's file was refused, if it was.
     pub reload_error: Option<&'a str>,
 }
@@ -91,10 +93,10 @@ pub fn render(definition: &Definition, facts: &Facts<'_>, uid: &str, created: &s
         "storedVersions": facts.stored_versions,
         "storageVersion": definition.storage.name,
     });
+    if let Some(counts) = facts.objects_per_version {
+        put(&mut status, "objectsPerVersion", json!(counts));
+    }
     if let Some(progress) = facts.progress {
-        if let Some(counts) = progress.counts() {
-            put(&mut status, "objectsPerVersion", json!(counts));
-        }
         put(&mut status, "migration", migration(progress, facts.stored_versions));
     }
     if let Some(error) = facts.reload_error {

@@ -79,7 +79,12 @@ pub async fn migrate(
     stored_versions::add(store, &definition.name, storage).await?;
     let previous = progress::read(store, &definition.name).await?;
     let mut progress = match previous {
-        Some(p) if p.storage_version == storage && p.state == State::Running => p,
+        Some(p) if p.storage_version == storage && p.state == State::Running => {
+            if let Some(after) = &p.continue_after {
+                tracing::info!(definition = %definition.name, migrated = p.migrated, "storage-version migration: resuming after {after}");
+            }
+            p
+        }
         other => Progress::start(storage, other.as_ref()),
     };
     let mut pacer = Pacer::new(options.rate);
@@ -107,8 +112,15 @@ pub async fn migrate(
             report(&progress);
             return Ok(progress);
         }
+        // The next pass counts afresh; what this migration rewrote so far still shows.
         let counted = std::mem::take(&mut progress.objects_per_version);
-        progress = Progress { last_objects_per_version: Some(counted), ..Progress::start(storage, None) };
+        progress = Progress {
+            last_objects_per_version: Some(counted),
+            migrated: progress.migrated,
+            yielded_to_writers: progress.yielded_to_writers,
+            started_at: std::mem::take(&mut progress.started_at),
+            ..Progress::start(storage, None)
+        };
     }
     progress::write(store, &definition.name, &progress).await?;
     Ok(progress)
