@@ -98,7 +98,12 @@ fn served_definitions_are_read_through_the_aggregator_as_rbac_allows() {
         .unwrap()
         .iter()
         .map(|c| {
-            (c["type"].as_str().unwrap(), c["status"].as_str().unwrap(), c["reason"].as_str().unwrap(), c["message"].as_str().unwrap())
+            (
+                c["type"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap(),
+                c["message"].as_str().unwrap(),
+            )
         })
         .collect();
     assert_eq!(
@@ -162,7 +167,10 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
     cluster.plane.register("stable.example.com", "v1");
     // storedVersions holds both until no object is left in v1beta1, as the log says.
     let started = |log: &str| {
-        log.lines().any(|l| l.contains("storage-version migration: rewriting") && l.contains(r#"storedVersions="[\"v1beta1\", \"v1\"]""#))
+        log.lines().any(|l| {
+            l.contains("storage-version migration: rewriting")
+                && l.contains(r#"storedVersions="[\"v1beta1\", \"v1\"]""#)
+        })
     };
     std::thread::sleep(Duration::from_millis(500));
     let log = cluster.server.log();
@@ -193,10 +201,7 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
     let after = read("v1", "first");
     assert_eq!(after["metadata"]["generation"], in_v1["metadata"]["generation"]);
     assert_eq!(after["metadata"]["labels"], json!({"step": "5"}));
-    assert_eq!(
-        without(after.clone(), &[]).pointer("/spec"),
-        without(read("v1beta1", "first"), &[]).pointer("/spec")
-    );
+    assert_eq!(without(after.clone(), &[]).pointer("/spec"), without(read("v1beta1", "first"), &[]).pointer("/spec"));
 
     // Only now may v1beta1 leave the file; the objects are served as before.
     restart_with(&mut cluster, &crontab(&[("v1", true, true, false, None)]));
@@ -209,7 +214,13 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
 #[test]
 fn every_version_behaviour_of_the_seeds_with_kubectl() {
     let definition = crontab(&[
-        ("v1alpha1", true, false, true, Some("example.com/v1alpha1 CronTab is deprecated; see http://example.com/v1alpha1-v1")),
+        (
+            "v1alpha1",
+            true,
+            false,
+            true,
+            Some("example.com/v1alpha1 CronTab is deprecated; see http://example.com/v1alpha1-v1"),
+        ),
         ("v1beta1", true, false, true, None),
         ("v1", true, true, false, None),
         ("v2", false, false, false, None),
@@ -222,7 +233,8 @@ fn every_version_behaviour_of_the_seeds_with_kubectl() {
     // Discovery lists the served versions by priority, v1 preferred; v2 is not served.
     let group: Value =
         serde_json::from_str(&cluster.kubectl_ok(&carol, &["get", "--raw", "/apis/stable.example.com"])).unwrap();
-    let versions: Vec<&str> = group["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    let versions: Vec<&str> =
+        group["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
     assert_eq!(versions, ["v1", "v1beta1", "v1alpha1"]);
     assert_eq!(group["preferredVersion"]["version"], "v1");
     let api_versions = cluster.kubectl_ok(&carol, &["api-versions"]);
@@ -248,8 +260,12 @@ fn every_version_behaviour_of_the_seeds_with_kubectl() {
     );
 
     // served: false — the version's paths are not found; the object stays readable elsewhere.
-    let unserved = cluster.kubectl(&carol, &["get", "--raw", "/apis/stable.example.com/v2/namespaces/default/crontabs/cron"]);
-    assert_eq!(stderr(&unserved).trim(), "Error from server (NotFound): the server could not find the requested resource");
+    let unserved =
+        cluster.kubectl(&carol, &["get", "--raw", "/apis/stable.example.com/v2/namespaces/default/crontabs/cron"]);
+    assert_eq!(
+        stderr(&unserved).trim(),
+        "Error from server (NotFound): the server could not find the requested resource"
+    );
     let by_resource = cluster.kubectl(&carol, &["get", "crontabs.v2.stable.example.com"]);
     assert!(!by_resource.status.success());
     assert!(stderr(&by_resource).contains("the server doesn't have a resource type"), "{}", stderr(&by_resource));
@@ -308,7 +324,12 @@ fn a_migration_killed_halfway_resumes_and_every_concurrent_write_wins() {
                 for i in 0..20 {
                     let path = format!("/apis/stable.example.com/v1beta1/namespaces/default/crontabs/c{i:04}");
                     let patch = json!({"spec": {"image": format!("user-{round}")}});
-                    let sent = client.send("PATCH", &path, "application/merge-patch+json", serde_json::to_vec(&patch).unwrap());
+                    let sent = client.send(
+                        "PATCH",
+                        &path,
+                        "application/merge-patch+json",
+                        serde_json::to_vec(&patch).unwrap(),
+                    );
                     let entry = rounds.entry(i).or_insert((0, 0));
                     entry.1 = round;
                     // A write cut short by the kill may or may not have happened; answers count.

@@ -27,9 +27,7 @@ fn column(name: &str, kind: &str, path: &str, description: &str) -> Value {
 
 /// The manifest of `serveddefinitions.crd-apiserver.io`.
 pub fn served_definitions_manifest() -> Value {
-    let open_object = |description: &str| {
-        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": description})
-    };
+    let open_object = |description: &str| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": description});
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -141,9 +141,8 @@ impl Controller {
         }
         let api = self.api.clone();
         let (name, storage) = (definition.name.clone(), definition.storage.name.clone());
-        let still_current = move || {
-            api.catalog().registry.definitions().iter().any(|d| d.name == name && d.storage.name == storage)
-        };
+        let still_current =
+            move || api.catalog().registry.definitions().iter().any(|d| d.name == name && d.storage.name == storage);
         let mut last_report = Instant::now();
         let mut report = |progress: &Progress| {
             if last_report.elapsed() >= REPORT_EVERY || progress.state == migrate::progress::State::Done {

@@ -197,7 +197,8 @@ fn version(version: &Version) -> Value {
         out.insert("additionalPrinterColumns".into(), json!(version.printer_columns));
     }
     if !version.selectable_fields.is_empty() {
-        let fields: Vec<Value> = version.selectable_fields.iter().map(|f| json!({"jsonPath": format!(".{f}")})).collect();
+        let fields: Vec<Value> =
+            version.selectable_fields.iter().map(|f| json!({"jsonPath": format!(".{f}")})).collect();
         out.insert("selectableFields".into(), Value::Array(fields));
     }
     Value::Object(out)

@@ -123,7 +123,10 @@ async fn a_users_write_during_the_rewrite_always_wins() {
     assert_eq!(outcome, rewrite::Outcome { migrated: 2, yielded: 2 });
     assert_eq!(store.get(&key_of("c0000")).await.unwrap().unwrap(), user_write, "never overwritten");
     let c1: Value = serde_json::from_slice(&store.get(&key_of("c0001")).await.unwrap().unwrap().value).unwrap();
-    assert_eq!((c1["apiVersion"].as_str(), c1["spec"]["image"].as_str()), (Some("stable.example.com/v1"), Some("user-old")));
+    assert_eq!(
+        (c1["apiVersion"].as_str(), c1["spec"]["image"].as_str()),
+        (Some("stable.example.com/v1"), Some("user-old"))
+    );
     assert!(store.get(&key_of("c0002")).await.unwrap().is_none(), "a deleted object stays deleted");
     let c3: Value = serde_json::from_slice(&store.get(&key_of("c0003")).await.unwrap().unwrap().value).unwrap();
     assert_eq!(c3["apiVersion"], "stable.example.com/v1");
