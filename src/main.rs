@@ -24,6 +24,7 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             std::process::exit(runtime.block_on(cli::migrate_storage::run(&args)))
         }
+        Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
         Command::DevPki(args) => {
             let pki = cli::pki::DevPki::ensure(&args.dir)?;
             let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", args.port))?;

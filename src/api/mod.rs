@@ -83,6 +83,8 @@ impl Default for ApiOptions {
 /// The API: served definitions plus the store.
 pub struct Api {
     catalog: ArcSwap<Catalog>,
+    /// The same catalog, for the watches that end when their definition changes.
+    catalog_changes: tokio::sync::watch::Sender<Arc<Catalog>>,
     store: Backend,
     options: ApiOptions,
     namespaces: Arc<dyn namespaces::Namespaces>,
@@ -101,8 +103,10 @@ impl Api {
         options: ApiOptions,
         namespaces: Arc<dyn namespaces::Namespaces>,
     ) -> Api {
+        let catalog = Arc::new(Catalog::new(registry));
         Api {
-            catalog: ArcSwap::from_pointee(Catalog::new(registry)),
+            catalog: ArcSwap::new(catalog.clone()),
+            catalog_changes: tokio::sync::watch::Sender::new(catalog),
             store,
             options,
             namespaces,
@@ -130,7 +134,21 @@ impl Api {
 
     /// Serves a new set of definitions from now on.
     pub fn replace_registry(&self, registry: Registry) {
-        self.catalog.store(Arc::new(Catalog::new(registry)));
+        self.replace_catalog(Catalog::new(registry));
+    }
+
+    /// Serves a catalog built off the request path from now on. Requests in flight finish with
+    /// the catalog they started with; watches whose definition is no longer served as it was
+    /// end (`watch`), as Kubernetes tears down a changed definition's storage.
+    pub fn replace_catalog(&self, catalog: Catalog) {
+        let catalog = Arc::new(catalog);
+        self.catalog.store(catalog.clone());
+        self.catalog_changes.send_replace(catalog);
+    }
+
+    /// Follows the catalog: a receiver that sees every replacement.
+    pub fn catalog_changes(&self) -> tokio::sync::watch::Receiver<Arc<Catalog>> {
+        self.catalog_changes.subscribe()
     }
 
     pub fn store(&self) -> &Backend {

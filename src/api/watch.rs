@@ -156,6 +156,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             deadline: deadline_after(params.timeout),
             store: api.store().clone(),
             headers_sent: false,
+            catalog: api.catalog_changes(),
             _watcher: call.served.series.watcher(),
         };
         tokio::spawn(stream.run(events, initial, params));
@@ -208,6 +209,8 @@ struct Stream {
     /// Table watches carry the column definitions in their first event only, as Kubernetes'
     /// watch encoder does.
     headers_sent: bool,
+    /// The served definitions: the watch ends when its own is no longer served as it was.
+    catalog: tokio::sync::watch::Receiver<std::sync::Arc<super::Catalog>>,
     /// Counts the watch in `apiserver_registered_watchers` while it runs.
     _watcher: crate::metrics::requests::Watcher,
 }
@@ -233,6 +236,9 @@ impl Stream {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = self.tx.closed() => return,
+                Ok(()) = self.catalog.changed() => {
+                    if !self.still_served() { return; }
+                }
                 _ = ticker.tick(), if params.bookmarks => {
                     // Read the revision first: if the watch is idle after that, it has seen
                     // every event up to it.
@@ -250,6 +256,19 @@ impl Stream {
                 }
             }
         }
+    }
+
+    /// Whether the watched resource is served by the very definition it was when the watch
+    /// began. When not, the watch ends cleanly, as Kubernetes ends every watch of a
+    /// definition whose spec changed (its storage is torn down): clients start again, and
+    /// see the resource as it is now served, or a 404.
+    fn still_served(&mut self) -> bool {
+        let catalog = self.catalog.borrow_and_update();
+        let (definition, version) = (&self.call.served.definition, &self.call.served.version);
+        catalog
+            .registry
+            .lookup(&definition.group, &version.name, &definition.plural)
+            .is_some_and(|now| std::sync::Arc::ptr_eq(&now.definition, definition))
     }
 
     /// Sends an event if it concerns the watcher's selection. An object that leaves the

@@ -45,7 +45,14 @@ pub async fn run(args: &MigrateStorageArgs) -> i32 {
             return 1;
         }
     };
-    let registry = super::serve::load_registry(&args.definitions, &store).await;
+    let reloads = crate::definitions::reload_status::ReloadStatus::new();
+    let registry =
+        super::live_definitions::LiveDefinitions::new(args.definitions.clone(), store.clone(), reloads.clone())
+            .load()
+            .await;
+    for error in &reloads.last().errors {
+        eprintln!("{}", error.message);
+    }
     let api = Api::new(store.clone(), registry, ApiOptions::default());
     let options = migrate::Options { rate: args.storage_migration_rate, ..migrate::Options::default() };
     let mut failed = false;

@@ -1,5 +1,5 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check`, `validate`, `dev-pki` and `manifests`.
+//! `serve`, `check`, `validate`, `dev-pki`, `manifests` and `delete-objects`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -9,6 +9,8 @@ pub mod admission;
 pub mod auth_flags;
 pub mod checks;
 pub mod delegation;
+pub mod delete_objects;
+pub mod live_definitions;
 pub mod manifests;
 pub mod migrate_storage;
 pub mod pki;
@@ -55,6 +57,8 @@ pub enum Command {
     /// Rewrite every object stored in an older version into its definition's storage version,
     /// in a stopped server's store, then drop the emptied versions from storedVersions.
     MigrateStorage(migrate_storage::MigrateStorageArgs),
+    /// Delete the stored objects of a definition no longer served (a stopped server's store).
+    DeleteObjects(delete_objects::DeleteObjectsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +170,13 @@ pub struct CheckArgs {
     /// Definition files or directories.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// Check the definitions as an update of those in this file or directory (repeatable), as
+    /// a running server checks a changed file: Kubernetes' update rules on top of the create
+    /// checks (immutable scope and kind, stored versions kept in spec.versions, names held).
+    /// The stored versions are the previous storage version and the previous manifest's
+    /// status.storedVersions, if it has one.
+    #[arg(long = "previous", value_name = "PATH")]
+    pub previous: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -241,24 +252,50 @@ impl StorageUrl {
 
 /// `crd-apiserver check`: prints every problem; exit code 1 when there is one.
 pub fn check(args: &CheckArgs) -> i32 {
-    let report = crate::definitions::load_paths(&args.paths);
-    let (registry, conflicts) = crate::definitions::Registry::build(report.definitions);
-    let problems: Vec<_> = report.problems.into_iter().chain(conflicts).collect();
-    for problem in &problems {
+    use crate::definitions::reload::{Context, plan};
+    use crate::definitions::scan::FileCache;
+    let no_age = |_: &str| None;
+    let no_stored = |_: &str| Vec::new();
+    let first = Context { age: &no_age, stored_versions: &no_stored };
+    let previous = if args.previous.is_empty() {
+        std::collections::HashMap::new()
+    } else {
+        let before = plan(&Default::default(), &FileCache::default().scan(&args.previous), &first);
+        for problem in &before.problems {
+            println!("previous: {problem}");
+        }
+        before.served
+    };
+    // The versions the previous manifests say objects were stored in.
+    let stored = |name: &str| -> Vec<String> {
+        let status = previous.get(name).and_then(|s| s.loaded.manifest.status.as_ref());
+        status.and_then(|s| s.stored_versions.clone()).unwrap_or_default()
+    };
+    // Definitions served before keep their names against newcomers, as in a running server.
+    let age = |name: &str| previous.contains_key(name).then_some(0);
+    let checked =
+        plan(&previous, &FileCache::default().scan(&args.paths), &Context { age: &age, stored_versions: &stored });
+    for problem in &checked.problems {
         println!("{problem}");
     }
-    for definition in registry.definitions() {
+    let refused: std::collections::HashSet<&str> = checked.problems.iter().filter_map(|p| p.name.as_deref()).collect();
+    let mut accepted = 0;
+    for definition in checked.registry.definitions().iter().filter(|d| !refused.contains(d.name.as_str())) {
+        accepted += 1;
         println!("{}: {} ok", definition.source, definition.name);
         for warning in &definition.warnings {
             println!("{}: {}: warning: {warning}", definition.source, definition.name);
         }
     }
-    if problems.is_empty() && registry.definitions().is_empty() {
+    for name in &checked.removed {
+        println!("{name}: no longer served (its objects stay in the store)");
+    }
+    if checked.problems.is_empty() && accepted == 0 && checked.removed.is_empty() {
         let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
         println!("{}: no CustomResourceDefinitions found", paths.join(", "));
         return 1;
     }
-    if problems.is_empty() { 0 } else { 1 }
+    if checked.problems.is_empty() { 0 } else { 1 }
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::live_definitions::LiveDefinitions;
 use super::pki::DevPki;
 use super::{ServeArgs, StorageUrl};
 use crate::api::namespaces::Namespaces;
 use crate::api::{Api, ApiOptions};
 use crate::core::namespace::NamespaceState;
-use crate::definitions::{Registry, load_paths};
+use crate::definitions::reload_status::ReloadStatus;
 use crate::server::health::Informers;
 use crate::server::router::Router;
 use crate::server::shutdown::{Lifecycle, ShutdownOptions};
@@ -104,35 +105,6 @@ fn open_store(url: &StorageUrl, args: &ServeArgs) -> Result<Backend, StartError>
     }
 }
 
-/// Loads the definitions; of two whose names clash, the one served first keeps them.
-pub(super) async fn load_registry(paths: &[PathBuf], store: &Backend) -> Registry {
-    let report = load_paths(paths);
-    let ages = super::accepted_names::ages(store).await;
-    let (registry, conflicts) = Registry::build(super::accepted_names::oldest_first(report.definitions, &ages));
-    super::accepted_names::record(store, &registry, &ages).await;
-    // Before any object can be written in a storage version, it is among the stored versions.
-    if let Err(e) =
-        crate::lifecycle::stored_versions::record_storage_versions(store, registry.definitions().iter().map(|d| &**d))
-            .await
-    {
-        tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
-    }
-    let metrics = crate::metrics::global();
-    for problem in report.problems.iter().chain(conflicts.iter()) {
-        tracing::error!("{problem}");
-        metrics.definition_load_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
-    metrics.definitions_served.store(served, std::sync::atomic::Ordering::Relaxed);
-    for definition in registry.definitions() {
-        tracing::info!(definition = %definition.name, source = %definition.source, "serving");
-        for warning in &definition.warnings {
-            tracing::warn!(definition = %definition.name, "{warning}");
-        }
-    }
-    registry
-}
-
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
@@ -156,7 +128,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = open_store(&resolved.storage, &args)?;
-    let registry = load_registry(&resolved.definitions, &store).await;
+    // Definitions are served as the files say, from the first load on, and reloaded on change.
+    let reload_status = ReloadStatus::new();
+    let definitions = LiveDefinitions::new(resolved.definitions.clone(), store.clone(), reload_status.clone());
+    let registry = definitions.load().await;
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     // The followers of the main apiserver, for /readyz's informer-sync.
     let informers = Arc::new(Informers::default());
@@ -179,6 +154,9 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         )
         .with_admission(admission),
     );
+    if let Err(e) = definitions.follow(api.clone()) {
+        tracing::error!(error = %e, "definitions are not reloaded when their files change");
+    }
     // Objects of namespaces deleted while nobody cleaned them up go away on their own.
     crate::api::namespaces::spawn_sweeper(api.clone(), args.namespace_sweep_interval);
     let storage_id = match &resolved.storage {
@@ -191,7 +169,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         rate: args.storage_migration_rate,
         ..crate::lifecycle::migrate::Options::default()
     };
-    let _lifecycle = crate::lifecycle::controller::Controller::spawn(api.clone(), migration);
+    let _lifecycle = crate::lifecycle::controller::Controller::spawn(api.clone(), migration, reload_status.clone());
 
     let lifecycle = Lifecycle::new(ShutdownOptions {
         delay: args.shutdown_delay_duration,

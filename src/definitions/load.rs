@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
@@ -93,8 +94,22 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
+/// A definition that passed the create checks, with the (defaulted) manifest it was built from:
+/// what a later version of the file is compared with.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub manifest: Arc<CustomResourceDefinition>,
+    pub definition: Arc<Definition>,
+}
+
 /// Checks one manifest document and builds its served model.
 pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Problem> {
+    let loaded = loaded_from_value(raw, source)?;
+    Ok(Arc::unwrap_or_clone(loaded.definition))
+}
+
+/// [`definition_from_value`], keeping the manifest.
+pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
     let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
@@ -117,11 +132,11 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     if !errors.is_empty() {
         return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
     }
-    let mut definition = super::build::build_compiled(crd, source.to_string(), rules);
+    let mut definition = super::build::build_compiled(crd.clone(), source.to_string(), rules);
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
     definition.warnings =
         schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();
-    Ok(definition)
+    Ok(Loaded { manifest: Arc::new(crd), definition: Arc::new(definition) })
 }
 
 /// Loads every definition from files and directories. Problems are collected, not fatal.
@@ -138,7 +153,7 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
     };
     for outcome in crate::core::parallel::map(&files, |file| load_file(file)).into_iter().flatten() {
         match outcome {
-            Ok(d) => report.definitions.push(d),
+            Ok(d) => report.definitions.push(Arc::unwrap_or_clone(d.definition)),
             Err(p) => report.problems.push(p),
         }
     }
@@ -146,13 +161,21 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
 }
 
 /// The definitions of one file, and its problems, in document order.
-fn load_file(file: &Path) -> Vec<Result<Definition, Problem>> {
+fn load_file(file: &Path) -> Vec<Result<Loaded, Problem>> {
+    match std::fs::read(file) {
+        Ok(bytes) => load_text(file, &bytes),
+        Err(e) => vec![Err(Problem::new(file.display().to_string(), None, vec![format!("cannot read: {e}")]))],
+    }
+}
+
+/// The definitions of a file's contents, and its problems, in document order.
+pub fn load_text(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
     let shown = file.display().to_string();
-    let text = match std::fs::read_to_string(file) {
+    let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot read: {e}")]))],
     };
-    let docs = match parse_documents(&text) {
+    let docs = match parse_documents(text) {
         Ok(d) => d,
         Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot parse: {e}")]))],
     };
@@ -162,7 +185,7 @@ fn load_file(file: &Path) -> Vec<Result<Definition, Problem>> {
         .enumerate()
         .map(|(i, doc)| {
             let source = if many { format!("{shown} (document {})", i + 1) } else { shown.clone() };
-            definition_from_value(doc, &source)
+            loaded_from_value(doc, &source)
         })
         .collect()
 }

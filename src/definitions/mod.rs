@@ -10,10 +10,15 @@ pub mod conversion;
 pub mod load;
 pub mod model;
 pub mod registry;
+pub mod reload;
+pub mod reload_status;
+pub mod scan;
 pub mod strict;
+pub mod update;
 pub mod validate;
 pub mod version_order;
 pub mod versions;
+pub mod watch;
 
 pub use load::{LoadReport, Problem, load_paths};
 pub use model::{Definition, Scale, Scope, Version};

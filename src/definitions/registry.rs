@@ -42,6 +42,12 @@ impl Registry {
     /// Builds a registry, refusing definitions whose names clash with earlier ones (in the
     /// order given), as Kubernetes' naming controller refuses them.
     pub fn build(definitions: Vec<Definition>) -> (Registry, Vec<Problem>) {
+        Registry::build_shared(definitions.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`Registry::build`] over definitions that may be served already (a reload keeps the
+    /// unchanged ones as they are).
+    pub fn build_shared(definitions: Vec<Arc<Definition>>) -> (Registry, Vec<Problem>) {
         let mut registry = Registry::default();
         let mut problems = Vec::new();
         let mut by_name: HashMap<String, String> = HashMap::new();
@@ -79,7 +85,7 @@ impl Registry {
             kinds.insert(definition.kind.clone());
             kinds.insert(definition.list_kind.clone());
             by_name.insert(definition.name.clone(), definition.source.clone());
-            registry.insert(Arc::new(definition));
+            registry.insert(definition);
         }
         for versions in registry.group_versions.values_mut() {
             versions.sort_by(|a, b| version_order::by_priority(a, b));

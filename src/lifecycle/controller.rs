@@ -1,11 +1,12 @@
 //! The lifecycle controller: a background task that follows the served definitions (the API's
 //! catalog, swapped whole on every reload) and, for each, records its storage version in
 //! storedVersions, runs storage-version migrations one definition at a time, and keeps its
-//! `serveddefinitions` status object current. Reloads are noticed within a second (or at once
-//! through [`Controller::wake`]).
+//! `serveddefinitions` status object current (with the last reload's error for it, from
+//! `definitions::reload_status`). Reloads are noticed within a second (or at once through
+//! [`Controller::wake`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, watch};
@@ -14,6 +15,7 @@ use super::migrate::{self, Stop, progress::Progress};
 use super::{status, stored_versions};
 use crate::api::{Api, Catalog};
 use crate::definitions::Definition;
+use crate::definitions::reload_status::ReloadStatus;
 use crate::store::Backend;
 
 /// How often the catalog is looked at for a reload nobody announced.
@@ -30,22 +32,17 @@ pub struct Controller {
     api: Arc<Api>,
     options: migrate::Options,
     wake: Notify,
-    reload_errors: Mutex<HashMap<String, String>>,
+    /// What the last reload of the files said (`lastReloadError`).
+    reloads: Arc<ReloadStatus>,
     /// The progress of the migration under way, for the status writer.
     progress: watch::Sender<Option<(Arc<Definition>, Progress)>>,
 }
 
 impl Controller {
     /// Starts the controller on the current runtime.
-    pub fn spawn(api: Arc<Api>, options: migrate::Options) -> Arc<Controller> {
+    pub fn spawn(api: Arc<Api>, options: migrate::Options, reloads: Arc<ReloadStatus>) -> Arc<Controller> {
         let (progress, updates) = watch::channel(None);
-        let controller = Arc::new(Controller {
-            api,
-            options,
-            wake: Notify::new(),
-            reload_errors: Mutex::new(HashMap::new()),
-            progress,
-        });
+        let controller = Arc::new(Controller { api, options, wake: Notify::new(), reloads, progress });
         tokio::spawn(controller.clone().run());
         tokio::spawn(controller.clone().write_progress(updates));
         controller
@@ -54,18 +51,6 @@ impl Controller {
     /// Looks at the served definitions now (after a reload) rather than within a second.
     pub fn wake(&self) {
         self.wake.notify_one();
-    }
-
-    /// Records why the last reload of `definition` was refused (`None`: it was accepted), for
-    /// its status object's `lastReloadError`.
-    pub fn set_reload_error(&self, definition: &str, error: Option<String>) {
-        if let Ok(mut errors) = self.reload_errors.lock() {
-            match error {
-                Some(e) => errors.insert(definition.to_string(), e),
-                None => errors.remove(definition),
-            };
-        }
-        self.wake();
     }
 
     fn store(&self) -> &Backend {
@@ -77,10 +62,15 @@ impl Controller {
         let mut pending: Vec<String> = Vec::new();
         let mut retry_at: HashMap<String, Instant> = HashMap::new();
         let mut refreshed = Instant::now();
+        let mut seen_reload = self.reloads.last();
         loop {
             let catalog = self.api.catalog();
-            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || refreshed.elapsed() >= REFRESH {
+            let reload = self.reloads.last();
+            // A refused reload keeps the catalog but changes what the status shows.
+            let reloaded = !Arc::ptr_eq(&seen_reload, &reload);
+            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || reloaded || refreshed.elapsed() >= REFRESH {
                 refreshed = Instant::now();
+                seen_reload = reload;
                 self.catalog_changed(&catalog).await;
                 pending = served(&catalog).map(|d| d.name.clone()).collect();
                 seen = Some(catalog.clone());
@@ -175,7 +165,7 @@ impl Controller {
             Some(_) => None,
             None => migrate::progress::read(store, &definition.name).await.ok().flatten(),
         };
-        let reload_error = self.reload_errors.lock().ok().and_then(|e| e.get(&definition.name).cloned());
+        let reload_error = self.reloads.last_error(&definition.name);
         let progress = progress.or(recorded.as_ref());
         let counts = match progress {
             Some(p) => self.objects_per_version(definition, p).await,

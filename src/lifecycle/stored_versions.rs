@@ -101,6 +101,15 @@ pub async fn remove(store: &impl Store, definition: &Definition, version: &str) 
     .await
 }
 
+/// Drops the record of a definition whose objects were all deleted (`crd-apiserver
+/// delete-objects`): served again, it starts from its storage version then, as a new CRD does.
+pub async fn forget(store: &impl Store, definition: &str) -> Result<(), Error> {
+    match store.delete(&key_of(definition), None).await {
+        Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Applies `edit` (which says whether it changed anything) by compare-and-swap, re-reading
 /// after a lost race.
 async fn change(

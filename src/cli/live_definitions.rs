@@ -1,0 +1,181 @@
+//! Serving the definitions as the files say, while the server runs: the first load at start,
+//! then a reload after every burst of file events (`definitions::watch`). A reload reads every
+//! file again (`definitions::scan`, which reuses what unchanged files gave), decides what to
+//! serve (`definitions::reload::plan`: Kubernetes' create and update checks, the names of the
+//! definition served first), records the storage versions and accepted names in the store,
+//! builds the new catalog (discovery, OpenAPI) off the request path and swaps it in whole
+//! (`Api::replace_catalog`). What it found wrong is logged with its file and kept in
+//! `definitions::reload_status`.
+//!
+//! Owns the reload loop and the last served set. A definition that is no longer served keeps
+//! its objects in the store; this module never deletes objects.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use crate::api::{Api, Catalog};
+use crate::definitions::reload::{self, Context, Plan, Served};
+use crate::definitions::reload_status::ReloadStatus;
+use crate::definitions::scan::FileCache;
+use crate::definitions::watch::{self, DefinitionsWatcher};
+use crate::definitions::{Problem, Registry};
+use crate::lifecycle::stored_versions;
+use crate::store::Backend;
+
+/// What the reloads remember between them.
+#[derive(Default)]
+struct State {
+    cache: FileCache,
+    served: HashMap<String, Served>,
+    /// Whether the first load was served.
+    loaded: bool,
+}
+
+/// Loads and reloads the definitions of `paths`.
+pub struct LiveDefinitions {
+    paths: Vec<PathBuf>,
+    store: Backend,
+    state: Arc<Mutex<State>>,
+    status: Arc<ReloadStatus>,
+}
+
+impl LiveDefinitions {
+    pub fn new(paths: Vec<PathBuf>, store: Backend, status: Arc<ReloadStatus>) -> LiveDefinitions {
+        LiveDefinitions { paths, store, state: Arc::default(), status }
+    }
+
+    /// The first load: what the server starts serving.
+    pub async fn load(&self) -> Registry {
+        match self.plan_and_record(false).await {
+            Some((mut plan, _)) => std::mem::take(&mut plan.registry),
+            None => Registry::default(),
+        }
+    }
+
+    /// Reads the files again and serves what they say, if anything changed. `since` is when
+    /// the file events that asked for it began.
+    pub async fn reload(&self, api: &Api, since: std::time::Instant) {
+        let Some((plan, Some(catalog))) = self.plan_and_record(true).await else { return };
+        api.replace_catalog(catalog);
+        tracing::info!(
+            added = plan.added.len(),
+            changed = plan.changed.len(),
+            removed = plan.removed.len(),
+            served = plan.served.len(),
+            since_file_event = %crate::logs::duration::GoDuration(since.elapsed()),
+            "definitions reloaded"
+        );
+        for name in &plan.added {
+            tracing::info!(definition = %name, "serving a new definition");
+        }
+        for name in &plan.changed {
+            tracing::info!(definition = %name, "serving the changed definition; its watches end");
+        }
+        for name in &plan.removed {
+            tracing::info!(definition = %name, "no longer serving the definition; its objects stay in the store");
+        }
+    }
+
+    /// Scans, plans and, when the served set changes (or on the first load), records the
+    /// accepted names and builds the catalog (when `with_catalog`), off the request path.
+    /// `None` when nothing changed.
+    async fn plan_and_record(&self, with_catalog: bool) -> Option<(Plan, Option<Catalog>)> {
+        let ages = super::accepted_names::ages(&self.store).await;
+        let stored_versions = match stored_versions::read_all(&self.store).await {
+            Ok(all) => all,
+            Err(e) => {
+                // Without the record, the update rule cannot be applied: nothing changes.
+                tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
+                return None;
+            }
+        };
+        let (paths, state) = (self.paths.clone(), self.state.clone());
+        let planned = tokio::task::spawn_blocking(move || {
+            let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let scan = state.cache.scan(&paths);
+            let age = |name: &str| ages.get(name).copied();
+            let stored = |name: &str| stored_versions.get(name).cloned().unwrap_or_default();
+            let context = Context { age: &age, stored_versions: &stored };
+            let mut plan = reload::plan(&state.served, &scan, &context);
+            let changed = !plan.is_unchanged() || !state.loaded;
+            let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
+            (plan, changed, catalog, ages, stored_versions)
+        })
+        .await;
+        let (plan, changed, catalog, ages, recorded) = match planned {
+            Ok(planned) => planned,
+            Err(e) => {
+                tracing::error!(error = %e, "reloading the definitions failed; serving the previous ones");
+                return None;
+            }
+        };
+        self.report(&plan.problems, &plan.served);
+        if !changed {
+            return None;
+        }
+        let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
+        // Before any object can be written in a storage version, it is among the stored
+        // versions; if that cannot be recorded, the new set is not served.
+        let unrecorded = |d: &&Arc<crate::definitions::Definition>| {
+            !recorded.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name))
+        };
+        let serving = registry.definitions().iter().filter(unrecorded).map(|d| &**d);
+        if let Err(e) = stored_versions::record_storage_versions(&self.store, serving).await {
+            let first = !self.state.lock().map(|s| s.loaded).unwrap_or(true);
+            self.status.record_failure(&format!("recording status.storedVersions failed: {e}"));
+            if !first {
+                tracing::error!(error = %e, "recording status.storedVersions failed; the definitions are not reloaded");
+                return None;
+            }
+            // At start there is nothing else to serve; writes need the same store anyway.
+            tracing::error!(error = %e, "recording status.storedVersions failed");
+        }
+        super::accepted_names::record(&self.store, registry, &ages).await;
+        let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
+        crate::metrics::global().definitions_served.store(served, Ordering::Relaxed);
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.served = plan.served.clone();
+        state.loaded = true;
+        drop(state);
+        Some((plan, catalog))
+    }
+
+    /// Logs the problems (each with its file) and keeps them for the status.
+    fn report(&self, problems: &[Problem], served: &HashMap<String, Served>) {
+        // The same problems as last time (a file event that changed nothing else) are not
+        // logged again.
+        let last = self.status.last();
+        let repeated = last.time.is_some()
+            && last.errors.len() == problems.len()
+            && last.errors.iter().zip(problems).all(|(e, p)| e.message == p.to_string());
+        let metrics = crate::metrics::global();
+        for problem in problems.iter().filter(|_| !repeated) {
+            metrics.definition_load_errors.fetch_add(1, Ordering::Relaxed);
+            match problem.name.as_ref().and_then(|name| served.get(name)) {
+                Some(kept) => tracing::error!(
+                    served_from = %kept.loaded.definition.source,
+                    "{problem}\n(the definition goes on being served as it was)"
+                ),
+                None => tracing::error!("{problem}"),
+            }
+        }
+        self.status.record(problems);
+    }
+
+    /// Follows the files from now on: every burst of changes is one reload.
+    pub fn follow(self, api: Arc<Api>) -> Result<(), watch::Error> {
+        let (watcher, mut events) = DefinitionsWatcher::start(&self.paths)?;
+        tokio::spawn(async move {
+            // What changed between the first load and the start of the watch.
+            self.reload(&api, std::time::Instant::now()).await;
+            while let Some(began) = watch::next_change(&mut events).await {
+                self.reload(&api, began).await;
+                // A directory swapped whole is a new directory: watch it.
+                watcher.rearm();
+            }
+        });
+        Ok(())
+    }
+}
