@@ -20,6 +20,10 @@ fn main() -> anyhow::Result<()> {
         Command::Check(check) => std::process::exit(cli::check(&check)),
         Command::Validate(args) => std::process::exit(cli::validate::run(&args)),
         Command::Manifests(args) => std::process::exit(cli::manifests::run(&args)),
+        Command::MigrateStorage(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            std::process::exit(runtime.block_on(cli::migrate_storage::run(&args)))
+        }
         Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
         Command::DevPki(args) => {
             let pki = cli::pki::DevPki::ensure(&args.dir)?;

@@ -136,7 +136,7 @@ fn apiservices_trust_the_generated_serving_certificate() {
     let secret = find(&objects, "Secret", "demo-crd-apiserver-serving");
     let ca = secret["data"]["ca.crt"].as_str().unwrap();
     let names: Vec<&str> = apiservices(&objects).iter().map(|a| a["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["v1.platform.example.com", "v1.stable.example.com"]);
+    assert_eq!(names, ["v1.platform.example.com", "v1.stable.example.com", "v1alpha1.crd-apiserver.io"]);
     for api in apiservices(&objects) {
         assert_eq!(
             api["spec"]["service"],

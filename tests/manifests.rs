@@ -28,8 +28,9 @@ fn examples() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The served group versions of definition texts, plus the server's own (`serveddefinitions`).
 fn served_group_versions(texts: &[(String, String)]) -> BTreeSet<(String, String)> {
-    let mut out = BTreeSet::new();
+    let mut out = BTreeSet::from([("crd-apiserver.io".to_string(), "v1alpha1".to_string())]);
     for (_, text) in texts {
         for doc in parse_documents(text).unwrap() {
             let group = doc["spec"]["group"].as_str().unwrap().to_string();

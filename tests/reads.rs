@@ -179,7 +179,8 @@ fn discovery_documents() {
     let groups = groups.json();
     assert_eq!(groups["kind"], "APIGroupList");
     let names: Vec<&str> = groups["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["apps.example.com", "stable.example.com"]);
+    // The server's own group (serveddefinitions) is always there.
+    assert_eq!(names, ["apps.example.com", "crd-apiserver.io", "stable.example.com"]);
 
     let resources = client.get("/apis/apps.example.com/v1").unwrap().json();
     let entries = resources["resources"].as_array().unwrap();

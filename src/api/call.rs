@@ -146,6 +146,11 @@ impl Call {
 
 /// Runs the handler of the call's verb.
 pub async fn dispatch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
+    // The server writes its own resources itself; Kubernetes has no handler for any other verb
+    // of a read-only resource, so they answer as an unknown method does.
+    if call.served.definition.read_only && !matches!(call.verb.as_str(), "get" | "list" | "watch") {
+        return Err(ApiError::method_not_allowed());
+    }
     match (call.verb.as_str(), call.subresource) {
         ("get", _) => super::get::get(api, call).await,
         ("list", Subresource::None) => super::list::list(api, call).await,

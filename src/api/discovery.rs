@@ -11,6 +11,8 @@ use crate::definitions::registry::{Registry, Served};
 /// Verbs of a custom resource, in the order Kubernetes lists them.
 pub const RESOURCE_VERBS: &[&str] =
     &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+/// Verbs of a read-only resource (the server's own).
+pub const READ_ONLY_VERBS: &[&str] = &["get", "list", "watch"];
 /// Verbs of the status and scale subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
@@ -130,6 +132,10 @@ fn api_group(group: &str, versions: &[String]) -> Value {
     json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries, "preferredVersion": preferred})
 }
 
+fn verbs_of(definition: &crate::definitions::Definition) -> &'static [&'static str] {
+    if definition.read_only { READ_ONLY_VERBS } else { RESOURCE_VERBS }
+}
+
 fn api_resources(served: &Served) -> Vec<Value> {
     let d = &served.definition;
     let mut main = json!({
@@ -137,7 +143,7 @@ fn api_resources(served: &Served) -> Vec<Value> {
         "singularName": d.singular,
         "namespaced": d.namespaced(),
         "kind": d.kind,
-        "verbs": RESOURCE_VERBS,
+        "verbs": verbs_of(d),
         "storageVersionHash": d.storage_version_hash(),
     });
     if !d.short_names.is_empty() {
@@ -178,7 +184,7 @@ fn aggregated_resource(served: &Served) -> Value {
         "responseKind": kind,
         "scope": if d.namespaced() { "Namespaced" } else { "Cluster" },
         "singularResource": d.singular,
-        "verbs": RESOURCE_VERBS,
+        "verbs": verbs_of(d),
     });
     if !d.short_names.is_empty() {
         crate::api::objects::put(&mut resource, "shortNames", json!(d.short_names));

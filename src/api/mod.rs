@@ -58,7 +58,9 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog of `registry` with the server's own read-only resources added.
     pub fn new(registry: Registry) -> Catalog {
+        let registry = registry.with_builtin();
         let discovery = Discovery::build(&registry);
         let openapi = openapi::Documents::build(&registry);
         Catalog { registry, discovery, openapi }

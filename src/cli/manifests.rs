@@ -122,6 +122,8 @@ pub fn run(args: &ManifestsArgs) -> i32 {
 fn render(args: &ManifestsArgs) -> Result<(), String> {
     let report = crate::definitions::load_paths(&args.definitions);
     let (registry, conflicts) = crate::definitions::Registry::build(report.definitions);
+    // The server's own resources (serveddefinitions) are served through the aggregator too.
+    let registry = registry.with_builtin();
     let problems: Vec<String> = report.problems.iter().chain(&conflicts).map(ToString::to_string).collect();
     if !problems.is_empty() {
         return Err(problems.join("\n"));
@@ -131,7 +133,7 @@ fn render(args: &ManifestsArgs) -> Result<(), String> {
         .iter()
         .flat_map(|d| d.served_versions().map(|v| (d.group.clone(), v.name.clone())))
         .collect();
-    if served.is_empty() {
+    if served.iter().all(|(group, _)| group == crate::definitions::builtin::GROUP) {
         return Err("no CustomResourceDefinition with a served version: nothing to install".into());
     }
     let ca_bundle = match &args.ca_bundle {

@@ -12,6 +12,7 @@ pub mod delegation;
 pub mod delete_objects;
 pub mod live_definitions;
 pub mod manifests;
+pub mod migrate_storage;
 pub mod pki;
 pub mod reload;
 pub mod serve;
@@ -54,6 +55,9 @@ pub enum Command {
     DevPki(DevPkiArgs),
     /// Print the definitions ConfigMap and one APIService per served group version.
     Manifests(manifests::ManifestsArgs),
+    /// Rewrite every object stored in an older version into its definition's storage version,
+    /// in a stopped server's store, then drop the emptied versions from storedVersions.
+    MigrateStorage(migrate_storage::MigrateStorageArgs),
     /// Delete the stored objects of a definition no longer served (a stopped server's store).
     DeleteObjects(delete_objects::DeleteObjectsArgs),
 }
@@ -112,6 +116,9 @@ pub struct ServeArgs {
     /// 500ms); 0 turns it off.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub slow_request_threshold: std::time::Duration,
+    /// Objects the storage-version migration rewrites per second at most (0: no limit).
+    #[arg(long, default_value_t = 10_000)]
+    pub storage_migration_rate: u32,
     /// How often stored objects are counted for `apiserver_storage_objects` (Kubernetes counts
     /// once a minute).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]

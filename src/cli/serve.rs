@@ -144,6 +144,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         StorageUrl::Etcd(endpoints) => endpoints.join(","),
     };
     super::storage_metrics::spawn(api.clone(), args.storage_metrics_interval, storage_id);
+    // Storage versions, migrations and the serveddefinitions status, as definitions are served.
+    let migration = crate::lifecycle::migrate::Options {
+        rate: args.storage_migration_rate,
+        ..crate::lifecycle::migrate::Options::default()
+    };
+    let _lifecycle = crate::lifecycle::controller::Controller::spawn(api.clone(), migration, reload_status.clone());
 
     let lifecycle = Lifecycle::new(ShutdownOptions {
         delay: args.shutdown_delay_duration,

@@ -128,6 +128,7 @@ pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: 
         versions,
         storage,
         warnings: Vec::new(),
+        read_only: false,
     }
 }
 

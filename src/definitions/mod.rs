@@ -5,6 +5,7 @@
 //! the registry swap on reload. Must not touch storage or HTTP; it never serves a request.
 
 pub mod build;
+pub mod builtin;
 pub mod conversion;
 pub mod load;
 pub mod model;

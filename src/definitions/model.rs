@@ -78,6 +78,9 @@ pub struct Definition {
     pub conversion: super::conversion::Conversion,
     /// Warnings Kubernetes would return when creating it (unrecognized formats, ...).
     pub warnings: Vec<String>,
+    /// Served for reading only (get, list, watch): the server's own resources, which it writes
+    /// itself (`builtin`).
+    pub read_only: bool,
 }
 
 impl Definition {

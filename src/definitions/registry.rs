@@ -94,6 +94,23 @@ impl Registry {
         (registry, problems)
     }
 
+    /// The same registry plus the server's own read-only resources (`builtin`), unless a
+    /// definition of the files already uses their group. Every served registry goes through this.
+    pub fn with_builtin(mut self) -> Registry {
+        for builtin in super::builtin::definitions() {
+            if let Some(taken) = self.definitions.iter().find(|d| d.group == builtin.group) {
+                tracing::warn!(definition = %taken.name, "the group {} of the server's own resources is taken by a definition of the files; {} is not served", builtin.group, builtin.name);
+                continue;
+            }
+            self.insert(Arc::new(builtin));
+        }
+        for versions in self.group_versions.values_mut() {
+            versions.sort_by(|a, b| version_order::by_priority(a, b));
+            versions.dedup();
+        }
+        self
+    }
+
     fn insert(&mut self, definition: Arc<Definition>) {
         let group = self.by_group.entry(definition.group.clone()).or_default();
         for version in definition.served_versions() {

@@ -1,9 +1,15 @@
 //! The version lifecycle of served definitions, as Kubernetes keeps it in a CRD's status:
 //! which versions objects may be stored in (`stored_versions`, the record behind
-//! `status.storedVersions`).
+//! `status.storedVersions`), the built-in storage-version migration (`migrate`), the
+//! `serveddefinitions` status objects (`status`), and the background task that runs them as
+//! definitions are served and reloaded (`controller`).
 //!
 //! Owns the lifecycle records in the store, under `crd-apiserver/` keys outside every
-//! resource's. Must not serve HTTP or decide authorization; it reads definitions, never
-//! changes them.
+//! resource's, and the objects of the server's own `serveddefinitions` resource. Must not serve
+//! HTTP or decide authorization; it reads definitions, never changes them; it rewrites objects
+//! only by compare-and-swap, so that a user's write always wins.
 
+pub mod controller;
+pub mod migrate;
+pub mod status;
 pub mod stored_versions;

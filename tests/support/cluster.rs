@@ -29,6 +29,15 @@ fn group_versions(definitions: &[&str]) -> Vec<(String, String)> {
     out
 }
 
+/// APIServices for every served group version of `definitions`, and for the server's own
+/// group, as the chart registers them.
+fn register(plane: &ControlPlane, definitions: &[&str]) {
+    for (group, version) in group_versions(definitions) {
+        plane.register(&group, &version);
+    }
+    plane.register("crd-apiserver.io", "v1alpha1");
+}
+
 impl TestCluster {
     pub fn start(definitions: &[&str]) -> TestCluster {
         TestCluster::start_with(definitions, &[])
@@ -44,9 +53,7 @@ impl TestCluster {
     pub fn start_on(plane: ControlPlane, definitions: &[&str], extra: &[&str]) -> TestCluster {
         let server = TestServer::start_delegated(definitions, &plane.server_kubeconfig(), extra);
         plane.register_backend(server.port, &server.pki.serving_ca());
-        for (group, version) in group_versions(definitions) {
-            plane.register(&group, &version);
-        }
+        register(&plane, definitions);
         TestCluster { plane, server }
     }
 
@@ -55,9 +62,7 @@ impl TestCluster {
         let mut server = TestServer::prepare(definitions, Some(plane.server_kubeconfig()));
         server.spawn_live(extra);
         plane.register_backend(server.port, &server.pki.serving_ca());
-        for (group, version) in group_versions(definitions) {
-            plane.register(&group, &version);
-        }
+        register(&plane, definitions);
         TestCluster { plane, server }
     }
 

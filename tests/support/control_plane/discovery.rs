@@ -74,10 +74,15 @@ fn own_groups() -> Vec<Value> {
         .collect()
 }
 
-/// APIServices of a group, best version first.
+/// APIServices of a group, best version first: by versionPriority, then as kube-aggregator
+/// breaks ties, by Kubernetes' version order (v1 before v1beta1 before v1alpha1).
 fn group_from_services(services: &[ApiService], group: &str) -> Option<Value> {
     let mut versions: Vec<&ApiService> = services.iter().filter(|s| s.group == group).collect();
-    versions.sort_by(|a, b| b.version_priority.cmp(&a.version_priority).then(a.version.cmp(&b.version)));
+    versions.sort_by(|a, b| {
+        b.version_priority
+            .cmp(&a.version_priority)
+            .then(crd_apiserver::definitions::version_order::by_priority(&a.version, &b.version))
+    });
     let list: Vec<Value> = versions
         .iter()
         .map(|s| json!({"groupVersion": format!("{}/{}", s.group, s.version), "version": s.version}))

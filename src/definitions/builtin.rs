@@ -1,0 +1,92 @@
+//! The server's own resources, served beside the definitions of the files: `serveddefinitions`
+//! in `crd-apiserver.io/v1alpha1`, the status of every served definition as Kubernetes keeps it
+//! in a CustomResourceDefinition's status (the `lifecycle` module writes the objects).
+//!
+//! Owns the built-in definitions' manifests; they take the same load path as any file, so
+//! discovery, OpenAPI, Tables and `kubectl explain` treat them like any other. Read-only.
+
+use serde_json::{Value, json};
+
+use super::model::Definition;
+
+/// The API group of the server's own resources.
+pub const GROUP: &str = "crd-apiserver.io";
+/// Its only version.
+pub const VERSION: &str = "v1alpha1";
+/// The plural of the definitions' status resource.
+pub const SERVED_DEFINITIONS: &str = "serveddefinitions";
+/// Its kind.
+pub const SERVED_DEFINITION_KIND: &str = "ServedDefinition";
+
+/// Where built-in definitions say they come from (in logs and problems).
+const SOURCE: &str = "built-in";
+
+fn column(name: &str, kind: &str, path: &str, description: &str) -> Value {
+    json!({"name": name, "type": kind, "jsonPath": path, "description": description})
+}
+
+/// The manifest of `serveddefinitions.crd-apiserver.io`.
+pub fn served_definitions_manifest() -> Value {
+    let open_object = |description: &str| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": description});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{SERVED_DEFINITIONS}.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "scope": "Cluster",
+            "names": {"plural": SERVED_DEFINITIONS, "singular": "serveddefinition", "kind": SERVED_DEFINITION_KIND,
+                      "listKind": "ServedDefinitionList", "shortNames": ["sdef"], "categories": ["crd-apiserver"]},
+            "versions": [{
+                "name": VERSION, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A CustomResourceDefinition as this server serves it, with its status (read-only).",
+                    "properties": {
+                        "spec": open_object("The definition's spec as served (CustomResourceDefinitionSpec)."),
+                        "status": open_object("CustomResourceDefinitionStatus (conditions, acceptedNames, \
+                            storedVersions), plus storageVersion, objectsPerVersion, migration and lastReloadError."),
+                    },
+                }},
+                "additionalPrinterColumns": [
+                    column("Storage", "string", ".status.storageVersion", "The version objects are written in."),
+                    column("Stored", "string", ".status.storedVersions", "Versions objects may still be stored in."),
+                    column("Migration", "string", ".status.migration.state", "Storage-version migration."),
+                    column("Age", "date", ".metadata.creationTimestamp", ""),
+                ],
+            }],
+        },
+    })
+}
+
+/// Every built-in definition, served read-only.
+pub fn definitions() -> Vec<Definition> {
+    match super::load::definition_from_value(served_definitions_manifest(), SOURCE) {
+        Ok(mut definition) => {
+            definition.read_only = true;
+            vec![definition]
+        }
+        Err(problem) => {
+            // The manifest is ours and its test loads it; this would be a bug, not bad input.
+            tracing::error!("{problem}");
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_served_definitions_manifest_loads_read_only() {
+        let definitions = definitions();
+        assert_eq!(definitions.len(), 1);
+        let definition = &definitions[0];
+        assert!(definition.read_only);
+        assert_eq!(definition.name, "serveddefinitions.crd-apiserver.io");
+        assert_eq!(definition.short_names, ["sdef"]);
+        assert_eq!(definition.versions[0].printer_columns.len(), 4);
+        assert!(definition.warnings.is_empty(), "{:?}", definition.warnings);
+    }
+}
