@@ -18,6 +18,8 @@ cp -r manifests "$work/"
 flags=()
 # Builds that know the flag get a short header timeout, so slowloris is judged in seconds.
 "$SERVER" serve --help | grep -q -- --http-header-read-timeout && flags=(--http-header-read-timeout 5s)
+# Every request logged (-v=3): the front-proxy rows read the user the server believed from it.
+flags+=(-v=3)
 dev_server "$work" "$SERVER" -- "${flags[@]}"
 echo "server: $SERVER"
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB"
