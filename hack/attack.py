@@ -227,6 +227,63 @@ def yaml_create_numbers():
     return worst_patch("ynum", doc.encode(), "application/yaml", method="POST", create=False)
 
 
+def http2_indexed_flood(streams=300, refs=1000):
+    """Many streams on one HTTP/2 connection, each naming a 4,000-byte header `refs` times by
+    one-byte references to HPACK's dynamic table: about 4 MB of header list per stream from a
+    kilobyte on the wire. Counts the 431 answers; the server's memory peak is measured around."""
+    ctx = context()
+    ctx.set_alpn_protocols(["h2"])
+    sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", PORT)), server_hostname="localhost")
+
+    def frame(kind, flags, stream, payload):
+        return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+    pseudo = b"".join(hpack_literal(n, v) for n, v in
+                      [(":method", "GET"), (":scheme", "https"), (":path", COLLECTION), (":authority", "localhost")])
+    value = b"a" * 4000
+    indexed = b"\x40" + hpack_int(3, 7) + b"x-a" + hpack_int(len(value), 7) + value  # into the table
+    out = [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", frame(4, 0, 0, b"")]
+    for n in range(streams):
+        block = pseudo + (indexed if n == 0 else b"") + b"\xbe" * refs  # 0xbe: dynamic entry 62
+        out.append(frame(1, 0x5, 2 * n + 1, block))  # END_STREAM | END_HEADERS
+    sock.settimeout(30)
+    sock.sendall(b"".join(out))
+    buffer, answered, statuses = b"", 0, {}
+    try:
+        while answered < streams:
+            while len(buffer) < 9:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise EOFError
+                buffer += chunk
+            length, kind, flags = int.from_bytes(buffer[:3], "big"), buffer[3], buffer[4]
+            while len(buffer) < 9 + length:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise EOFError
+                buffer += chunk
+            payload, buffer = buffer[9:9 + length], buffer[9 + length:]
+            if kind == 4 and not flags & 1:
+                sock.sendall(frame(4, 1, 0, b""))
+            elif kind == 7:
+                return f"GOAWAY after {answered} answers"
+            elif kind == 0 and flags & 1:
+                answered += 1
+                code = json.loads(payload).get("code", "?") if payload.startswith(b"{") else "?"
+                statuses[code] = statuses.get(code, 0) + 1
+            elif kind == 1 and flags & 1:
+                answered += 1  # an answer without a body
+                statuses["bodiless"] = statuses.get("bodiless", 0) + 1
+            elif kind == 3:
+                answered += 1
+                statuses["reset"] = statuses.get("reset", 0) + 1
+    except (EOFError, OSError) as e:
+        return f"connection ended after {answered} answers ({type(e).__name__})"
+    finally:
+        sock.close()
+    return f"{streams} streams: " + ", ".join(f"{v} x {k}" for k, v in sorted(statuses.items(), key=str))
+
+
 def double_slash():
     request("POST", COLLECTION, crontab("keep"))
     status, payload = request("DELETE", "/apis/stable.example.com/v1/namespaces/default//crontabs")
@@ -558,6 +615,8 @@ case("HTTP/2: 2,000 fields, 1.5 MiB", "431 with a Status body",
 case("HTTP/2: header of 3 MiB", "431 with a Status body", lambda: http2(header_bytes=3 << 20))
 case("HTTP/2: header of 4.5 MiB", "431 (h2's own, past 4 MiB)", lambda: http2(header_bytes=9 << 19))
 case("HTTP/2: header of 20 MiB", "connection closed (h2)", lambda: http2(header_bytes=20 << 20))
+case("HTTP/2: 300 streams x 4 MB indexed headers", "431 each, bounded memory",
+     lambda: peak_during(http2_indexed_flood))
 pki = Pki()
 case("front proxy: allowed CN", "200, user alice (believed)",
      lambda: as_proxy((f"{CERTS}/front-proxy-client.crt", f"{CERTS}/front-proxy-client.key")))
