@@ -5,6 +5,8 @@
 //! `definitions::reload_status`). Reloads are noticed within a second (or at once through
 //! [`Controller::wake`]). When a migration takes versions out of storedVersions it asks for a
 //! reload, so that a file refused for dropping them is served as soon as that is allowed.
+//! Replicas on one etcd elect one (`store::leadership`) to migrate and write the status
+//! objects; every replica records storage versions.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -64,13 +66,27 @@ impl Controller {
         let mut pending: Vec<String> = Vec::new();
         let mut retry_at: HashMap<String, Instant> = HashMap::new();
         let mut refreshed = Instant::now();
+        // Replicas on one etcd elect one to migrate and write the status objects; the others
+        // only record storage versions, and catch up at once when they are elected.
+        let leadership = self.store().leadership();
+        let mut led = leadership.is_leader();
         loop {
             let catalog = self.api.catalog();
-            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || refreshed.elapsed() >= REFRESH {
+            let leading = leadership.is_leader();
+            let elected = leading && !led;
+            led = leading;
+            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || elected || refreshed.elapsed() >= REFRESH {
                 refreshed = Instant::now();
-                self.catalog_changed(&catalog).await;
+                self.catalog_changed(&catalog, leading).await;
                 pending = served(&catalog).map(|d| d.name.clone()).collect();
                 seen = Some(catalog.clone());
+            }
+            if !leading {
+                tokio::select! {
+                    () = self.wake.notified() => {}
+                    () = tokio::time::sleep(POLL) => {}
+                }
+                continue;
             }
             let mut left = Vec::new();
             for name in std::mem::take(&mut pending) {
@@ -98,12 +114,15 @@ impl Controller {
         }
     }
 
-    /// Records the storage versions of a newly served set and refreshes every status object
-    /// (also done every `REFRESH`, for the object counts).
-    async fn catalog_changed(&self, catalog: &Catalog) {
+    /// Records the storage versions of a newly served set and, on the leader, refreshes every
+    /// status object (also done every `REFRESH`, for the object counts).
+    async fn catalog_changed(&self, catalog: &Catalog, leading: bool) {
         let definitions: Vec<&Definition> = served(catalog).map(|d| &**d).collect();
         if let Err(e) = stored_versions::record_storage_versions(self.store(), definitions.iter().copied()).await {
             tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
+        }
+        if !leading {
+            return;
         }
         for definition in &definitions {
             self.write_status(definition, None).await;
