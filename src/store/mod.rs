@@ -15,6 +15,7 @@
 pub mod etcd;
 pub(crate) mod history;
 pub mod key;
+pub mod leadership;
 pub mod sled;
 
 mod backend;

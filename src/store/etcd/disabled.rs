@@ -22,6 +22,10 @@ impl EtcdStore {
     pub fn close(&self) {
         match *self {}
     }
+
+    pub fn leadership(&self) -> crate::store::leadership::Leadership {
+        match *self {}
+    }
 }
 
 impl Store for EtcdStore {
