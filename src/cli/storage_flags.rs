@@ -66,7 +66,7 @@ impl StorageFlags {
         }
     }
 
-    fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
+    pub fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
         EtcdOptions {
             servers: servers.to_vec(),
             prefix: self.etcd_prefix.clone(),
