@@ -74,6 +74,7 @@ fn etcd_to_sled() {
     let admin = Client::admin(&source);
     fill(&admin, "e", 40);
     let expected = objects(&admin);
+    let list_rv = rv(&admin.get(CRONTABS).unwrap().json());
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("etcd.backup");
     // Read from etcd directly while the server on it runs.
@@ -84,7 +85,6 @@ fn etcd_to_sled() {
     let taken = header(&file);
     assert_eq!(taken["backend"], "etcd");
     assert!(taken["state"].as_array().unwrap().len() >= 2, "storedVersions and accepted names: {taken}");
-    let list_rv = rv(&admin.get(CRONTABS).unwrap().json());
     assert!(taken["revision"].as_u64().unwrap() >= list_rv);
 
     let mut target = TestServer::prepare(&[CRONTAB_CRD], None);
