@@ -190,3 +190,44 @@ fn a_replica_killed_under_writes_loses_nothing_and_watches_resume_on_another() {
     assert_eq!(listed.lines().count(), OBJECTS, "{listed}");
     eprintln!("failed attempts retried after the kill: {failed_attempts}");
 }
+
+/// The work that must run once (namespace sweeper, migrations, status objects) runs on one
+/// elected replica, and moves to another when that one is killed.
+#[test]
+fn run_once_work_moves_to_another_replica_when_the_leader_dies() {
+    const LEADS: &str = "this replica leads the run-once work";
+    let etcd = TestEtcd::start();
+    let plane = ControlPlane::start();
+    let timing = [
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1500ms",
+        "--leader-elect-retry-period=200ms",
+    ];
+    let start = || {
+        let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
+        let servers = format!("--etcd-servers={}", etcd.endpoint());
+        let mut flags = vec!["--storage-backend=etcd3", servers.as_str()];
+        flags.extend(timing);
+        server.spawn(&flags);
+        server
+    };
+    let mut replicas = [start(), start()];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let leaders = |replicas: &[TestServer]| replicas.iter().filter(|r| r.log().contains(LEADS)).count();
+    while leaders(&replicas) == 0 {
+        assert!(Instant::now() < deadline, "no replica was elected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Several leases later, still exactly one.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(leaders(&replicas), 1);
+    let leader = replicas.iter().position(|r| r.log().contains(LEADS)).unwrap();
+    replicas[leader].kill();
+    let follower = &replicas[1 - leader];
+    let killed = Instant::now();
+    while !follower.log().contains(LEADS) {
+        assert!(killed.elapsed() < Duration::from_secs(10), "nobody took over:\n{}", follower.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("the other replica led {:?} after the leader was killed", killed.elapsed());
+}

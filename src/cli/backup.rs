@@ -128,9 +128,10 @@ async fn write_file(path: &Path, mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> 
 /// A backup read from the store itself.
 async fn from_store(args: &BackupArgs, partial: &Path) -> Result<Summary, String> {
     let url = args.storage.url(None)?;
-    // A backup never compacts etcd.
+    // A backup never compacts etcd, nor stands for election.
     let mut flags = args.storage.clone();
     flags.etcd_compaction_interval = Duration::ZERO;
+    flags.leader_elect = false;
     let store = flags.open(&url, Duration::from_secs(20)).await.map_err(|e| match &url {
         StorageUrl::Sled(dir) if e.to_string().contains("in use") => format!(
             "{e}: back up a running server through it, with --server https://HOST:PORT (or stop it to read {} \

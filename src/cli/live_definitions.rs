@@ -170,10 +170,24 @@ impl LiveDefinitions {
         tokio::spawn(async move {
             // What changed between the first load and the start of the watch.
             self.reload(&api, std::time::Instant::now()).await;
-            while let Some(began) = watch::next_change(&mut events).await {
-                self.reload(&api, began).await;
-                // A directory swapped whole is a new directory: watch it.
-                watcher.rearm();
+            loop {
+                let status = self.status.clone();
+                // Only the wait for a burst's first event is raced (receiving is cancel-safe);
+                // the burst is then waited out whole.
+                tokio::select! {
+                    first = events.recv() => {
+                        if first.is_none() {
+                            break;
+                        }
+                        let Some(began) = watch::end_of_burst(&mut events).await else { break };
+                        self.reload(&api, began).await;
+                        // A directory swapped whole is a new directory: watch it.
+                        watcher.rearm();
+                    }
+                    // A refused change may be acceptable now (a stored version it dropped left
+                    // status.storedVersions): the files are read again.
+                    () = status.asked_again() => self.reload(&api, std::time::Instant::now()).await,
+                }
             }
         });
         Ok(())

@@ -38,6 +38,14 @@ impl Backend {
         }
     }
 
+    /// Whether this server runs the work that must run once per store (always, on sled).
+    pub fn leadership(&self) -> super::leadership::Leadership {
+        match self {
+            Backend::Sled(_) => super::leadership::Leadership::sole(),
+            Backend::Etcd(s) => s.leadership(),
+        }
+    }
+
     /// Stops accepting writes and waits until what was accepted is on disk.
     pub fn close(&self) {
         match self {

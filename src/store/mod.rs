@@ -16,6 +16,7 @@ pub mod backup;
 pub mod etcd;
 pub(crate) mod history;
 pub mod key;
+pub mod leadership;
 pub mod sled;
 
 mod backend;

@@ -31,6 +31,10 @@ impl EtcdStore {
     pub fn close(&self) {
         match *self {}
     }
+
+    pub fn leadership(&self) -> crate::store::leadership::Leadership {
+        match *self {}
+    }
 }
 
 impl Store for EtcdStore {

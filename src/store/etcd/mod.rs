@@ -15,6 +15,8 @@ use std::time::Duration;
 #[cfg(feature = "etcd")]
 mod connect;
 #[cfg(feature = "etcd")]
+mod election;
+#[cfg(feature = "etcd")]
 mod feed;
 #[cfg(feature = "etcd")]
 mod restore;
@@ -56,6 +58,9 @@ pub struct EtcdOptions {
     pub compaction_interval: Duration,
     /// Longest time one etcd call may take before the request fails (504).
     pub request_timeout: Duration,
+    /// How the replicas elect the one that runs the run-once work; `None`: this one always
+    /// leads (`--leader-elect=false`, and tools that open the store without serving it).
+    pub election: Option<crate::store::leadership::ElectionTiming>,
 }
 
 impl Default for EtcdOptions {
@@ -67,6 +72,7 @@ impl Default for EtcdOptions {
             cert_file: None,
             key_file: None,
             compaction_interval: Duration::from_secs(300),
+            election: None,
             request_timeout: Duration::from_secs(10),
         }
     }

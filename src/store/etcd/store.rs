@@ -20,6 +20,7 @@ use super::EtcdOptions;
 use super::connect::{self, etcd_revision, revision, storage_error};
 use super::restore::Meta;
 use crate::store::history::{History, HistoryLimits};
+use crate::store::leadership::Leadership;
 use crate::store::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 
 /// Most keys fetched by one etcd range when a list asks for all of them.
@@ -132,6 +133,7 @@ impl Shared {
 #[derive(Clone)]
 pub struct EtcdStore {
     shared: Arc<Shared>,
+    leadership: Leadership,
 }
 
 impl EtcdStore {
@@ -161,8 +163,16 @@ impl EtcdStore {
         if !options.compaction_interval.is_zero() {
             tasks.push(super::upkeep::spawn_compactor(shared.clone(), options.compaction_interval));
         }
+        let leadership = match options.election {
+            Some(timing) => {
+                let (leadership, task) = super::election::spawn(shared.client.clone(), &shared.prefix, timing);
+                tasks.push(task);
+                leadership
+            }
+            None => Leadership::sole(),
+        };
         *shared.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
-        Ok(EtcdStore { shared })
+        Ok(EtcdStore { shared, leadership })
     }
 
     /// Stops the background tasks. Every acknowledged write is already in etcd.
@@ -174,6 +184,11 @@ impl EtcdStore {
         let mut history = self.shared.history();
         let at = history.durable();
         history.reset(at);
+    }
+
+    /// Whether this replica runs the run-once work now.
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.clone()
     }
 
     /// The etcd client, for what runs beside the store on the same cluster (elections).
