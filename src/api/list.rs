@@ -217,9 +217,12 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     let mut revision = start.revision;
     let mut start_after = start.start_after;
     let mut continue_from: Option<String> = None;
+    // Kubernetes counts what a limit leaves out only when no selector filters the list.
+    let count_remaining = filter.is_empty() && limit.is_some();
+    let mut remaining = None;
     let page_limit = if filter.is_empty() { limit } else { Some(limit.unwrap_or(FILTERED_PAGE).max(FILTERED_PAGE)) };
     'pages: loop {
-        let options = ListOptions { revision, start_after: start_after.clone(), limit: page_limit };
+        let options = ListOptions { revision, start_after: start_after.clone(), limit: page_limit, count_remaining };
         let page = api.store().list(&prefix, options).await.map_err(|e| match e {
             store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),
             other => errors::storage(other, call, ""),
@@ -236,6 +239,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             if limit.is_some_and(|l| items.len() >= l) {
                 if i + 1 < count || page.more {
                     continue_from = Some(kv.key);
+                    remaining = page.remaining.filter(|_| count_remaining);
                 }
                 break 'pages;
             }
@@ -248,7 +252,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     }
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
     let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
-    let response = items.into_response(call, output, present::list_metadata(revision, token));
+    let response = items.into_response(call, output, present::list_metadata(revision, token, remaining));
     request_scope::end(Phase::Encode);
     response
 }

@@ -221,6 +221,7 @@ impl SledStore {
         let mut changed = changed.into_iter().peekable();
         let mut items = Vec::new();
         let mut more = false;
+        let mut remaining = 0u64;
         loop {
             let from_tree = match scan.peek() {
                 Some(Ok((k, _))) => Some(String::from_utf8_lossy(k).into_owned()),
@@ -251,13 +252,18 @@ impl SledStore {
             let Some(value) = value else { continue };
             if items.len() == limit {
                 more = true;
-                break;
+                if !options.count_remaining {
+                    break;
+                }
+                remaining += 1;
+                continue;
             }
             items.push(KeyValue { key, revision: value.revision, value: value.value });
         }
         // A long scan of an old revision may have raced with trimming.
         shared.history().check_retained(at)?;
-        Ok(ListResult { revision: at, items, more })
+        let remaining = (more && options.count_remaining).then_some(remaining);
+        Ok(ListResult { revision: at, items, more, remaining })
     }
 }
 
