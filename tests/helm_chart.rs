@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod helm_chart {
+    pub mod high_availability;
     pub mod monitoring;
 }
 

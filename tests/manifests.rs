@@ -257,3 +257,77 @@ fn serving_cert_script_issues_a_one_year_certificate_under_a_kept_ca() {
     assert_ne!(read("serving.crt"), first);
     check_apiservices();
 }
+
+/// manifests/ha: the etcd mode replaces the StatefulSet with a Deployment of three replicas
+/// (same pod but for the storage flags and volumes), a PodDisruptionBudget and the same Service.
+#[test]
+fn the_high_availability_manifests_differ_from_the_statefulset_only_in_storage_and_placement() {
+    let plain = objects();
+    let ha: Vec<Value> =
+        parse_documents(&std::fs::read_to_string(root().join("manifests/ha/30-deployment.yaml")).unwrap()).unwrap();
+    assert_eq!(find(&ha, "Service", "crd-apiserver"), find(&plain, "Service", "crd-apiserver"));
+    let deployment = find(&ha, "Deployment", "crd-apiserver");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let selector = serde_json::json!({"matchLabels": {"app.kubernetes.io/name": "crd-apiserver"}});
+    assert_eq!(deployment["spec"]["selector"], selector);
+    assert_eq!(
+        find(&ha, "PodDisruptionBudget", "crd-apiserver")["spec"],
+        serde_json::json!({"maxUnavailable": 1, "selector": selector})
+    );
+
+    let mut ha_pod = deployment["spec"]["template"]["spec"].clone();
+    let mut sled_pod = find(&plain, "StatefulSet", "crd-apiserver")["spec"]["template"]["spec"].clone();
+    let storage_flag = |a: &Value| {
+        let a = a.as_str().unwrap();
+        a.starts_with("--storage") || a.starts_with("--etcd-")
+    };
+    let ha_args: Vec<String> = ha_pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| storage_flag(a))
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ha_args,
+        [
+            "--storage-backend=etcd3",
+            "--etcd-servers=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379,https://etcd-2.etcd:2379",
+            "--etcd-prefix=/crd-apiserver",
+            "--etcd-cafile=/etc/crd-apiserver/etcd/ca.crt",
+            "--etcd-certfile=/etc/crd-apiserver/etcd/tls.crt",
+            "--etcd-keyfile=/etc/crd-apiserver/etcd/tls.key",
+        ]
+    );
+    assert_eq!(
+        ha_pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+            ["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(ha_pod["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
+    // The rest of the pod is the StatefulSet's: the same image, probes, security and mounts.
+    for pod in [&mut ha_pod, &mut sled_pod] {
+        let object = pod.as_object_mut().unwrap();
+        object.remove("affinity");
+        object.remove("topologySpreadConstraints");
+        object.insert(
+            "volumes".into(),
+            serde_json::json!(
+                object["volumes"].as_array().unwrap().iter().filter(|v| v["name"] != "etcd-client").collect::<Vec<_>>()
+            ),
+        );
+        let container = &mut pod["containers"][0];
+        let args: Vec<Value> =
+            container["args"].as_array().unwrap().iter().filter(|a| !storage_flag(a)).cloned().collect();
+        container["args"] = Value::Array(args);
+        let mounts: Vec<Value> = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["name"] != "data" && m["name"] != "etcd-client")
+            .cloned()
+            .collect();
+        container["volumeMounts"] = Value::Array(mounts);
+    }
+    assert_eq!(ha_pod, sled_pod);
+}

@@ -4,6 +4,7 @@
 //! discovery and OpenAPI as the aggregator's users do.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -15,14 +16,24 @@ use super::rbac::User;
 use super::respond::{self, Body, Response};
 use super::state::{State, lock};
 
-/// Where the backend listens and how it is trusted (the APIService's service and caBundle).
+/// The APIService's service and how it is trusted (its caBundle): one endpoint per replica.
+/// With one endpoint it is always used; with several, each request goes to the next ready one
+/// in turn, as kube-aggregator's endpoint routing sends it to a ready endpoint of the Service
+/// (readiness from the replicas' `/readyz`, as the kubelet's probe sets it).
 pub struct Backend {
-    pub port: u16,
+    endpoints: Vec<Endpoint>,
+    next: AtomicUsize,
     /// The name checked in the backend's serving certificate: `<service>.<namespace>.svc`.
     pub server_name: String,
     pub ca_bundle: Vec<CertificateDer<'static>>,
     /// The front-proxy client certificate and key (swappable: CA rotation).
     pub identity: Mutex<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+}
+
+/// One replica behind the service.
+struct Endpoint {
+    port: u16,
+    ready: AtomicBool,
     /// One HTTP/2 connection, as the aggregator multiplexes requests; rebuilt when it closes
     /// or the identity changes.
     connection: tokio::sync::Mutex<Option<hyper::client::conn::http2::SendRequest<Body>>>,
@@ -35,46 +46,127 @@ impl Backend {
         ca_bundle: Vec<CertificateDer<'static>>,
         identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>),
     ) -> Backend {
+        Backend::replicas(&[port], server_name, ca_bundle, identity)
+    }
+
+    /// A service whose endpoints are the replicas listening on `ports`, all ready at first.
+    pub fn replicas(
+        ports: &[u16],
+        server_name: &str,
+        ca_bundle: Vec<CertificateDer<'static>>,
+        identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>),
+    ) -> Backend {
         Backend {
-            port,
+            endpoints: ports
+                .iter()
+                .map(|&port| Endpoint { port, ready: AtomicBool::new(true), connection: tokio::sync::Mutex::new(None) })
+                .collect(),
+            next: AtomicUsize::new(0),
             server_name: server_name.into(),
             ca_bundle,
             identity: Mutex::new(identity),
-            connection: tokio::sync::Mutex::new(None),
         }
     }
 
     /// Swaps the proxy's client certificate; the next request opens a new connection.
     pub async fn set_identity(&self, identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)) {
         *lock(&self.identity) = identity;
-        *self.connection.lock().await = None;
+        for endpoint in &self.endpoints {
+            *endpoint.connection.lock().await = None;
+        }
     }
 
-    async fn sender(&self) -> Result<hyper::client::conn::http2::SendRequest<Body>, String> {
-        let mut slot = self.connection.lock().await;
-        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
-            return Ok(sender.clone());
-        }
+    /// The replica ports and whether each is ready.
+    pub fn readiness(&self) -> Vec<(u16, bool)> {
+        self.endpoints.iter().map(|e| (e.port, e.ready.load(Ordering::SeqCst))).collect()
+    }
+
+    /// Probes every replica's `/readyz` every `period` (without credentials, as the kubelet
+    /// does), for as long as the backend is registered.
+    pub fn probe_readiness(self: &Arc<Backend>, period: std::time::Duration) {
+        let backend = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(backend) = backend.upgrade() {
+                for endpoint in &backend.endpoints {
+                    let ready = backend.probe(endpoint.port).await;
+                    endpoint.ready.store(ready, Ordering::SeqCst);
+                }
+                drop(backend);
+                tokio::time::sleep(period).await;
+            }
+        });
+    }
+
+    async fn probe(&self, port: u16) -> bool {
+        let attempt = async {
+            let config = self.tls_config(false)?;
+            let tls = self.connect(port, config).await?;
+            let (mut sender, connection) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            tokio::spawn(connection);
+            let request = http::Request::get(format!("https://{}/readyz", self.server_name))
+                .body(respond::full(Bytes::new()))
+                .map_err(|e| e.to_string())?;
+            let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(response.status() == http::StatusCode::OK)
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(1), attempt).await.is_ok_and(|r| r.unwrap_or(false))
+    }
+
+    fn tls_config(&self, client_auth: bool) -> Result<rustls::ClientConfig, String> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in &self.ca_bundle {
             roots.add(cert.clone()).map_err(|e| e.to_string())?;
         }
-        let (chain, key) = {
-            let identity = lock(&self.identity);
-            (identity.0.clone(), identity.1.clone_key())
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        let mut config = if client_auth {
+            let (chain, key) = {
+                let identity = lock(&self.identity);
+                (identity.0.clone(), identity.1.clone_key())
+            };
+            builder.with_client_auth_cert(chain, key).map_err(|e| e.to_string())?
+        } else {
+            builder.with_no_client_auth()
         };
-        let mut config =
-            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
-                .with_root_certificates(roots)
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| e.to_string())?;
         config.alpn_protocols = vec![b"h2".to_vec()];
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    async fn connect(
+        &self,
+        port: u16,
+        config: rustls::ClientConfig,
+    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| e.to_string())?;
         let name = ServerName::try_from(self.server_name.clone()).map_err(|e| e.to_string())?;
-        let tls =
-            tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())?;
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())
+    }
+
+    /// The next ready endpoint in turn (the only one, ready or not, when there is one).
+    fn pick(&self) -> Result<&Endpoint, String> {
+        if let [only] = self.endpoints.as_slice() {
+            return Ok(only);
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..self.endpoints.len())
+            .map(|i| &self.endpoints[(start + i) % self.endpoints.len()])
+            .find(|e| e.ready.load(Ordering::SeqCst))
+            .ok_or_else(|| "no endpoints available for service".to_string())
+    }
+
+    async fn sender(&self) -> Result<hyper::client::conn::http2::SendRequest<Body>, String> {
+        let endpoint = self.pick()?;
+        let mut slot = endpoint.connection.lock().await;
+        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(sender.clone());
+        }
+        let config = self.tls_config(true)?;
+        let tls = self.connect(endpoint.port, config).await?;
         let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
             .await
             .map_err(|e| e.to_string())?;

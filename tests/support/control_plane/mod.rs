@@ -191,6 +191,22 @@ impl ControlPlane {
         *self.plane.backend.blocking_write() = Some(backend);
     }
 
+    /// Points APIServices at a service whose endpoints are the replicas listening on `ports`
+    /// (trusted by any of `ca_files`): requests go to ready replicas in turn, and a replica whose
+    /// `/readyz` fails (probed every 200 ms) gets none until it is ready again.
+    pub fn register_replicas(&self, ports: &[u16], ca_files: &[&Path]) {
+        let ca = ca_files.iter().flat_map(|f| chain(&std::fs::read_to_string(f).unwrap())).collect();
+        let backend = Arc::new(Backend::replicas(ports, SERVICE_NAME, ca, identity(&self.front_proxy_client)));
+        let _entered = self.runtime.enter();
+        backend.probe_readiness(std::time::Duration::from_millis(200));
+        *self.plane.backend.blocking_write() = Some(backend);
+    }
+
+    /// The registered replicas' ports and whether the double counts each as ready.
+    pub fn replica_readiness(&self) -> Vec<(u16, bool)> {
+        self.plane.backend.blocking_read().as_ref().map(|b| b.readiness()).unwrap_or_default()
+    }
+
     /// Takes the backend out, as kube-aggregator does when its service has no ready endpoint
     /// left (a replica that is terminating): proxied requests are answered 503 until a backend
     /// is registered again.
