@@ -248,6 +248,40 @@ fn discovery_documents() {
     assert!(v3.contains(r#""maximum":50"#) && v3.contains(r#""minimum":0"#), "{v3}");
     let v2 = client.get("/openapi/v2").unwrap().text();
     assert!(v2.contains(r#""maximum":50"#) && !v2.contains(r#""maximum":50.0"#), "{v2}");
+    // Each group version's document holds the schemas kube-apiserver's CRD builder publishes:
+    // the resource, its list and the meta types its routes refer to; the Scale types only
+    // where a resource has the scale subresource.
+    let meta = [
+        "DeleteOptions",
+        "FieldsV1",
+        "ListMeta",
+        "ManagedFieldsEntry",
+        "ObjectMeta",
+        "OwnerReference",
+        "Patch",
+        "Preconditions",
+        "Status",
+        "StatusCause",
+        "StatusDetails",
+        "Time",
+    ]
+    .map(|t| format!("io.k8s.apimachinery.pkg.apis.meta.v1.{t}"));
+    let scale = ["Scale", "ScaleSpec", "ScaleStatus"].map(|t| format!("io.k8s.api.autoscaling.v1.{t}"));
+    let schemas = |path: &str| -> Vec<String> {
+        let url = index["paths"][path]["serverRelativeURL"].as_str().unwrap().to_string();
+        let mut names: Vec<String> =
+            client.get(&url).unwrap().json()["components"]["schemas"].as_object().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    };
+    let mut widgets: Vec<String> = meta.iter().chain(&scale).cloned().collect();
+    widgets.extend(["com.example.apps.v1.Widget".to_string(), "com.example.apps.v1.WidgetList".to_string()]);
+    widgets.sort();
+    assert_eq!(schemas("apis/apps.example.com/v1"), widgets);
+    let mut crontabs: Vec<String> = meta.to_vec();
+    crontabs.extend(["com.example.stable.v1.CronTab".to_string(), "com.example.stable.v1.CronTabList".to_string()]);
+    crontabs.sort();
+    assert_eq!(schemas("apis/stable.example.com/v1"), crontabs);
 }
 
 /// Issue 15 item 10: list metadata as kube-apiserver writes an unstructured list's, and the
