@@ -269,3 +269,21 @@ fn rules_of_manifest_admission_role() -> String {
         .unwrap();
     role["rules"].to_string()
 }
+
+#[test]
+fn changed_definitions_do_not_roll_the_pod() {
+    // The server follows its ConfigMap volume and serves a change live: an upgrade that only
+    // changes definitions changes the ConfigMap, never the pod template.
+    let before = render(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let changed = dir.path().join("crontabs.yaml");
+    let text = std::fs::read_to_string(example("crontabs.yaml")).unwrap();
+    std::fs::write(&changed, format!("{text}\n# changed\n")).unwrap();
+    let crontabs = format!("definitions.inline.crontabs\\.yaml={}", changed.display());
+    let after = render(&["--set-file", &crontabs]);
+    let config = |objects: &[Value]| find(objects, "ConfigMap", "demo-crd-apiserver-definitions")["data"].clone();
+    assert_ne!(config(&before), config(&after), "the ConfigMap carries the change");
+    let set = |objects: &[Value]| find(objects, "StatefulSet", "demo-crd-apiserver").clone();
+    assert_eq!(set(&before), set(&after), "the StatefulSet does not change, so the pod is not rolled");
+    assert!(set(&after)["spec"]["template"]["metadata"].get("annotations").is_none());
+}

@@ -375,3 +375,118 @@ fn a_migration_killed_halfway_resumes_and_every_concurrent_write_wins() {
     let list = client.get("/apis/stable.example.com/v1beta1/namespaces/default/crontabs").unwrap().json();
     assert_eq!(list["items"].as_array().unwrap().len(), OBJECTS);
 }
+
+/// Replaces a file at once, as editors do: written beside it, renamed over it.
+fn replace(path: &Path, text: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, path).unwrap();
+}
+
+#[test]
+fn removing_an_old_version_is_refused_until_the_migration_took_it_out_of_stored_versions() {
+    const OBJECTS: usize = 1200;
+    // Slow enough that the file is edited again long before the migration ends.
+    let cluster = TestCluster::start_with(
+        &[&crontab(&[("v1beta1", true, true, false, None)])],
+        &["--storage-migration-rate=200"],
+    );
+    cluster.grant("carol", &["*"], "stable.example.com", &["*"], None);
+    cluster.grant("carol", &["get", "list", "watch"], "crd-apiserver.io", &["serveddefinitions"], None);
+    let carol = cluster.user("carol", &[]);
+    let client = support::http::Client::to_plane(&cluster.plane, "carol-token");
+    create_many(&client, "v1beta1", OBJECTS);
+    let file = cluster.server.definitions_dir().join("00.yaml");
+    let served = |version: &str| {
+        let path = format!("/apis/stable.example.com/{version}/namespaces/default/crontabs/c0000");
+        client.get(&path).unwrap().status
+    };
+
+    // Live, without a restart: v1 becomes the storage version...
+    replace(&file, &crontab(&[("v1beta1", true, false, false, None), ("v1", true, true, false, None)]));
+    cluster.plane.register("stable.example.com", "v1");
+    eventually("v1 served", || (served("v1") == 200).then_some(()));
+    // ...and at once v1beta1 is dropped from the file: refused while objects may be in it.
+    replace(&file, &crontab(&[("v1", true, true, false, None)]));
+    let refusal = format!(
+        "{}: CustomResourceDefinition \"crontabs.stable.example.com\" is invalid: status.storedVersions[0]: \
+         Invalid value: \"v1beta1\": missing from spec.versions; v1beta1 was previously a storage version, and \
+         must remain in spec.versions until a storage migration ensures no data remains persisted in v1beta1 \
+         and removes v1beta1 from status.storedVersions",
+        file.display()
+    );
+    let shown = eventually("the refusal in the status", || {
+        let out = cluster.kubectl(
+            &carol,
+            &["get", "sdef", "crontabs.stable.example.com", "-o", "jsonpath={.status.lastReloadError}"],
+        );
+        let text = stdout(&out);
+        (!text.is_empty()).then_some(text)
+    });
+    assert_eq!(shown, refusal);
+    let status = migration(&client);
+    assert_eq!(status["storedVersions"], json!(["v1beta1", "v1"]), "{status}");
+    assert_ne!(status["migration"]["state"], "Done", "the migration ended too soon for this test: {status}");
+    let log = cluster.server.log();
+    let logged = refusal.replace('"', "\\\"");
+    assert!(log.contains(&logged), "{log}");
+    assert!(log.contains("(the definition goes on being served as it was)"), "{log}");
+    // The previous definition goes on being served: v1beta1 answers.
+    assert_eq!(served("v1beta1"), 200);
+
+    // Once the migration took v1beta1 out of storedVersions, the same file is served: no
+    // second edit is needed.
+    eventually("v1beta1 no longer served", || (served("v1beta1") == 404).then_some(()));
+    let status = eventually("the status to settle", || {
+        let status = migration(&client);
+        (status["migration"]["state"] == "Done" && status.get("lastReloadError").is_none()).then_some(status)
+    });
+    assert_eq!(status["storedVersions"], json!(["v1"]));
+    assert_eq!(status["objectsPerVersion"], json!({"v1": OBJECTS}));
+    let log = cluster.server.log();
+    assert!(
+        log.lines().any(|l| l.contains("serving the changed definition") && l.contains("crontabs.stable.example.com")),
+        "{log}"
+    );
+    let list = client.get("/apis/stable.example.com/v1/namespaces/default/crontabs").unwrap().json();
+    assert_eq!(list["items"].as_array().unwrap().len(), OBJECTS);
+    let definition = cluster
+        .kubectl_ok(&carol, &["get", "sdef", "crontabs.stable.example.com", "-o", "jsonpath={.spec.versions[*].name}"]);
+    assert_eq!(definition, "v1");
+}
+
+#[test]
+fn migrate_storage_finishes_the_migration_on_a_stopped_servers_store() {
+    const OBJECTS: usize = 40;
+    let mut cluster = TestCluster::start(&[&crontab(&[("v1beta1", true, true, false, None)])]);
+    cluster.grant("carol", &["*"], "stable.example.com", &["*"], None);
+    cluster.grant("carol", &["get", "list", "watch"], "crd-apiserver.io", &["serveddefinitions"], None);
+    cluster.user("carol", &[]);
+    let client = support::http::Client::to_plane(&cluster.plane, "carol-token");
+    create_many(&client, "v1beta1", OBJECTS);
+    cluster.server.stop();
+    let both = crontab(&[("v1beta1", true, false, false, None), ("v1", true, true, false, None)]);
+    let definitions = cluster.server.definitions_dir();
+    std::fs::write(definitions.join("00.yaml"), &both).unwrap();
+
+    let out = std::process::Command::new(support::binary())
+        .args(["migrate-storage", "--storage", cluster.server.data_dir().to_str().unwrap()])
+        .args(["--definitions", definitions.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let printed = stdout(&out);
+    assert_eq!(printed.lines().last(), Some("crontabs.stable.example.com: done; storedVersions [\"v1\"]"), "{printed}");
+    assert!(printed.contains(&format!("crontabs.stable.example.com: {OBJECTS} objects migrated")), "{printed}");
+
+    // The server started on that store has nothing left to do, and says so.
+    cluster.server.spawn(&[]);
+    cluster.plane.register("stable.example.com", "v1");
+    let status = eventually("the status", || {
+        let status = migration(&client);
+        (status["migration"]["state"] == "Done").then_some(status)
+    });
+    assert_eq!(status["storedVersions"], json!(["v1"]));
+    assert_eq!(status["objectsPerVersion"], json!({"v1": OBJECTS}));
+    assert!(!cluster.server.log().contains("storage-version migration: rewriting"));
+}

@@ -1,6 +1,6 @@
 //! Definitions changed while the server runs, seen through kube-aggregator with real kubectl:
 //! a definition added, changed (new printer column, new field for `kubectl explain`, new
-//! discovery entity tag) and removed (404, objects kept, served again when the file comes
+//! discovery entity tags, OpenAPI v2 and v3, a CEL rule, a selectable field) and removed (404, objects kept, served again when the file comes
 //! back); a watch on an unchanged definition going on while the watch of the changed one ends;
 //! a ConfigMap volume's `..data` symlink swap; refused updates (the previous definition goes on
 //! being served, the log names the file); invalid YAML and half-written files; several
@@ -162,32 +162,69 @@ fn definitions_are_added_changed_and_removed_while_serving() {
     assert_eq!(live.status(WIDGETS), 200);
 }
 
+/// The widget definition with a CEL rule on `spec`, `spec.size` selectable, a printer column
+/// and a short name.
+fn ruled_widget(description: &str) -> String {
+    let selectable = "    selectableFields:\n    - {jsonPath: .spec.size}\n";
+    definition("widgets", "Widget", description, &format!("{SIZE_COLUMN}{selectable}"))
+        .replace("kind: Widget}", "kind: Widget, shortNames: [wd]}")
+        .replace(
+            "            type: object\n            properties:\n              size:",
+            "            type: object\n            x-kubernetes-validations:\n            - {rule: \"!has(self.size) || self.size != 'XXL'\", message: XXL is too big}\n            properties:\n              size:",
+        )
+}
+
 #[test]
-fn discovery_entity_tags_change_with_the_definitions() {
+fn discovery_openapi_rules_and_selectable_fields_follow_a_change() {
     let live = start(&[&definition("widgets", "Widget", "How big.", "")], &[]);
     let aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-    let etag = || {
-        let response = live.raw.clone().header("Accept", aggregated).get("/apis").unwrap();
-        assert_eq!(response.status, 200);
+    let etag = |accept: &str, path: &str| {
+        let response = live.raw.clone().header("Accept", accept).get(path).unwrap();
+        assert_eq!(response.status, 200, "{path}");
         response.headers.get("etag").unwrap().to_str().unwrap().to_string()
     };
-    let before = etag();
-    let defs = live.cluster.server.definitions_dir();
-    replace(
-        &defs.join("00.yaml"),
-        &definition("widgets", "Widget", "How big.", SIZE_COLUMN)
-            .replace("kind: Widget}", "kind: Widget, shortNames: [wd]}"),
+    let tags = || {
+        (
+            etag(aggregated, "/apis"),
+            etag("application/json", "/openapi/v2"),
+            etag("application/json", "/openapi/v3/apis/stable.example.com/v1"),
+        )
+    };
+    let before = tags();
+    live.admin.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w0}\nspec: {size: XXL}\n",
     );
-    let after = eventually("a new entity tag", || {
-        let now = etag();
-        (now != before).then_some(now)
+    replace(&live.cluster.server.definitions_dir().join("00.yaml"), &ruled_widget("Widget size up to XL."));
+    let after = eventually("new entity tags", || {
+        let now = tags();
+        (now.0 != before.0 && now.1 != before.1 && now.2 != before.2).then_some(now)
     });
     assert_ne!(before, after);
+    // Legacy discovery names the short name; both OpenAPI documents the new description.
+    let legacy = live.raw.get("/apis/stable.example.com/v1").unwrap().json();
+    assert_eq!(legacy["resources"][0]["shortNames"], serde_json::json!(["wd"]), "{legacy}");
+    let v2 = live.raw.get("/openapi/v2").unwrap().text();
+    assert!(v2.contains("Widget size up to XL."), "the v2 document follows");
+    let v3 = live.raw.get("/openapi/v3/apis/stable.example.com/v1").unwrap().text();
+    assert!(v3.contains("Widget size up to XL."), "the v3 document follows");
+
+    // The short name, the column, the rule and the selectable field apply to the next request.
     live.admin.ok_stdin(
         &["apply", "-f", "-"],
         "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: L}\n",
     );
-    assert_eq!(rows(&live.admin.ok(&["get", "wd"])), [["NAME", "SIZE"], ["w1", "L"]]);
+    assert_eq!(rows(&live.admin.ok(&["get", "wd", "w1"])), [["NAME", "SIZE"], ["w1", "L"]]);
+    let refused = live.admin.run(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: XXL}\n",
+        &[],
+    );
+    assert!(!refused.status.success());
+    let refused = support::stderr(&refused);
+    assert!(refused.contains("The Widget \"w2\" is invalid: spec: Invalid value: XXL is too big"), "{refused}");
+    let selected = rows(&live.admin.ok(&["get", "widgets", "--field-selector", "spec.size=XXL", "--no-headers"]));
+    assert_eq!(selected.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["w0"]);
 }
 
 /// A ConfigMap volume as the kubelet lays it out: the files are symlinks through `..data`,

@@ -109,9 +109,13 @@ pub async fn sweep(api: &Api) -> usize {
 /// Sweeps every `interval`, forever.
 pub fn spawn_sweeper(api: Arc<Api>, interval: Duration) {
     tokio::spawn(async move {
+        // One replica sweeps (the store's leader); the others would only race it.
+        let leadership = api.store().leadership();
         loop {
             tokio::time::sleep(interval).await;
-            sweep(&api).await;
+            if leadership.is_leader() {
+                sweep(&api).await;
+            }
         }
     });
 }

@@ -197,15 +197,24 @@ impl LiveDefinitions {
             self.reload(&api, std::time::Instant::now()).await;
             let mut retry = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
+                let status = self.status.clone();
                 let unloaded = !self.loaded();
+                // Only the wait for a burst's first event is raced (receiving is cancel-safe);
+                // the burst is then waited out whole.
                 tokio::select! {
-                    change = watch::next_change(&mut events) => {
-                        let Some(began) = change else { break };
+                    first = events.recv() => {
+                        if first.is_none() {
+                            break;
+                        }
+                        let Some(began) = watch::end_of_burst(&mut events).await else { break };
                         self.reload(&api, began).await;
                         // A directory swapped whole is a new directory: watch it.
                         watcher.rearm();
                     }
-                    // A reload reads every file: events a retry interrupts are not lost.
+                    // A refused change may be acceptable now (a stored version it dropped left
+                    // status.storedVersions): the files are read again.
+                    () = status.asked_again() => self.reload(&api, std::time::Instant::now()).await,
+                    // Until the store's records could be read, the files are read again.
                     _ = retry.tick(), if unloaded => self.reload(&api, std::time::Instant::now()).await,
                 }
             }

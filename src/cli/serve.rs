@@ -77,6 +77,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
         ));
     };
     let storage = args.storage.url(args.dev.then(|| PathBuf::from("data"))).map_err(StartError::Config)?;
+    args.storage.election().map_err(StartError::Config)?;
     let mut definitions = args.definitions.clone();
     if definitions.is_empty() && args.dev {
         definitions.push(PathBuf::from("manifests/examples"));

@@ -11,6 +11,7 @@ use clap::Args;
 use super::{StorageUrl, parse_duration};
 use crate::store::Backend;
 use crate::store::etcd::{EtcdOptions, EtcdStore};
+use crate::store::leadership::ElectionTiming;
 use crate::store::sled::{SledOptions, SledStore};
 
 /// Where objects are stored.
@@ -45,6 +46,21 @@ pub struct StorageFlags {
     /// is disabled.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
+    /// With etcd3: elect one replica to run the work that must run once (the namespace
+    /// sweeper, storage-version migrations, the serveddefinitions status). false: this
+    /// replica always runs it (only for a single replica).
+    #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// How long a leader's etcd lease lasts unrenewed: the longest a dead leader's work waits
+    /// for another replica to take it over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// The leader steps down when it could not renew its lease for this long.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often the leader renews its lease, and how long a failed campaign waits.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
 }
 
 impl StorageFlags {
@@ -66,8 +82,23 @@ impl StorageFlags {
         }
     }
 
-    fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
+    /// The election's timing, checked as Kubernetes checks it; `None` with `--leader-elect=false`.
+    pub fn election(&self) -> Result<Option<ElectionTiming>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let timing = ElectionTiming {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        timing.validate().map_err(|e| format!("--leader-elect-*: {e}"))?;
+        Ok(Some(timing))
+    }
+
+    pub fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
         EtcdOptions {
+            election: self.election().ok().flatten(),
             servers: servers.to_vec(),
             prefix: self.etcd_prefix.clone(),
             ca_file: self.etcd_cafile.clone(),
@@ -125,5 +156,23 @@ mod tests {
         let flags = Flags::try_parse_from(["x", "--etcd-compaction-interval=0"]).unwrap();
         assert!(flags.storage.etcd_compaction_interval.is_zero());
         assert_eq!(flags.storage.etcd_prefix, "/crd-apiserver");
+    }
+
+    #[test]
+    fn leader_election_flags_are_checked_as_kubernetes_checks_them() {
+        let election = |args: &[&str]| {
+            Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap().storage.election()
+        };
+        let timing = election(&[]).unwrap().unwrap();
+        assert_eq!(
+            (timing.lease_duration, timing.renew_deadline, timing.retry_period),
+            (Duration::from_secs(15), Duration::from_secs(10), Duration::from_secs(2))
+        );
+        assert_eq!(election(&["--leader-elect=false"]).unwrap().map(|_| ()), None);
+        assert!(election(&["--leader-elect"]).unwrap().is_some());
+        let refused = election(&["--leader-elect-lease-duration=10s"]).unwrap_err();
+        assert!(refused.contains("leaseDuration must be greater than renewDeadline"), "{refused}");
+        let refused = election(&["--leader-elect-retry-period=9s"]).unwrap_err();
+        assert!(refused.contains("renewDeadline must be greater than retryPeriod*JitterFactor"), "{refused}");
     }
 }

@@ -36,6 +36,8 @@ pub struct ReloadOutcome {
 #[derive(Debug, Default)]
 pub struct ReloadStatus {
     last: ArcSwap<ReloadOutcome>,
+    /// Wakes the reloader without a file event.
+    again: tokio::sync::Notify,
 }
 
 impl ReloadStatus {
@@ -72,6 +74,19 @@ impl ReloadStatus {
 }
 
 impl ReloadStatus {
+    /// Asks the reloader to read the files again although none changed, if the last reload
+    /// refused something (what it refused may be accepted now).
+    pub fn ask_again(&self) {
+        if !self.last.load().errors.is_empty() {
+            self.again.notify_one();
+        }
+    }
+
+    /// Waits until a reload is asked for by [`ReloadStatus::ask_again`].
+    pub async fn asked_again(&self) {
+        self.again.notified().await;
+    }
+
     /// Adds a failure of the reload itself (the store could not record what it needed) to the
     /// last outcome.
     pub fn record_failure(&self, message: &str) {

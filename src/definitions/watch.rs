@@ -125,6 +125,12 @@ fn watch(watcher: &mut RecommendedWatcher, path: &Path) -> Result<(), Error> {
 /// gone.
 pub async fn next_change(events: &mut mpsc::UnboundedReceiver<()>) -> Option<std::time::Instant> {
     events.recv().await?;
+    end_of_burst(events).await
+}
+
+/// Given that a change was just received, waits for the burst it starts to end, as
+/// [`next_change`] does. Returns when the burst began; `None` once the watcher is gone.
+pub async fn end_of_burst(events: &mut mpsc::UnboundedReceiver<()>) -> Option<std::time::Instant> {
     let began = std::time::Instant::now();
     let give_up = tokio::time::Instant::now() + MOST_DELAY;
     loop {

@@ -3,7 +3,10 @@
 //! storedVersions, runs storage-version migrations one definition at a time, and keeps its
 //! `serveddefinitions` status object current (with the last reload's error for it, from
 //! `definitions::reload_status`). Reloads are noticed within a second (or at once through
-//! [`Controller::wake`]).
+//! [`Controller::wake`]). When a migration takes versions out of storedVersions it asks for a
+//! reload, so that a file refused for dropping them is served as soon as that is allowed.
+//! Replicas on one etcd elect one (`store::leadership`) to migrate and write the status
+//! objects; every replica records storage versions.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -45,6 +48,7 @@ impl Controller {
         let controller = Arc::new(Controller { api, options, wake: Notify::new(), reloads, progress });
         tokio::spawn(controller.clone().run());
         tokio::spawn(controller.clone().write_progress(updates));
+        tokio::spawn(controller.clone().follow_reloads());
         controller
     }
 
@@ -62,18 +66,27 @@ impl Controller {
         let mut pending: Vec<String> = Vec::new();
         let mut retry_at: HashMap<String, Instant> = HashMap::new();
         let mut refreshed = Instant::now();
-        let mut seen_reload = self.reloads.last();
+        // Replicas on one etcd elect one to migrate and write the status objects; the others
+        // only record storage versions, and catch up at once when they are elected.
+        let leadership = self.store().leadership();
+        let mut led = leadership.is_leader();
         loop {
             let catalog = self.api.catalog();
-            let reload = self.reloads.last();
-            // A refused reload keeps the catalog but changes what the status shows.
-            let reloaded = !Arc::ptr_eq(&seen_reload, &reload);
-            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || reloaded || refreshed.elapsed() >= REFRESH {
+            let leading = leadership.is_leader();
+            let elected = leading && !led;
+            led = leading;
+            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || elected || refreshed.elapsed() >= REFRESH {
                 refreshed = Instant::now();
-                seen_reload = reload;
-                self.catalog_changed(&catalog).await;
+                self.catalog_changed(&catalog, leading).await;
                 pending = served(&catalog).map(|d| d.name.clone()).collect();
                 seen = Some(catalog.clone());
+            }
+            if !leading {
+                tokio::select! {
+                    () = self.wake.notified() => {}
+                    () = tokio::time::sleep(POLL) => {}
+                }
+                continue;
             }
             let mut left = Vec::new();
             for name in std::mem::take(&mut pending) {
@@ -101,12 +114,15 @@ impl Controller {
         }
     }
 
-    /// Records the storage versions of a newly served set and refreshes every status object
-    /// (also done every `REFRESH`, for the object counts).
-    async fn catalog_changed(&self, catalog: &Catalog) {
+    /// Records the storage versions of a newly served set and, on the leader, refreshes every
+    /// status object (also done every `REFRESH`, for the object counts).
+    async fn catalog_changed(&self, catalog: &Catalog, leading: bool) {
         let definitions: Vec<&Definition> = served(catalog).map(|d| &**d).collect();
         if let Err(e) = stored_versions::record_storage_versions(self.store(), definitions.iter().copied()).await {
             tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
+        }
+        if !leading {
+            return;
         }
         for definition in &definitions {
             self.write_status(definition, None).await;
@@ -144,7 +160,46 @@ impl Controller {
         };
         let progress = migrate::migrate(self.store(), definition, self.options, &still_current, &mut report).await?;
         self.write_status(definition, Some(&progress)).await;
+        // Versions left storedVersions: a file that dropped them, refused until now, may be
+        // served as it is.
+        if progress.state == migrate::progress::State::Done && stored.iter().any(|v| *v != definition.storage.name) {
+            self.reloads.ask_again();
+        }
         Ok(progress.state == migrate::progress::State::Done)
+    }
+
+    /// On the leader, refreshes every status object after a reload that did not change the
+    /// served set (a refused change shows as `lastReloadError`, and goes when fixed), also while
+    /// a migration keeps the main loop busy. On every replica, while the last reload refused
+    /// something, asks for a reload whenever storedVersions change (the leader's migration may
+    /// have allowed what a follower's files ask).
+    async fn follow_reloads(self: Arc<Self>) {
+        let mut seen = self.reloads.last();
+        let mut stored: Option<HashMap<String, Vec<String>>> = None;
+        loop {
+            tokio::time::sleep(POLL).await;
+            let last = self.reloads.last();
+            if last.errors.is_empty() {
+                stored = None;
+            } else if let Ok(now) = stored_versions::read_all(self.store()).await {
+                // The first look is compared with what the refusing reload read: once more.
+                if stored.as_ref().is_none_or(|before| *before != now) {
+                    self.reloads.ask_again();
+                }
+                stored = Some(now);
+            }
+            if Arc::ptr_eq(&seen, &last) {
+                continue;
+            }
+            seen = last;
+            if !self.store().leadership().is_leader() {
+                continue;
+            }
+            let catalog = self.api.catalog();
+            for definition in served(&catalog) {
+                self.write_status(definition, None).await;
+            }
+        }
     }
 
     /// Writes the status of the migration under way whenever it reports.
@@ -163,7 +218,14 @@ impl Controller {
         let stored = stored_versions::read(store, &definition.name).await.unwrap_or_default();
         let recorded = match progress {
             Some(_) => None,
-            None => migrate::progress::read(store, &definition.name).await.ok().flatten(),
+            // A record for another storage version is the last migration's: this one is to come.
+            None => migrate::progress::read(store, &definition.name).await.ok().flatten().map(|p| {
+                if p.storage_version == definition.storage.name {
+                    p
+                } else {
+                    Progress::start(&definition.storage.name, Some(&p))
+                }
+            }),
         };
         let reload_error = self.reloads.last_error(&definition.name);
         let progress = progress.or(recorded.as_ref());

@@ -62,6 +62,9 @@ pub(crate) struct History {
     limits: HistoryLimits,
     /// Watchers by resource prefix (`/group/plural/`).
     watchers: HashMap<String, Vec<Watcher>>,
+    /// Revisions readers are reading at for longer than the window may last (a backup), with
+    /// how many of them: every event after the oldest is kept until it is unpinned.
+    pins: BTreeMap<Revision, usize>,
 }
 
 impl History {
@@ -73,7 +76,26 @@ impl History {
             durable: revision,
             limits,
             watchers: HashMap::new(),
+            pins: BTreeMap::new(),
         }
+    }
+
+    /// Keeps every event after the durable revision until `unpin`, so that reads at that
+    /// revision stay possible however much is written meanwhile; returns the revision.
+    pub fn pin(&mut self) -> Revision {
+        *self.pins.entry(self.durable).or_default() += 1;
+        self.durable
+    }
+
+    /// Releases a `pin` taken at `revision`.
+    pub fn unpin(&mut self, revision: Revision) {
+        if let std::collections::btree_map::Entry::Occupied(mut pinned) = self.pins.entry(revision) {
+            *pinned.get_mut() -= 1;
+            if *pinned.get() == 0 {
+                pinned.remove();
+            }
+        }
+        self.trim();
     }
 
     pub fn durable(&self) -> Revision {
@@ -149,7 +171,9 @@ impl History {
             let Some(front) = self.records.front() else {
                 break;
             };
-            if front.event.revision > self.durable {
+            if front.event.revision > self.durable
+                || self.pins.keys().next().is_some_and(|pinned| front.event.revision > *pinned)
+            {
                 break;
             }
             if let Some(r) = self.records.pop_front() {
@@ -264,6 +288,22 @@ mod tests {
         assert_eq!(live.try_recv().unwrap().revision, 11);
         assert!(live.try_recv().is_err());
         assert!(history.changed_since("/g/r/", None, 11).is_empty());
+    }
+
+    #[test]
+    fn a_pinned_revision_stays_readable_until_unpinned() {
+        let mut history = History::new(0, HistoryLimits { max_events: 2, max_bytes: usize::MAX });
+        history.push_pending(vec![record(1, "/g/r/a")]);
+        history.make_durable(1);
+        let pinned = history.pin();
+        for revision in 2..10 {
+            history.push_pending(vec![record(revision, "/g/r/a")]);
+            history.make_durable(revision);
+        }
+        assert!(history.check_retained(pinned).is_ok());
+        assert_eq!(history.changed_since("/g/r/", None, pinned).len(), 1);
+        history.unpin(pinned);
+        assert!(matches!(history.check_retained(pinned), Err(Error::Expired { .. })));
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //! - `watch` replays every event after a revision, then streams; a revision older than the
 //!   retained window is `Error::Expired`.
 
+pub mod backup;
 pub mod etcd;
 pub(crate) mod history;
 pub mod key;
+pub mod leadership;
 pub mod sled;
 
 mod backend;

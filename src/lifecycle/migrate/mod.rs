@@ -85,7 +85,12 @@ pub async fn migrate(
             }
             p
         }
-        other => Progress::start(storage, other.as_ref()),
+        other => {
+            // Recorded at once: the status shows this migration, not the last one, from now on.
+            let fresh = Progress::start(storage, other.as_ref());
+            progress::write(store, &definition.name, &fresh).await?;
+            fresh
+        }
     };
     let mut pacer = Pacer::new(options.rate);
     // A pass that rewrote objects is followed by one that proves none is left; a few at most.

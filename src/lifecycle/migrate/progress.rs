@@ -61,12 +61,12 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A pass starting from the first object.
+    /// A pass starting from the first object; what `previous` counted is shown meanwhile.
     pub fn start(storage_version: &str, previous: Option<&Progress>) -> Progress {
         Progress {
             storage_version: storage_version.to_string(),
             state: State::Running,
-            last_objects_per_version: previous.and_then(|p| p.last_objects_per_version.clone()),
+            last_objects_per_version: previous.and_then(|p| p.counts().cloned()),
             started_at: crate::core::time::now_rfc3339(),
             ..Progress::default()
         }

@@ -15,7 +15,11 @@ use std::time::Duration;
 #[cfg(feature = "etcd")]
 mod connect;
 #[cfg(feature = "etcd")]
+mod election;
+#[cfg(feature = "etcd")]
 mod feed;
+#[cfg(feature = "etcd")]
+mod restore;
 #[cfg(feature = "etcd")]
 mod store;
 #[cfg(test)]
@@ -25,12 +29,14 @@ mod tests;
 #[cfg(feature = "etcd")]
 mod upkeep;
 #[cfg(feature = "etcd")]
+pub use restore::restore;
+#[cfg(feature = "etcd")]
 pub use store::EtcdStore;
 
 #[cfg(not(feature = "etcd"))]
 mod disabled;
 #[cfg(not(feature = "etcd"))]
-pub use disabled::EtcdStore;
+pub use disabled::{EtcdStore, restore};
 
 /// The prefix kube-apiserver puts its keys under; ours default elsewhere (see `EtcdOptions`).
 pub const DEFAULT_PREFIX: &str = "/crd-apiserver";
@@ -52,6 +58,9 @@ pub struct EtcdOptions {
     pub compaction_interval: Duration,
     /// Longest time one etcd call may take before the request fails (504).
     pub request_timeout: Duration,
+    /// How the replicas elect the one that runs the run-once work; `None`: this one always
+    /// leads (`--leader-elect=false`, and tools that open the store without serving it).
+    pub election: Option<crate::store::leadership::ElectionTiming>,
 }
 
 impl Default for EtcdOptions {
@@ -63,6 +72,7 @@ impl Default for EtcdOptions {
             cert_file: None,
             key_file: None,
             compaction_interval: Duration::from_secs(300),
+            election: None,
             request_timeout: Duration::from_secs(10),
         }
     }

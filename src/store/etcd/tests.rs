@@ -144,3 +144,45 @@ async fn wait_for(condition: impl Fn() -> bool, what: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+fn electing(etcd: &TestEtcd) -> EtcdOptions {
+    let timing = crate::store::leadership::ElectionTiming {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+    };
+    EtcdOptions { election: Some(timing), ..options(etcd) }
+}
+
+#[tokio::test]
+async fn one_replica_leads_and_another_takes_over_when_it_stops() {
+    let etcd = TestEtcd::start();
+    let first = EtcdStore::open(electing(&etcd)).await.unwrap();
+    wait_for(|| first.leadership().is_leader(), "the first replica to lead").await;
+    let second = EtcdStore::open(electing(&etcd)).await.unwrap();
+    // The second waits in line while the first renews its lease, several leases long.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(first.leadership().is_leader() && !second.leadership().is_leader());
+    // The leader stops without resigning (its tasks end, as in a crash): its lease expires
+    // and the second takes over within about one lease.
+    first.close();
+    let stopped = tokio::time::Instant::now();
+    wait_for(|| second.leadership().is_leader(), "the second replica to take over").await;
+    assert!(stopped.elapsed() < Duration::from_secs(5), "took over after {:?}", stopped.elapsed());
+    // A store opened without an election (a tool, or --leader-elect=false) always leads.
+    assert!(open(&etcd).await.leadership().is_leader());
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_etcd_steps_down_and_leads_again_when_it_returns() {
+    let mut etcd = TestEtcd::start();
+    let store = EtcdStore::open(electing(&etcd)).await.unwrap();
+    wait_for(|| store.leadership().is_leader(), "the replica to lead").await;
+    etcd.kill();
+    // It stops leading within the renew deadline, before its lease could have expired.
+    let cut = tokio::time::Instant::now();
+    wait_for(|| !store.leadership().is_leader(), "the replica to step down").await;
+    assert!(cut.elapsed() < Duration::from_secs(2), "stepped down after {:?}", cut.elapsed());
+    etcd.resume();
+    wait_for(|| store.leadership().is_leader(), "the replica to lead again").await;
+}

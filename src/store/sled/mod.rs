@@ -15,7 +15,10 @@
 //! closed and opens once there is room.
 
 mod reserve;
+mod restore;
 mod writer;
+
+pub use restore::restore;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
@@ -31,6 +34,9 @@ use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, V
 
 /// Key of the last assigned revision. Object keys start with `/`, so it never appears in lists.
 const REVISION_KEY: &[u8] = b"\0revision";
+
+/// Present while a restore writes the store (`restore`): a store holding it is incomplete.
+const RESTORING_KEY: &[u8] = b"\0restoring";
 
 /// Options of the sled backend.
 #[derive(Debug, Clone)]
@@ -201,6 +207,13 @@ impl SledStore {
         Ok(SledStore { shared, dir: dir.into() })
     }
 
+    /// Keeps the current revision readable (lists at it) until the pin is dropped, however
+    /// much is written meanwhile: what a backup reads at.
+    pub fn pin(&self) -> Pinned {
+        let revision = self.shared.history().pin();
+        Pinned { shared: self.shared.clone(), revision }
+    }
+
     /// How many times the writer has synced the store's file system to stable storage. A
     /// write is acknowledged only after a sync that began after it was applied.
     pub fn durable_syncs(&self) -> u64 {
@@ -309,6 +322,24 @@ impl SledStore {
     }
 }
 
+/// A revision kept readable; see `SledStore::pin`.
+pub struct Pinned {
+    shared: Arc<Shared>,
+    revision: Revision,
+}
+
+impl Pinned {
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.shared.history().unpin(self.revision);
+    }
+}
+
 impl Store for SledStore {
     fn current_revision(&self) -> Revision {
         self.shared.history().durable()
@@ -405,7 +436,21 @@ struct Opened {
 }
 
 impl Opened {
+    /// Opens the store, refusing one an interrupted restore left incomplete.
     fn open(dir: &Path, cache_capacity: u64) -> Result<Opened> {
+        let opened = Opened::open_for_restore(dir, cache_capacity)?;
+        if opened.tree.contains_key(RESTORING_KEY).map_err(storage_error)? {
+            return Err(Error::Backend(format!(
+                "the store at {} is incomplete: a restore into it was interrupted (run `crd-apiserver restore` \
+                 again with --replace)",
+                dir.display()
+            )));
+        }
+        Ok(opened)
+    }
+
+    /// Opens the store whatever it holds.
+    fn open_for_restore(dir: &Path, cache_capacity: u64) -> Result<Opened> {
         let db = sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| match e {
             // sled holds an exclusive lock on its files while open: another server has them.
             sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
