@@ -207,8 +207,8 @@ impl SledStore {
         Ok(SledStore { shared, dir: dir.into() })
     }
 
-    /// Keeps the current revision readable (lists at it) until the pin is dropped, however
-    /// much is written meanwhile: what a backup reads at.
+    /// Keeps the current revision readable (lists at it) until the pin is dropped, while
+    /// writes go on (up to eight times the history window's limits): what a backup reads at.
     pub fn pin(&self) -> Pinned {
         let revision = self.shared.history().pin();
         Pinned { shared: self.shared.clone(), revision }
