@@ -25,6 +25,8 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(runtime.block_on(cli::migrate_storage::run(&args)))
         }
         Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
+        Command::Backup(args) => std::process::exit(cli::backup::run_backup(&args)),
+        Command::Restore(args) => std::process::exit(cli::backup::run_restore(&args)),
         Command::DevPki(args) => {
             let pki = cli::pki::DevPki::ensure(&args.dir)?;
             let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", args.port))?;

@@ -3,7 +3,8 @@
 //! under a stream of creates: the other keeps serving, the writer's retries lose nothing, an
 //! informer (kube-rs' watcher, through the aggregator) resumes its watch on the other replica
 //! from the same resourceVersion and sees every object exactly once, with no re-list, and
-//! kubectl goes on working.
+//! kubectl goes on working. A file refused on every replica for dropping a stored version is
+//! served by each, follower or leader, once the leader's migration took the version out.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
@@ -230,4 +231,82 @@ fn run_once_work_moves_to_another_replica_when_the_leader_dies() {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("the other replica led {:?} after the leader was killed", killed.elapsed());
+}
+
+/// The CronTab stored in v1beta1, in v1beta1 and v1 with v1 stored, or in v1 alone.
+fn versioned_crontab(versions: &[(&str, bool)]) -> String {
+    let versions: Vec<serde_json::Value> = versions
+        .iter()
+        .map(|(name, storage)| {
+            serde_json::json!({"name": name, "served": true, "storage": storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+        })
+        .collect();
+    serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"}, "versions": versions}})
+    .to_string()
+}
+
+#[test]
+fn every_replica_serves_a_dropped_version_once_the_leaders_migration_allows_it() {
+    const OBJECTS: usize = 1000;
+    let etcd = TestEtcd::start();
+    let plane = ControlPlane::start();
+    let start = || {
+        let mut server =
+            TestServer::prepare(&[&versioned_crontab(&[("v1beta1", true)])], Some(plane.server_kubeconfig()));
+        let servers = format!("--etcd-servers={}", etcd.endpoint());
+        // Slow enough that both files are edited again long before the migration ends.
+        server.spawn(&["--storage-backend=etcd3", &servers, "--storage-migration-rate=200"]);
+        server
+    };
+    let replicas = [start(), start()];
+    plane.add_user("admin-token", User::new("admin", &["system:masters"]));
+    plane.state().create_namespace("default").ok();
+    let client =
+        |server: &TestServer| support::http::Client::new(server, None).header("Authorization", "Bearer admin-token");
+    let served = |server: &TestServer, version: &str| {
+        let path = format!("/apis/stable.example.com/{version}/namespaces/default/crontabs");
+        client(server).get(&path).unwrap().status
+    };
+    let writer = client(&replicas[0]);
+    for i in 0..OBJECTS {
+        let object = serde_json::json!({"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab",
+            "metadata": {"name": format!("c{i:04}")}});
+        let created = writer.send_json("POST", "/apis/stable.example.com/v1beta1/namespaces/default/crontabs", &object);
+        assert_eq!(created.status, 201, "{}", created.text());
+    }
+    let replace = |server: &TestServer, text: &str| {
+        let file = server.definitions_dir().join("00.yaml");
+        std::fs::write(file.with_extension("staged"), text).unwrap();
+        std::fs::rename(file.with_extension("staged"), &file).unwrap();
+    };
+    let wait = |what: &str, probe: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !probe() {
+            assert!(Instant::now() < deadline, "{what} did not happen in 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // Each replica's files (one ConfigMap, mounted in each pod) make v1 the storage version...
+    for replica in &replicas {
+        replace(replica, &versioned_crontab(&[("v1beta1", false), ("v1", true)]));
+    }
+    wait("v1 served by both", &|| replicas.iter().all(|r| served(r, "v1") == 200));
+    // ...then drop v1beta1 at once: refused by both while the leader migrates.
+    for replica in &replicas {
+        replace(replica, &versioned_crontab(&[("v1", true)]));
+    }
+    let refusal = "missing from spec.versions; v1beta1 was previously a storage version";
+    wait("the refusal on both", &|| replicas.iter().all(|r| r.log().contains(refusal)));
+    assert!(replicas.iter().all(|r| served(r, "v1beta1") == 200));
+    // The leader's migration takes v1beta1 out of storedVersions: both replicas then serve
+    // their files as they are, the follower as well as the leader.
+    wait("v1beta1 gone from both", &|| replicas.iter().all(|r| served(r, "v1beta1") == 404));
+    for replica in &replicas {
+        let list = client(replica).get("/apis/stable.example.com/v1/namespaces/default/crontabs").unwrap().json();
+        assert_eq!(list["items"].as_array().unwrap().len(), OBJECTS);
+    }
 }

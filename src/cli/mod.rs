@@ -1,5 +1,6 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check`, `validate`, `dev-pki`, `manifests` and `delete-objects`.
+//! `serve`, `check`, `validate`, `dev-pki`, `manifests`, `delete-objects`, `backup` and
+//! `restore`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -7,6 +8,7 @@
 pub mod accepted_names;
 pub mod admission;
 pub mod auth_flags;
+pub mod backup;
 pub mod checks;
 pub mod delegation;
 pub mod delete_objects;
@@ -60,6 +62,12 @@ pub enum Command {
     MigrateStorage(migrate_storage::MigrateStorageArgs),
     /// Delete the stored objects of a definition no longer served (a stopped server's store).
     DeleteObjects(delete_objects::DeleteObjectsArgs),
+    /// Write a backup of every object and the definitions' state, consistent at one
+    /// revision: from a running server (--server) while it serves writes, or from the store.
+    Backup(backup::BackupArgs),
+    /// Load a backup into an empty store (sled or etcd); resourceVersions go on above the
+    /// backup's, and clients holding older ones get 410 Expired and list again.
+    Restore(backup::RestoreArgs),
 }
 
 #[derive(Debug, Args)]

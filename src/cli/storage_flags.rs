@@ -96,7 +96,7 @@ impl StorageFlags {
         Ok(Some(timing))
     }
 
-    fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
+    pub fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
         EtcdOptions {
             election: self.election().ok().flatten(),
             servers: servers.to_vec(),

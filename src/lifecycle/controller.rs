@@ -168,18 +168,33 @@ impl Controller {
         Ok(progress.state == migrate::progress::State::Done)
     }
 
-    /// Refreshes every status object after a reload that did not change the served set (a
-    /// refused change shows as `lastReloadError`, and goes when fixed), also while a migration
-    /// keeps the main loop busy.
+    /// On the leader, refreshes every status object after a reload that did not change the
+    /// served set (a refused change shows as `lastReloadError`, and goes when fixed), also while
+    /// a migration keeps the main loop busy. On every replica, while the last reload refused
+    /// something, asks for a reload whenever storedVersions change (the leader's migration may
+    /// have allowed what a follower's files ask).
     async fn follow_reloads(self: Arc<Self>) {
         let mut seen = self.reloads.last();
+        let mut stored: Option<HashMap<String, Vec<String>>> = None;
         loop {
             tokio::time::sleep(POLL).await;
             let last = self.reloads.last();
+            if last.errors.is_empty() {
+                stored = None;
+            } else if let Ok(now) = stored_versions::read_all(self.store()).await {
+                // The first look is compared with what the refusing reload read: once more.
+                if stored.as_ref().is_none_or(|before| *before != now) {
+                    self.reloads.ask_again();
+                }
+                stored = Some(now);
+            }
             if Arc::ptr_eq(&seen, &last) {
                 continue;
             }
             seen = last;
+            if !self.store().leadership().is_leader() {
+                continue;
+            }
             let catalog = self.api.catalog();
             for definition in served(&catalog) {
                 self.write_status(definition, None).await;

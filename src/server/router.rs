@@ -17,6 +17,8 @@ use crate::server::health::{Health, Probe};
 pub enum Endpoint {
     Health(Probe),
     Metrics,
+    /// A backup of the whole store, streamed (`docs/backup.md`).
+    Backup,
     Version,
     LegacyRoot,
     Apis,
@@ -45,6 +47,7 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
         ["livez", ..] => Endpoint::Health(Probe::Livez),
         ["readyz", ..] => Endpoint::Health(Probe::Readyz),
         ["metrics"] => Endpoint::Metrics,
+        ["backup"] => Endpoint::Backup,
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
         ["apis"] => Endpoint::Apis,
@@ -103,6 +106,7 @@ impl Router {
                 let format = crate::metrics::Format::negotiate(accept.as_deref());
                 body::bytes_response(StatusCode::OK, format.content_type(), crate::metrics::render(format))
             }
+            Endpoint::Backup => backup_response(self.api.store().clone()),
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -140,6 +144,30 @@ impl Router {
             Endpoint::NotFound => body::error_response(&ApiError::path_not_found(), encoding),
         }
     }
+}
+
+/// Streams a backup of the store (JSON lines). It is read at one revision while writes go
+/// on; a failure part way ends the body without the trailer line, so the file is refused.
+fn backup_response(store: crate::store::Backend) -> Response<RespBody> {
+    use http_body_util::{BodyExt, StreamBody};
+    use tokio_stream::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        match store.backup(&tx).await {
+            Ok(summary) => tracing::info!(
+                revision = summary.revision,
+                objects = summary.objects,
+                state = summary.state,
+                "served a backup"
+            ),
+            Err(e) => tracing::warn!(error = %e, "a backup failed part way; its body ends without a trailer"),
+        }
+    });
+    let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|chunk| Ok::<_, std::convert::Infallible>(http_body::Frame::data(chunk)));
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/jsonl"));
+    response
 }
 
 /// The media type of the protobuf OpenAPI v2 document.
@@ -204,6 +232,7 @@ mod tests {
         assert_eq!(endpoint("/openapi/v3/apis/g.io/v1"), Endpoint::OpenApiV3("g.io".into(), "v1".into()));
         assert_eq!(endpoint("/readyz/ping"), Endpoint::Health(Probe::Readyz));
         assert_eq!(endpoint("/livez"), Endpoint::Health(Probe::Livez));
+        assert_eq!(endpoint("/backup"), Endpoint::Backup);
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
     }
 }

@@ -22,6 +22,22 @@ impl Backend {
         }
     }
 
+    /// Writes a backup of every key into `sink`, consistent at the current revision, while
+    /// writes go on (sled keeps the revision readable meanwhile; etcd keeps it until a
+    /// compaction passes it).
+    pub async fn backup(
+        &self,
+        sink: &super::backup::Sink,
+    ) -> std::result::Result<super::backup::Summary, super::backup::Error> {
+        match self {
+            Backend::Sled(s) => {
+                let pinned = s.pin();
+                super::backup::dump(s, self.name(), pinned.revision(), sink).await
+            }
+            Backend::Etcd(s) => super::backup::dump(s, self.name(), s.current_revision(), sink).await,
+        }
+    }
+
     /// Whether this server runs the work that must run once per store (always, on sled).
     pub fn leadership(&self) -> super::leadership::Leadership {
         match self {

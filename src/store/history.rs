@@ -49,6 +49,9 @@ impl Default for HistoryLimits {
     }
 }
 
+/// How far past its limits the window grows to keep a pinned revision readable.
+const PINNED_LIMIT_FACTOR: usize = 8;
+
 /// Buffered events per watcher; a watcher that falls this far behind is dropped.
 pub(crate) const WATCHER_BUFFER: usize = 4096;
 
@@ -62,6 +65,9 @@ pub(crate) struct History {
     limits: HistoryLimits,
     /// Watchers by resource prefix (`/group/plural/`).
     watchers: HashMap<String, Vec<Watcher>>,
+    /// Revisions readers are reading at for longer than the window may last (a backup), with
+    /// how many of them: every event after the oldest is kept until it is unpinned.
+    pins: BTreeMap<Revision, usize>,
 }
 
 impl History {
@@ -73,7 +79,27 @@ impl History {
             durable: revision,
             limits,
             watchers: HashMap::new(),
+            pins: BTreeMap::new(),
         }
+    }
+
+    /// Keeps every event after the durable revision until `unpin`, so that reads at that
+    /// revision stay possible while much is written meanwhile (up to `PINNED_LIMIT_FACTOR`
+    /// times the window's limits); returns the revision.
+    pub fn pin(&mut self) -> Revision {
+        *self.pins.entry(self.durable).or_default() += 1;
+        self.durable
+    }
+
+    /// Releases a `pin` taken at `revision`.
+    pub fn unpin(&mut self, revision: Revision) {
+        if let std::collections::btree_map::Entry::Occupied(mut pinned) = self.pins.entry(revision) {
+            *pinned.get_mut() -= 1;
+            if *pinned.get() == 0 {
+                pinned.remove();
+            }
+        }
+        self.trim();
     }
 
     pub fn durable(&self) -> Revision {
@@ -149,7 +175,13 @@ impl History {
             let Some(front) = self.records.front() else {
                 break;
             };
-            if front.event.revision > self.durable {
+            // A pin holds the window past its limits, up to `PINNED_LIMIT_FACTOR` times them: a
+            // backup nobody reads must not make the window grow without end (it then fails
+            // as `Expired`, and can be taken again).
+            let pinned = self.pins.keys().next().is_some_and(|pinned| front.event.revision > *pinned)
+                && self.records.len() <= self.limits.max_events.saturating_mul(PINNED_LIMIT_FACTOR)
+                && self.bytes <= self.limits.max_bytes.saturating_mul(PINNED_LIMIT_FACTOR);
+            if front.event.revision > self.durable || pinned {
                 break;
             }
             if let Some(r) = self.records.pop_front() {
@@ -264,6 +296,30 @@ mod tests {
         assert_eq!(live.try_recv().unwrap().revision, 11);
         assert!(live.try_recv().is_err());
         assert!(history.changed_since("/g/r/", None, 11).is_empty());
+    }
+
+    #[test]
+    fn a_pinned_revision_stays_readable_until_unpinned() {
+        let mut history = History::new(0, HistoryLimits { max_events: 2, max_bytes: usize::MAX });
+        history.push_pending(vec![record(1, "/g/r/a")]);
+        history.make_durable(1);
+        let pinned = history.pin();
+        for revision in 2..10 {
+            history.push_pending(vec![record(revision, "/g/r/a")]);
+            history.make_durable(revision);
+        }
+        assert!(history.check_retained(pinned).is_ok());
+        assert_eq!(history.changed_since("/g/r/", None, pinned).len(), 1);
+        history.unpin(pinned);
+        assert!(matches!(history.check_retained(pinned), Err(Error::Expired { .. })));
+        // A pin nobody releases holds the window up to eight times its limits, not more.
+        let forgotten = history.pin();
+        for revision in 10..40 {
+            history.push_pending(vec![record(revision, "/g/r/a")]);
+            history.make_durable(revision);
+        }
+        assert!(matches!(history.check_retained(forgotten), Err(Error::Expired { .. })));
+        assert!(history.records.len() <= 2 * PINNED_LIMIT_FACTOR + 1, "{}", history.records.len());
     }
 
     #[test]

@@ -6,17 +6,26 @@ use bytes::Bytes;
 use super::EtcdOptions;
 use crate::store::{Error, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 
+const NO_ETCD: &str = "this build of crd-apiserver has no etcd backend: build it with `--features etcd` \
+     (needs protoc), or use the sled backend";
+
+/// Restoring into etcd fails in this build.
+pub async fn restore(
+    _options: &EtcdOptions,
+    _header: &crate::store::backup::Header,
+    _objects: impl Iterator<Item = std::result::Result<crate::store::backup::Entry, crate::store::backup::Error>>,
+    _restore: crate::store::backup::RestoreOptions,
+) -> std::result::Result<crate::store::backup::Restored, crate::store::backup::Error> {
+    Err(Error::Backend(NO_ETCD.into()).into())
+}
+
 /// Never built: `open` always fails in this build.
 #[derive(Clone)]
 pub enum EtcdStore {}
 
 impl EtcdStore {
     pub async fn open(_options: EtcdOptions) -> Result<EtcdStore> {
-        Err(Error::Backend(
-            "this build of crd-apiserver has no etcd backend: build it with `--features etcd` \
-             (needs protoc), or use the sled backend"
-                .into(),
-        ))
+        Err(Error::Backend(NO_ETCD.into()))
     }
 
     pub fn close(&self) {

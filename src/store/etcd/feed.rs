@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use etcd_client::{EventType as EtcdEventType, WatchOptions, WatchResponse};
 
-use super::connect::{describe, etcd_revision, revision};
+use super::connect::describe;
 use super::store::Shared;
 use crate::store::history::Record;
 use crate::store::{Event, EventType, Revision};
@@ -60,7 +60,7 @@ async fn reset_after_compaction(shared: &Shared) {
         let probe = etcd_client::GetOptions::new().with_count_only();
         match shared.call(kv.get(shared.prefix.clone(), Some(probe))).await {
             Ok(response) => {
-                let now = response.header().map_or(0, |h| revision(h.revision()));
+                let now = response.header().map_or(0, |h| shared.rev(h.revision()));
                 shared.history().reset(now);
                 shared.publish(now);
                 return;
@@ -80,7 +80,7 @@ async fn follow(shared: &Arc<Shared>) -> Ended {
         .with_prefix()
         .with_prev_key()
         .with_progress_notify()
-        .with_start_revision(etcd_revision(from));
+        .with_start_revision(shared.etcd_rev(from));
     let mut client = shared.client.watch_client().max_decoding_message_size(super::store::MAX_RESPONSE_BYTES);
     let key = format!("{}/", shared.prefix);
     let stream = match tokio::time::timeout(shared.timeout, client.watch(key, Some(options))).await {
@@ -123,7 +123,7 @@ async fn follow(shared: &Arc<Shared>) -> Ended {
 fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
     if response.canceled() {
         if response.compact_revision() > 0 {
-            return Err(Ended::Compacted(revision(response.compact_revision())));
+            return Err(Ended::Compacted(shared.rev(response.compact_revision())));
         }
         return Err(Ended::Failed(format!("etcd canceled the watch: {}", response.cancel_reason())));
     }
@@ -134,7 +134,7 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
         if !response.created()
             && let Some(header) = response.header()
         {
-            let at = revision(header.revision());
+            let at = shared.rev(header.revision());
             let mut history = shared.history();
             if at > history.durable() {
                 history.make_durable(at);
@@ -145,7 +145,7 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
         return Ok(());
     }
     let records: Vec<Record> = events.iter().filter_map(|e| record(shared, e)).collect();
-    let Some(last) = events.last().and_then(|e| e.kv()).map(|kv| revision(kv.mod_revision())) else {
+    let Some(last) = events.last().and_then(|e| e.kv()).map(|kv| shared.rev(kv.mod_revision())) else {
         return Ok(());
     };
     let mut history = shared.history();
@@ -165,13 +165,13 @@ fn record(shared: &Shared, event: &etcd_client::Event) -> Option<Record> {
     let key = shared.strip(kv.key())?;
     let prev = event.prev_kv();
     let prev_value = prev.map(|p| Bytes::copy_from_slice(p.value()));
-    let prev_revision = prev.map_or(0, |p| revision(p.mod_revision()));
+    let prev_revision = prev.map_or(0, |p| shared.rev(p.mod_revision()));
     let event = match event.event_type() {
         EtcdEventType::Put => Event {
             // A key's version restarts at 1 when it is created again after a deletion.
             kind: if kv.version() == 1 { EventType::Added } else { EventType::Modified },
             key,
-            revision: revision(kv.mod_revision()),
+            revision: shared.rev(kv.mod_revision()),
             value: Bytes::copy_from_slice(kv.value()),
             prev: prev_value,
         },
@@ -180,7 +180,7 @@ fn record(shared: &Shared, event: &etcd_client::Event) -> Option<Record> {
             Event {
                 kind: EventType::Deleted,
                 key,
-                revision: revision(kv.mod_revision()),
+                revision: shared.rev(kv.mod_revision()),
                 value: last.clone(),
                 prev: Some(last),
             }

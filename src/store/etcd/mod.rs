@@ -19,6 +19,8 @@ mod election;
 #[cfg(feature = "etcd")]
 mod feed;
 #[cfg(feature = "etcd")]
+mod restore;
+#[cfg(feature = "etcd")]
 mod store;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -27,12 +29,14 @@ mod tests;
 #[cfg(feature = "etcd")]
 mod upkeep;
 #[cfg(feature = "etcd")]
+pub use restore::restore;
+#[cfg(feature = "etcd")]
 pub use store::EtcdStore;
 
 #[cfg(not(feature = "etcd"))]
 mod disabled;
 #[cfg(not(feature = "etcd"))]
-pub use disabled::EtcdStore;
+pub use disabled::{EtcdStore, restore};
 
 /// The prefix kube-apiserver puts its keys under; ours default elsewhere (see `EtcdOptions`).
 pub const DEFAULT_PREFIX: &str = "/crd-apiserver";

@@ -18,6 +18,7 @@ use tokio::sync::{Notify, watch};
 
 use super::EtcdOptions;
 use super::connect::{self, etcd_revision, revision, storage_error};
+use super::restore::Meta;
 use crate::store::history::{History, HistoryLimits};
 use crate::store::leadership::Leadership;
 use crate::store::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
@@ -54,12 +55,29 @@ pub(super) struct Shared {
     /// The newest revision known to be compacted away.
     pub compacted: AtomicU64,
     pub tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// What the last restore into this prefix left (`restore`): the store's revisions are
+    /// etcd's plus its offset, and reads below its `restored_at` are `Expired`.
+    pub restore: Meta,
 }
 
 impl Shared {
     pub fn history(&self) -> MutexGuard<'_, History> {
         // Every mutation of the window is a single push, pop or reset: still consistent.
         self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store's revision of an etcd revision (0 stays 0: none).
+    pub fn rev(&self, etcd: i64) -> Revision {
+        match revision(etcd) {
+            0 => 0,
+            r => r.saturating_add(self.restore.revision_offset),
+        }
+    }
+
+    /// etcd's revision of a store revision; 0 (which matches no key's revision) for one
+    /// from before the last restore.
+    pub fn etcd_rev(&self, revision: Revision) -> i64 {
+        etcd_revision(revision.saturating_sub(self.restore.revision_offset))
     }
 
     /// A KV client whose responses may be as large as a page of large objects.
@@ -124,7 +142,9 @@ impl EtcdStore {
     pub async fn open(options: EtcdOptions) -> Result<EtcdStore> {
         let client = connect::client(&options).await?;
         let prefix = options.prefix.trim_end_matches('/').to_string();
-        let start = super::upkeep::first_contact(&client, &prefix, &options).await?;
+        let contact = super::upkeep::first_contact(&client, &prefix, &options).await?;
+        let restore = super::restore::read_meta(&client, &prefix).await?;
+        let start = contact.saturating_add(restore.revision_offset);
         let (seen, _) = watch::channel(start);
         let shared = Arc::new(Shared {
             client,
@@ -137,6 +157,7 @@ impl EtcdStore {
             db_size: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
+            restore,
         });
         let mut tasks = vec![super::feed::spawn(shared.clone()), super::upkeep::spawn_probe(shared.clone())];
         if !options.compaction_interval.is_zero() {
@@ -189,17 +210,17 @@ impl EtcdStore {
     }
 
     /// What a failed transaction's `or_else` read says: absent, or present at a revision.
-    fn current_of(response: &etcd_client::TxnResponse) -> Option<Revision> {
+    fn current_of(&self, response: &etcd_client::TxnResponse) -> Option<Revision> {
         response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| revision(kv.mod_revision())),
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| self.shared.rev(kv.mod_revision())),
             _ => None,
         })
     }
 
-    fn header_revision(response: &etcd_client::TxnResponse) -> Result<Revision> {
+    fn header_revision(&self, response: &etcd_client::TxnResponse) -> Result<Revision> {
         response
             .header()
-            .map(|h| revision(h.revision()))
+            .map(|h| self.shared.rev(h.revision()))
             .ok_or_else(|| Error::Backend("etcd answered a transaction without a header".into()))
     }
 
@@ -240,10 +261,10 @@ impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         let mut kv = self.shared.kv();
         let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
-        Ok(response
-            .kvs()
-            .first()
-            .map(|kv| Versioned { revision: revision(kv.mod_revision()), value: Bytes::copy_from_slice(kv.value()) }))
+        Ok(response.kvs().first().map(|kv| Versioned {
+            revision: self.shared.rev(kv.mod_revision()),
+            value: Bytes::copy_from_slice(kv.value()),
+        }))
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
@@ -258,25 +279,33 @@ impl Store for EtcdStore {
             None => full_prefix.clone().into_bytes(),
         };
         let mut at = options.revision;
+        // etcd still has the revisions of a restore's writes, but the data is whole only
+        // from `restored_at` on.
+        if let Some(requested) = at
+            && requested < self.shared.restore.restored_at
+        {
+            return Err(Error::Expired { requested, oldest: self.shared.restore.restored_at });
+        }
         let mut items = Vec::new();
         let mut more = false;
+        let mut remaining = None;
         loop {
             let want = options.limit.map_or(LIST_CHUNK, |l| l.saturating_sub(items.len()).clamp(1, LIST_CHUNK));
             let mut get = GetOptions::new().with_range(end.clone()).with_limit(i64::try_from(want).unwrap_or(1));
             if let Some(r) = at {
-                get = get.with_revision(etcd_revision(r));
+                get = get.with_revision(self.shared.etcd_rev(r));
             }
             let mut kv = self.shared.kv();
             let response =
                 self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
             if at.is_none() {
-                at = response.header().map(|h| revision(h.revision()));
+                at = response.header().map(|h| self.shared.rev(h.revision()));
             }
             for kv in response.kvs() {
                 let Some(key) = self.shared.strip(kv.key()) else { continue };
                 items.push(KeyValue {
                     key,
-                    revision: revision(kv.mod_revision()),
+                    revision: self.shared.rev(kv.mod_revision()),
                     value: Bytes::copy_from_slice(kv.value()),
                 });
             }
@@ -285,6 +314,9 @@ impl Store for EtcdStore {
             }
             if options.limit.is_some_and(|l| items.len() >= l) {
                 more = true;
+                // etcd counts the whole range from the cursor, this response's items included.
+                let after = response.count().saturating_sub(response.kvs().len() as i64);
+                remaining = options.count_remaining.then(|| u64::try_from(after).unwrap_or(0));
                 break;
             }
             match response.kvs().last() {
@@ -296,7 +328,7 @@ impl Store for EtcdStore {
             }
         }
         let revision = at.ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))?;
-        Ok(ListResult { revision, items, more })
+        Ok(ListResult { revision, items, more, remaining })
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
@@ -308,7 +340,7 @@ impl Store for EtcdStore {
         if !response.succeeded() {
             return Err(Error::AlreadyExists(key.to_string()));
         }
-        Ok(self.settle(Self::header_revision(&response)?).await)
+        Ok(self.settle(self.header_revision(&response)?).await)
     }
 
     async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
@@ -316,25 +348,25 @@ impl Store for EtcdStore {
         let txn = Txn::new()
             .when([
                 Compare::version(full.clone(), CompareOp::Greater, 0),
-                Compare::mod_revision(full.clone(), CompareOp::Equal, etcd_revision(expected)),
+                Compare::mod_revision(full.clone(), CompareOp::Equal, self.shared.etcd_rev(expected)),
             ])
             .and_then([TxnOp::put(full.clone(), value.to_vec(), None)])
             .or_else([TxnOp::get(full, None)]);
         let response = self.txn(txn).await?;
         if !response.succeeded() {
-            return Err(match Self::current_of(&response) {
+            return Err(match self.current_of(&response) {
                 None => Error::NotFound(key.to_string()),
                 Some(current) => Error::Conflict { key: key.to_string(), expected, current },
             });
         }
-        Ok(self.settle(Self::header_revision(&response)?).await)
+        Ok(self.settle(self.header_revision(&response)?).await)
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
         let full = self.shared.full_key(key);
         let mut compares = vec![Compare::version(full.clone(), CompareOp::Greater, 0)];
         if let Some(expected) = expected {
-            compares.push(Compare::mod_revision(full.clone(), CompareOp::Equal, etcd_revision(expected)));
+            compares.push(Compare::mod_revision(full.clone(), CompareOp::Equal, self.shared.etcd_rev(expected)));
         }
         let txn = Txn::new()
             .when(compares)
@@ -342,7 +374,7 @@ impl Store for EtcdStore {
             .or_else([TxnOp::get(full, None)]);
         let response = self.txn(txn).await?;
         if !response.succeeded() {
-            return Err(match (Self::current_of(&response), expected) {
+            return Err(match (self.current_of(&response), expected) {
                 (Some(current), Some(expected)) => Error::Conflict { key: key.to_string(), expected, current },
                 _ => Error::NotFound(key.to_string()),
             });
@@ -351,7 +383,7 @@ impl Store for EtcdStore {
             TxnOpResponse::Delete(deleted) => deleted.prev_kvs().first().map(|kv| Bytes::copy_from_slice(kv.value())),
             _ => None,
         });
-        let revision = self.settle(Self::header_revision(&response)?).await;
+        let revision = self.settle(self.header_revision(&response)?).await;
         Ok((revision, last.unwrap_or_default()))
     }
 

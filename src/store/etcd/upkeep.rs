@@ -14,7 +14,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::EtcdOptions;
-use super::connect::{describe, etcd_revision, is_permanent, revision};
+use super::connect::{describe, is_permanent, revision};
 use super::store::Shared;
 use crate::store::{Error, Result, Revision};
 
@@ -131,7 +131,7 @@ async fn compact_turn(shared: &Shared, version: i64, recorded: Revision) -> Resu
         .or_else([TxnOp::get(COMPACT_KEY, None)]);
     let mut kv = shared.kv();
     let response = shared.call(kv.txn(claim)).await?;
-    let now = response.header().map_or(0, |h| revision(h.revision()));
+    let now = response.header().map_or(0, |h| shared.rev(h.revision()));
     if !response.succeeded() {
         // Another server claimed it: follow its count, compact next time if it stops.
         let current = response.op_responses().into_iter().find_map(|op| match op {
@@ -142,7 +142,7 @@ async fn compact_turn(shared: &Shared, version: i64, recorded: Revision) -> Resu
     }
     if recorded > 0 {
         let mut kv = shared.kv();
-        shared.call(kv.compact(etcd_revision(recorded), None)).await?;
+        shared.call(kv.compact(shared.etcd_rev(recorded), None)).await?;
         shared.compacted.fetch_max(recorded, Ordering::SeqCst);
         tracing::info!(revision = recorded, "compacted etcd");
     }
