@@ -158,15 +158,26 @@ fn admission_step(runtime: &tokio::runtime::Runtime, admission: &Admission, obje
     // One object mutated in place: a mutating policy does all its work each time (evaluation
     // and merge), and its label is already there from the second write on.
     let mut object = object.clone();
+    let start = Instant::now();
+    admission_step_loop(runtime, admission, &request, &mut object);
+    start.elapsed().as_secs_f64() * 1e9 / PROBES as f64
+}
+
+/// The measured loop of [`admission_step`] (apart, for callgrind's `--toggle-collect`).
+#[inline(never)]
+fn admission_step_loop(
+    runtime: &tokio::runtime::Runtime,
+    admission: &Admission,
+    request: &Attributes<'_>,
+    object: &mut Value,
+) {
     runtime.block_on(async {
-        let start = Instant::now();
         for _ in 0..PROBES {
             if admission.handles("stable.example.com", "crontabs") {
-                admission.mutate(&request, Some(&mut object), None).await.unwrap();
-                admission.validate(&request, Some(&object), None).await.unwrap();
+                admission.mutate(request, Some(object), None).await.unwrap();
+                admission.validate(request, Some(object), None).await.unwrap();
             }
         }
-        start.elapsed().as_secs_f64() * 1e9 / PROBES as f64
     })
 }
 
@@ -178,15 +189,24 @@ fn schema_rule(object: &Value) -> f64 {
     let (rules, errors) = crd_apiserver::cel::Rules::compile(&schema, &crd_apiserver::core::field::Path::nil());
     assert!(errors.is_empty());
     let start = Instant::now();
+    schema_rule_loop(&rules, object);
+    start.elapsed().as_secs_f64() * 1e9 / PROBES as f64
+}
+
+/// The measured loop of [`schema_rule`] (apart, for callgrind's `--toggle-collect`).
+#[inline(never)]
+fn schema_rule_loop(rules: &crd_apiserver::cel::Rules, object: &Value) {
     for _ in 0..PROBES {
         assert!(rules.validate(object, None).errors.is_empty());
     }
-    start.elapsed().as_secs_f64() * 1e9 / PROBES as f64
 }
 
 fn main() {
     // Rounds of the throughput runs (argument; default 3; 0 measures the steps alone).
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    // A second argument runs one step alone, for instruction counts under callgrind
+    // (hack/callgrind-admission.sh): `vap`, `map`, `none` or `schema`.
+    let only = std::env::args().nth(2);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c", "namespace": "default"},
         "spec": {"cronSpec": "*/5 * * * *", "image": "cron:1", "replicas": 3}});
@@ -207,6 +227,16 @@ fn main() {
     }
     if rounds > 0 {
         report_throughput(&scenarios, &mut rates, rounds);
+    }
+    if let Some(only) = only {
+        let ns = match only.as_str() {
+            "schema" => schema_rule(&object),
+            "vap" => admission_step(&runtime, &admission(0, Policy::Validating), &object),
+            "map" => admission_step(&runtime, &admission(0, Policy::Mutating), &object),
+            _ => admission_step(&runtime, &admission(0, Policy::None), &object),
+        };
+        println!("{only}: {ns:.0} ns");
+        return;
     }
     println!("admission step alone, per write:");
     for (name, configurations, policy) in scenarios {

@@ -46,6 +46,9 @@ pub struct Hook {
 
 /// The variables of webhook match conditions, in slot order.
 const CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request", "authorizer"];
+/// The slots of `request` and `authorizer` in [`CONDITION_VARIABLES`].
+const REQUEST: usize = 2;
+const AUTHORIZER: usize = 3;
 
 fn endpoint_of(config: &WebhookClientConfig) -> Result<Endpoint, String> {
     match (&config.url, &config.service) {
@@ -201,6 +204,16 @@ impl Hook {
         Ok(Some(version))
     }
 
+    /// Whether some match condition reads the variable at `slot` of [`CONDITION_VARIABLES`].
+    fn conditions_read(&self, slot: usize) -> bool {
+        self.match_conditions.iter().any(|(_, c)| c.as_ref().is_ok_and(|c| c.reads(slot)))
+    }
+
+    /// Whether some match condition reads `authorizer`.
+    pub fn uses_authorizer(&self) -> bool {
+        self.conditions_read(AUTHORIZER)
+    }
+
     /// The match conditions: any false skips the hook; errors refuse the request under
     /// `failurePolicy: Fail` and skip the hook under Ignore.
     fn conditions_match(
@@ -214,8 +227,12 @@ impl Hook {
         if self.match_conditions.is_empty() {
             return Ok(true);
         }
-        let reviewed = super::review::Reviewed { version, object: None, old: None };
-        let request_value = super::review::request_json("", request, &reviewed);
+        // `request` is built only when a condition reads it.
+        let request_value = if self.conditions_read(REQUEST) {
+            super::review::request_json("", request, &super::review::Reviewed { version, object: None, old: None })
+        } else {
+            serde_json::Value::Null
+        };
         let mut errors = Vec::new();
         for (source, condition) in &self.match_conditions {
             let outcome = condition.as_ref().map_err(Clone::clone).and_then(|program| {

@@ -37,10 +37,7 @@ impl Index {
     pub fn new(mutating: Vec<Arc<Hook>>, validating: Vec<Arc<Hook>>) -> Index {
         let mutating_keys = keys_of(&mutating);
         let validating_keys = keys_of(&validating);
-        let uses_authorizer = mutating
-            .iter()
-            .chain(&validating)
-            .any(|h| h.match_conditions.iter().any(|(source, _)| source.contains("authorizer")));
+        let uses_authorizer = mutating.iter().chain(&validating).any(|h| h.uses_authorizer());
         Index { mutating, validating, mutating_keys, validating_keys, uses_authorizer }
     }
 

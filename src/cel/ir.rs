@@ -279,6 +279,34 @@ impl Ir {
     pub fn relative_attribute_cost(operand: &Ir) -> u64 {
         u64::from(!operand.is_attribute())
     }
+
+    /// The variable slots below 64 the program reads, one bit each (comprehension and
+    /// binding slots included: callers mask the ones they bind themselves).
+    pub fn slots_read(&self) -> u64 {
+        let mut read = 0;
+        let mut pending = vec![self];
+        // A worklist rather than recursion: checked programs may be deeper than this
+        // thread's stack would like.
+        while let Some(ir) = pending.pop() {
+            match ir {
+                Ir::Const(_) => {}
+                Ir::Var(slot) => read |= 1u64.checked_shl(u32::try_from(*slot).unwrap_or(u32::MAX)).unwrap_or(0),
+                Ir::Select { operand, .. } => pending.push(operand),
+                Ir::Index { operand, index, .. } => pending.extend([&**operand, &**index]),
+                Ir::Call { args, .. } | Ir::Regex { args, .. } => pending.extend(args),
+                Ir::OrElse { lhs, rhs, .. } | Ir::And(lhs, rhs) | Ir::Or(lhs, rhs) => pending.extend([&**lhs, &**rhs]),
+                Ir::Cond(c, t, f) => pending.extend([&**c, &**t, &**f]),
+                Ir::List { elems, .. } => pending.extend(elems),
+                Ir::Map { entries } => pending.extend(entries.iter().flat_map(|(k, v, _)| [k, v])),
+                Ir::Fold(f) => pending.extend([&f.range, &f.init, &f.cond, &f.step, &f.result]),
+                Ir::Loop(l) => pending.extend([&l.range, &l.body].into_iter().chain(&l.filter)),
+                Ir::Bind { init, body, .. } => pending.extend([&**init, &**body]),
+                Ir::OptMap { target, body, .. } => pending.extend([&**target, &**body]),
+                Ir::SortBy { target, key, .. } => pending.extend([&**target, &**key]),
+            }
+        }
+        read
+    }
 }
 
 /// A comprehension as the standard macros expand them.

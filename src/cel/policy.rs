@@ -32,6 +32,9 @@ pub struct Expression {
     program: Program,
     /// The slot of the `authorizer` variable, when the expression's environment has one.
     authorizer_slot: Option<usize>,
+    /// The variable slots the program reads, one bit each: only those are bound to values
+    /// when it is evaluated.
+    reads: u64,
     /// Apply-configuration literals named against their field path (reported when the
     /// expression's result is used, as Kubernetes reports them).
     pub type_mismatches: Vec<String>,
@@ -68,7 +71,14 @@ impl Expression {
         if let Some(expected) = expected.filter(|e| *e != compiled.ty) {
             return Err(format!("must evaluate to {expected} but got {}", compiled.ty));
         }
-        Ok(Expression { program: compiled.program, authorizer_slot, type_mismatches: compiled.type_mismatches })
+        let reads = compiled.program.ir.slots_read();
+        Ok(Expression { program: compiled.program, authorizer_slot, reads, type_mismatches: compiled.type_mismatches })
+    }
+
+    /// Whether the program reads the variable at `index` of the `variables` it was compiled
+    /// over (when it does not, evaluating it never looks at that variable's value).
+    pub fn reads(&self, index: usize) -> bool {
+        index < 64 && self.reads & (1 << index) != 0
     }
 
     /// The estimated maximum cost.
@@ -88,16 +98,37 @@ impl Expression {
     ) -> Result<Outcome, String> {
         let any = super::schema::any_node();
         // One allocation: the variables, the authorizer, `variables`, and room for the
-        // bindings of a few nested comprehensions.
-        let mut slots: Vec<Value<'_>> = Vec::with_capacity(values.len() + 6);
-        slots.extend(values.iter().map(|v| v.map_or(Value::Null, |json| from_json(json, any).unwrap_or(Value::Null))));
-        if let Some(slot) = self.authorizer_slot {
-            let bound = authorizer
-                .map(|a| Value::Authz(std::rc::Rc::new(super::library::authz::Authz::root(a.clone()))))
-                .unwrap_or(Value::Null);
-            slots.insert(slot.min(slots.len()), bound);
+        // bindings of a few nested comprehensions. Only the variables the program reads are
+        // converted (and the authorizer built); the others are null, never looked at.
+        let count = values.len() + usize::from(self.authorizer_slot.is_some());
+        let mut slots: Vec<Value<'_>> = Vec::with_capacity(count + 7);
+        slots.resize_with(count, || Value::Null);
+        let mut read =
+            self.reads & 1u64.checked_shl(u32::try_from(count).unwrap_or(u32::MAX)).map_or(u64::MAX, |b| b - 1);
+        while read != 0 {
+            let slot = read.trailing_zeros() as usize;
+            read &= read - 1;
+            let value = match self.authorizer_slot {
+                Some(a) if a == slot => authorizer
+                    .map(|a| Value::Authz(std::rc::Rc::new(super::library::authz::Authz::root(a.clone()))))
+                    .unwrap_or(Value::Null),
+                // The JSON values fill the slots around the authorizer's.
+                a => {
+                    let index = if a.is_some_and(|a| a < slot) { slot - 1 } else { slot };
+                    values
+                        .get(index)
+                        .copied()
+                        .flatten()
+                        .map_or(Value::Null, |j| from_json(j, any).unwrap_or(Value::Null))
+                }
+            };
+            if let Some(s) = slots.get_mut(slot) {
+                *s = value;
+            }
         }
+        let read = self.reads(count);
         match extra {
+            Some(_) if !read => slots.push(Value::Null),
             Some([]) => {
                 // No variables were computed: an empty map, with nothing to allocate.
                 static NONE: std::sync::LazyLock<serde_json::Map<String, Json>> =
@@ -200,6 +231,24 @@ mod tests {
             Expression::compile("authorizer.resource('x')", &vars, Want::Any).is_err(),
             "resource needs a group first"
         );
+    }
+
+    #[test]
+    fn only_the_variables_read_are_bound() {
+        let vars = ["object", "oldObject", "request", "authorizer", "variables"];
+        let compiled = |source: &str| Expression::compile(source, &vars, Want::Bool).unwrap();
+        let plain = compiled("object.spec.replicas <= 100 && [1].all(v, v > 0)");
+        assert!(plain.reads(0));
+        assert!(!plain.reads(1) && !plain.reads(2) && !plain.reads(3) && !plain.reads(4));
+        let both = compiled("request.name == 'a' || variables.big");
+        assert!(both.reads(2) && both.reads(4) && !both.reads(0));
+        // A slot left unbound is never looked at: the values after it still land in theirs.
+        let object = json!({"spec": {"replicas": 3}});
+        let request = json!({"name": "a"});
+        let outcome = compiled("request.name == 'a' && object.spec.replicas == 3")
+            .evaluate(&[Some(&object), None, Some(&request)], None, Some(&[]))
+            .unwrap();
+        assert_eq!(outcome, Outcome::Bool(true));
     }
 
     #[test]

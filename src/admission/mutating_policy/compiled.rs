@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MatchResources
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::admission::policy::compiled::{Compiled, Indexable, Indexed, ParamRef as CompiledParamRef};
+use crate::admission::policy::compiled::{Compiled, Indexable, Indexed, ParamRef as CompiledParamRef, Reads};
 use crate::admission::policy::matching::Matcher;
 use crate::cel::policy::Want;
 
@@ -104,9 +104,8 @@ pub struct Policy {
     pub match_conditions: Vec<(String, Compiled)>,
     pub variables: Vec<(String, Compiled)>,
     pub mutations: Vec<Mutation>,
-    pub needs_request: bool,
-    pub needs_namespace: bool,
-    pub needs_authorizer: bool,
+    /// Which per-request variables some expression reads (the others are not built).
+    pub reads: Reads,
 }
 
 /// A compiled binding.
@@ -124,16 +123,6 @@ impl Policy {
             Some(m) => Matcher::compile(m),
             None => Err("spec.matchConstraints is required".to_string()),
         };
-        let expressions = || {
-            spec.match_conditions
-                .iter()
-                .map(|c| c.expression.as_str())
-                .chain(spec.variables.iter().map(|v| v.expression.as_str()))
-                .chain(spec.mutations.iter().filter_map(|m| {
-                    m.apply_configuration.as_ref().or(m.json_patch.as_ref()).map(|e| e.expression.as_str())
-                }))
-        };
-        let needs = |name: &str| expressions().any(|s| s.contains(name));
         // A mutation of an unknown patch type, or without its expression, is skipped, as
         // Kubernetes' compiler skips it (its API validation refuses such policies).
         let mutations = spec
@@ -147,7 +136,8 @@ impl Policy {
                 _ => None,
             })
             .collect();
-        Policy {
+        let mut policy = Policy {
+            reads: Reads::default(),
             name: wire.metadata.name.clone(),
             fail: spec.failure_policy.as_deref() != Some("Ignore"),
             reinvoke_if_needed: spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
@@ -167,10 +157,13 @@ impl Policy {
                 .map(|v| (v.name.clone(), Compiled::new(&v.expression, Want::Any)))
                 .collect(),
             mutations,
-            needs_request: needs("request"),
-            needs_namespace: needs("namespaceObject"),
-            needs_authorizer: needs("authorizer"),
-        }
+        };
+        policy.reads = Reads::of(policy.match_conditions.iter().chain(&policy.variables).map(|(_, c)| c).chain(
+            policy.mutations.iter().map(|m| match m {
+                Mutation::ApplyConfiguration(c) | Mutation::JsonPatch(c) => c,
+            }),
+        ));
+        policy
     }
 }
 
@@ -196,7 +189,7 @@ impl Indexable for Policy {
     }
 
     fn needs_authorizer(&self) -> bool {
-        self.needs_authorizer
+        self.reads.authorizer
     }
 }
 

@@ -148,7 +148,7 @@ pub async fn dispatch(
                     continue;
                 }
             };
-            if policy.needs_namespace && namespace_value.is_none() {
+            if policy.reads.namespace && namespace_value.is_none() {
                 namespace_value = Some(namespace_object(namespaces, request).await?);
             }
             for param in found.iter() {
@@ -215,7 +215,7 @@ impl Invocation<'_> {
     ) -> Result<bool, Error> {
         let mut versioned = in_version(request, object, self.version)?;
         let versioned_old = old.map(|o| in_version(request, o, self.version)).transpose()?;
-        let request_value = if self.policy.needs_request {
+        let request_value = if self.policy.reads.request {
             request_json("", request, &Reviewed { version: self.version, object: None, old: None })
         } else {
             Value::Null

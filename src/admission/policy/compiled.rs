@@ -30,6 +30,29 @@ impl Compiled {
     pub fn new(source: &str, want: Want) -> Compiled {
         Compiled { source: source.to_string(), program: Expression::compile(source, VARIABLES, want) }
     }
+
+    /// Whether evaluating the expression reads one of [`VARIABLES`] (an expression that does
+    /// not compile reads nothing: it is never evaluated).
+    pub fn reads(&self, variable: &str) -> bool {
+        let index = VARIABLES.iter().position(|v| *v == variable);
+        self.program.as_ref().is_ok_and(|p| index.is_some_and(|i| p.reads(i)))
+    }
+}
+
+/// Which of the per-request variables some expression of a policy reads: the others are not
+/// built for its requests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reads {
+    pub request: bool,
+    pub namespace: bool,
+    pub authorizer: bool,
+}
+
+impl Reads {
+    pub fn of<'c>(expressions: impl Iterator<Item = &'c Compiled> + Clone) -> Reads {
+        let reads = |name: &str| expressions.clone().any(|c| c.reads(name));
+        Reads { request: reads("request"), namespace: reads("namespaceObject"), authorizer: reads("authorizer") }
+    }
 }
 
 /// One validation.
@@ -53,11 +76,9 @@ pub struct Policy {
     pub match_conditions: Vec<(String, Compiled)>,
     pub variables: Vec<(String, Compiled)>,
     pub validations: Vec<Validation>,
-    /// Whether any expression may read `request` / `namespaceObject` (their text names it):
-    /// otherwise they are not built for each request.
-    pub needs_request: bool,
-    pub needs_namespace: bool,
-    pub needs_authorizer: bool,
+    /// Whether any expression reads `request`, `namespaceObject` or `authorizer`: otherwise
+    /// they are not built for each request.
+    pub reads: Reads,
 }
 
 /// How a binding finds its params.
@@ -87,25 +108,8 @@ impl Policy {
             Some(m) => Matcher::compile(m),
             None => Err("spec.matchConstraints is required".to_string()),
         };
-        let sources: Vec<&str> = spec
-            .match_conditions
-            .iter()
-            .flatten()
-            .map(|c| c.expression.as_str())
-            .chain(spec.variables.iter().flatten().map(|v| v.expression.as_str()))
-            .chain(
-                spec.validations
-                    .iter()
-                    .flatten()
-                    .flat_map(|v| std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())),
-            )
-            .collect();
-        let needs = |name: &str| sources.iter().any(|s| s.contains(name));
-        let (needs_request, needs_namespace) = (needs("request"), needs("namespaceObject"));
-        Policy {
-            needs_request,
-            needs_namespace,
-            needs_authorizer: needs("authorizer"),
+        let mut policy = Policy {
+            reads: Reads::default(),
             name: wire.metadata.name.clone().unwrap_or_default(),
             fail: spec.failure_policy.as_deref() != Some("Ignore"),
             param_kind: spec
@@ -136,7 +140,11 @@ impl Policy {
                     reason: v.reason.clone(),
                 })
                 .collect(),
-        }
+        };
+        policy.reads = Reads::of(policy.match_conditions.iter().chain(&policy.variables).map(|(_, c)| c).chain(
+            policy.validations.iter().flat_map(|v| std::iter::once(&v.expression).chain(&v.message_expression)),
+        ));
+        policy
     }
 }
 
@@ -173,7 +181,7 @@ impl Indexable for Policy {
     }
 
     fn needs_authorizer(&self) -> bool {
-        self.needs_authorizer
+        self.reads.authorizer
     }
 }
 

@@ -65,6 +65,9 @@ impl Matcher {
     /// The version a rule list matches the request in (the request's own first, then the
     /// definition's other served versions under Equivalent).
     fn version_in<'r>(&self, rules: &[NamedRule], request: &Request<'r>) -> Option<&'r str> {
+        if rules.is_empty() {
+            return None;
+        }
         if rules.iter().any(|r| r.matches(request, request.version)) {
             return Some(request.version);
         }
@@ -87,7 +90,7 @@ impl Matcher {
         old: Option<&serde_json::Value>,
     ) -> Result<Option<&'r str>, Error> {
         let namespace = request.target.namespace;
-        if !namespace.is_empty() && !self.namespace_selector.is_empty() {
+        if self.reads_namespace(request) {
             match namespaces.labels(namespace).await {
                 Ok(Some(labels)) if self.namespace_selector.matches_map(&labels) => {}
                 Ok(Some(_)) => return Ok(None),
@@ -95,18 +98,34 @@ impl Matcher {
                 Err(e) => return Err(Error::Internal(e)),
             }
         }
+        Ok(self.matches_request(request, object, old))
+    }
+
+    /// Whether matching the request reads its namespace's labels; when not,
+    /// [`Matcher::matches_request`] decides alone, without awaiting anything.
+    pub fn reads_namespace(&self, request: &Request<'_>) -> bool {
+        !request.target.namespace.is_empty() && !self.namespace_selector.is_empty()
+    }
+
+    /// [`Matcher::matches`] past the namespace selector.
+    pub fn matches_request<'r>(
+        &self,
+        request: &Request<'r>,
+        object: Option<&serde_json::Value>,
+        old: Option<&serde_json::Value>,
+    ) -> Option<&'r str> {
         if !self.object_selector.is_empty() {
             let selected = |o: Option<&serde_json::Value>| o.is_some_and(|o| self.object_selector.matches_object(o));
             if !selected(object) && !selected(old) {
-                return Ok(None);
+                return None;
             }
         }
         if self.version_in(&self.excluded, request).is_some() {
-            return Ok(None);
+            return None;
         }
         if self.rules.is_empty() {
-            return Ok(Some(request.version));
+            return Some(request.version);
         }
-        Ok(self.version_in(&self.rules, request))
+        self.version_in(&self.rules, request)
     }
 }

@@ -136,17 +136,22 @@ pub async fn dispatch(
                 config_error(&mut denied, policy, None, e);
                 continue;
             }
+            // Awaited only when matching reads the namespace (the common case decides here).
+            Ok(matcher) if !matcher.reads_namespace(request) => match matcher.matches_request(request, object, old) {
+                Some(version) => version,
+                None => continue,
+            },
             Ok(matcher) => match matcher.matches(request, namespaces, object, old).await? {
                 Some(version) => version,
                 None => continue,
             },
         };
-        let request_value = if policy.needs_request {
+        let request_value = if policy.reads.request {
             request_json("", request, &Reviewed { version, object: None, old: None })
         } else {
             Value::Null
         };
-        if policy.needs_namespace && namespace_object.is_none() {
+        if policy.reads.namespace && namespace_object.is_none() {
             namespace_object = Some(self::namespace_object(namespaces, request).await?);
         }
         let namespace_value = namespace_object.clone().flatten();
@@ -156,14 +161,24 @@ pub async fn dispatch(
                     config_error(&mut denied, policy, Some(binding), e);
                     continue;
                 }
+                Some(Ok(matcher))
+                    if !matcher.reads_namespace(request) && matcher.matches_request(request, object, old).is_none() =>
+                {
+                    continue;
+                }
+                Some(Ok(matcher)) if !matcher.reads_namespace(request) => {}
                 Some(Ok(matcher)) if matcher.matches(request, namespaces, object, old).await?.is_none() => continue,
                 _ => {}
             }
-            let params = match params(source, policy.param_kind.as_ref(), binding.param_ref.as_ref(), request).await {
-                Ok(p) => p,
-                Err(e) => {
-                    config_error(&mut denied, policy, Some(binding), &e);
-                    continue;
+            let params = if policy.param_kind.is_none() || binding.param_ref.is_none() {
+                Params::Unused
+            } else {
+                match params(source, policy.param_kind.as_ref(), binding.param_ref.as_ref(), request).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        config_error(&mut denied, policy, Some(binding), &e);
+                        continue;
+                    }
                 }
             };
             for param in params.iter() {
