@@ -193,8 +193,11 @@ fn main() {
         let mut left = 0u64;
         let mut after_key = None;
         loop {
-            let options =
-                crd_apiserver::store::ListOptions { revision: None, start_after: after_key.clone(), limit: Some(5000) };
+            let options = crd_apiserver::store::ListOptions {
+                start_after: after_key.clone(),
+                limit: Some(5000),
+                ..Default::default()
+            };
             let page = store.list(&prefix, options).await.unwrap();
             let needle: &[u8] = b"\"stable.example.com/v1\"";
             left += page.items.iter().filter(|kv| !kv.value.windows(needle.len()).any(|w| w == needle)).count() as u64;

@@ -101,7 +101,7 @@ def request(port, work, method, path, body=None, timeout=10, content_type="appli
 def crontab(name, image, rv=None):
     meta = {"name": name}
     if rv is not None:
-        meta["resourceVersion"] = rv
+        meta["resourceVersion"] = str(rv)
     return {"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": meta,
             "spec": {"cronSpec": "* * * * */5", "image": image}}
 
@@ -138,7 +138,8 @@ class Writer(threading.Thread):
         while not self.stop_flag.is_set():
             live = self.names()
             roll = self.rng.random()
-            if len(live) < 10 or roll < 0.4:
+            # Creates outnumber deletes until a writer holds 80 objects, then they balance.
+            if len(live) < 10 or (roll < 0.4 and len(live) < 80):
                 name = f"w{self.index}-{self.serial}-{self.rng.randrange(1 << 30)}"
                 image = self.image(name)
                 op = ("create", name, "POST", COLLECTION, crontab(name, image), (image,))

@@ -14,7 +14,8 @@ if [ -z "${SERVER:-}" ]; then
 fi
 work=$(mktemp -d)
 server=""
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+# The server runs under strace, which only detaches when killed: end the traced server too.
+trap '[ -n "$server" ] && kill $(cat /proc/"$server"/task/"$server"/children 2>/dev/null) "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r manifests "$work/"
 source hack/lib/dev-server.sh
 dev_server "$work" strace -f -qq -e trace=fsync,fdatasync,syncfs,sync_file_range,msync -o "$work/trace" "$SERVER"

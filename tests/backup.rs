@@ -3,7 +3,8 @@
 //! before the backup's revision is in it, none after), refused without credentials; the
 //! restore into a new store served by a new server (objects, content, resourceVersions above
 //! the backup's, a watch from an old resourceVersion answered 410 Expired); a store in use, a
-//! non-empty store and a truncated file refused; a stopped server's store backed up directly.
+//! non-empty store and a truncated file refused; a stopped server's store backed up directly;
+//! in a cluster, `/backup` authorized by SubjectAccessReview as a non-resource path.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
@@ -15,6 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use support::cluster::TestCluster;
+use support::control_plane::rbac::{Rule, Subject, User};
 use support::http::Client;
 use support::{CRONTAB_CRD, TestServer};
 
@@ -223,4 +226,47 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
         text(&refused)
     );
     assert!(!fresh.exists(), "the store was touched");
+}
+
+#[test]
+fn in_a_cluster_the_backup_path_is_authorized_by_subject_access_review() {
+    let cluster = TestCluster::start(&[CRONTAB_CRD]);
+    let work = tempfile::tempdir().unwrap();
+    let backup_as = |token: &str| {
+        let token_file = work.path().join(format!("{token}.token"));
+        std::fs::write(&token_file, token).unwrap();
+        let file = work.path().join(format!("{token}.backup"));
+        let out = run(&[
+            "backup",
+            "--server",
+            &format!("https://127.0.0.1:{}", cluster.server.port),
+            "--certificate-authority",
+            cluster.server.pki.serving_ca().to_str().unwrap(),
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "-o",
+            file.to_str().unwrap(),
+        ]);
+        (out, file)
+    };
+    cluster.plane.add_user("viewer-token", User::new("viewer", &["viewers"]));
+    let (refused, file) = backup_as("viewer-token");
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("403 Forbidden: forbidden: User \"viewer\" cannot get path \"/backup\""),
+        "{}",
+        text(&refused)
+    );
+    assert!(!file.exists());
+    cluster.plane.add_user("operator-token", User::new("operator", &["backup-operators"]));
+    cluster.plane.add_rule(Rule::paths(
+        "backup",
+        vec![Subject::Group("backup-operators".into())],
+        &["get"],
+        &["/backup"],
+    ));
+    let (out, file) = backup_as("operator-token");
+    assert!(out.status.success(), "{}", text(&out));
+    let (header, _) = read_backup(&file);
+    assert_eq!(header["format"], "crd-apiserver-backup");
 }

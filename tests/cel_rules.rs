@@ -5,6 +5,8 @@
 
 mod support;
 
+use serde_json::json;
+use support::http::Client;
 use support::{TestServer, stderr, stdout};
 
 const CRONTAB_WITH_RULES: &str = r#"apiVersion: apiextensions.k8s.io/v1
@@ -221,4 +223,96 @@ fn a_message_kubernetes_estimates_as_unbounded_refuses_its_definition() {
     let formatted = LIMITS_CRD.replace("'limit ' + string(self.maxLimit)", "'limit %d'.format([self.maxLimit])");
     let (code, out) = check(&formatted);
     assert_eq!(code, Some(0), "{out}");
+}
+
+/// Gadgets: a deprecated version, and after the definition tightens, rules whose errors on
+/// unchanged values are ratcheted into warnings.
+const GADGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    deprecated: true
+    deprecationWarning: "stable.example.com/v1 Gadget is going away"
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              a: {type: string}
+              b: {type: string}
+              c: {type: string}
+"#;
+
+/// Issue 15 item 13: the warnings of a write come in kube-apiserver's order (the version's
+/// deprecation, then validation's ratcheted rule errors in the order the rules ran, then the
+/// finalizer names), each text once.
+#[test]
+fn ratcheted_rule_errors_warn_in_kubernetes_order() {
+    let mut server = TestServer::start(&[GADGET_CRD]);
+    let client = Client::admin(&server);
+    let collection = "/apis/stable.example.com/v1/namespaces/default/gadgets";
+    let gadget = json!({"apiVersion": "stable.example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"a": "long a", "b": "long b", "c": "x"}});
+    let created = client.send_json("POST", collection, &gadget);
+    assert_eq!(created.status, 201, "{}", created.text());
+    // The rules arrive after the object: its values break them.
+    let rules = "            properties:\n              a: {type: string}\n";
+    let tightened = GADGET_CRD.replace(
+        rules,
+        concat!(
+            "            properties:\n",
+            "              a:\n",
+            "                type: string\n",
+            "                x-kubernetes-validations:\n",
+            "                - {rule: \"self.size() <= 3\", message: \"too long\"}\n",
+            "                - {rule: \"size(self) <= 3\", message: \"too long\"}\n",
+        ),
+    );
+    let tightened = tightened.replace(
+        "              b: {type: string}\n",
+        "              b:\n                type: string\n                x-kubernetes-validations: [{rule: \"self.size() <= 3\", message: \"too long\"}]\n",
+    );
+    std::fs::write(server.definitions_dir().join("00.yaml"), &tightened).unwrap();
+    server.stop();
+    server.spawn(&[]);
+    // The write changes spec.c only, and adds a finalizer (which warns when unqualified).
+    let patch = br#"{"metadata":{"finalizers":["unqualified"]},"spec":{"c":"y"}}"#;
+    let patched =
+        client.send("PATCH", &format!("{collection}/g"), "application/merge-patch+json", patch.to_vec()).unwrap();
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let warnings: Vec<&str> = patched.headers.get_all("warning").iter().map(|v| v.to_str().unwrap()).collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "stable.example.com/v1 Gadget is going away""#,
+            // The two rules of spec.a fail with the same text: it is written once.
+            r#"299 - "spec.a: Invalid value: \"long a\": too long""#,
+            r#"299 - "spec.b: Invalid value: \"long b\": too long""#,
+            r#"299 - "metadata.finalizers: \"unqualified\": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers""#,
+        ]
+    );
+    // A changed value is an error, not a warning.
+    let changed = client
+        .send(
+            "PATCH",
+            &format!("{collection}/g"),
+            "application/merge-patch+json",
+            br#"{"spec":{"b":"longer b"}}"#.to_vec(),
+        )
+        .unwrap();
+    assert_eq!(changed.status, 422, "{}", changed.text());
+    assert_eq!(
+        changed.json()["message"],
+        r#"Gadget.stable.example.com "g" is invalid: spec.b: Invalid value: "longer b": too long"#
+    );
 }

@@ -58,6 +58,19 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 #[test]
+fn a_client_that_never_finishes_its_tls_handshake_is_disconnected() {
+    let server = server_with(&[]);
+    runtime().block_on(async {
+        // A TCP connection that never says hello: closed at the handshake timeout (10 s).
+        let mut silent = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
+        let started = Instant::now();
+        let (_, closed) = read_until_closed(&mut silent, Duration::from_secs(20)).await.expect("silent client kept");
+        assert!(closed.duration_since(started) >= Duration::from_secs(9), "{:?}", closed.duration_since(started));
+    });
+    assert_eq!(Client::admin(&server).get("/version").unwrap().status, 200);
+}
+
+#[test]
 fn idle_connections_are_closed_but_quiet_watches_are_not() {
     let server = server_with(&["--http-idle-timeout", "2s"]);
     let client = Client::admin(&server);
@@ -146,4 +159,39 @@ fn requests_too_large_to_read_get_a_status() {
     // Heads below the limit are served, however large.
     let big = Client::admin(&server).header("X-Big", &"x".repeat(600_000));
     assert_eq!(big.get("/apis/stable.example.com/v1/namespaces/default/crontabs").unwrap().status, 200);
+}
+
+#[test]
+fn http2_header_lists_past_the_limit_get_a_status() {
+    let server = server_with(&[]);
+    let collection = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    let ask = |client: Client| client.http2().get(collection).unwrap();
+
+    // Below Go's limit (1 MiB and ten fields' overhead): served, over HTTP/2.
+    let served = ask(Client::admin(&server).header("X-Big", &"x".repeat(900_000)));
+    assert_eq!((served.version, served.status), (http::Version::HTTP_2, 200), "{}", served.text());
+
+    // Past it, as one large field, as many fields, and far past it (3 MiB): a 431 Status, as
+    // over HTTP/1.1.
+    let many = (0..1800).fold(Client::admin(&server), |c, i| c.header(&format!("x-field-{i}"), &"v".repeat(600)));
+    for (case, client) in [
+        ("one field", Client::admin(&server).header("X-Big", &"x".repeat((1 << 20) + 1024))),
+        ("many fields", many),
+        ("3 MiB", Client::admin(&server).header("X-Big", &"x".repeat(3 << 20))),
+    ] {
+        let refused = ask(client);
+        assert_eq!((refused.version, refused.status), (http::Version::HTTP_2, 431), "{case}: {}", refused.text());
+        assert_eq!(refused.headers["content-type"], "application/json", "{case}");
+        let status = refused.json();
+        assert_eq!(status["kind"], "Status", "{case}");
+        assert_eq!(status["code"], 431, "{case}");
+        assert_eq!(status["reason"], "RequestHeaderFieldsTooLarge", "{case}");
+        assert_eq!(status["message"], "the request's header fields are larger than the server accepts", "{case}");
+    }
+
+    // Past h2's own limit (4 MiB) h2 answers 431 itself, without a body; the connection and
+    // the server go on serving.
+    let beyond = ask(Client::admin(&server).header("X-Big", &"x".repeat(4 << 20)));
+    assert_eq!(beyond.status, 431);
+    assert_eq!(ask(Client::admin(&server)).status, 200);
 }

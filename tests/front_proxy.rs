@@ -61,17 +61,34 @@ fn identity_headers_are_believed_only_from_the_front_proxy() {
         "crontabs.stable.example.com is forbidden: User \"system:anonymous\" cannot list resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"a\""
     );
 
-    // A certificate from another CA, an expired one, or one whose CN is not allowed: refused.
+    // A certificate from another CA, an expired or not yet valid one, one whose CN is not
+    // allowed, or one whose extended key usages leave out client authentication (as Go's
+    // x509 verification refuses it): refused.
     let other_ca = Authority::new("front-proxy-ca").unwrap();
+    let proxy_ca = &plane.front_proxy_ca;
+    let issue = |leaf: Leaf| proxy_ca.issue(&Leaf { common_name: "front-proxy-client".into(), ..leaf }).unwrap();
     for (name, pem) in [
         ("other-ca", proxy_leaf(&other_ca, "front-proxy-client", false)),
-        ("expired", proxy_leaf(&plane.front_proxy_ca, "front-proxy-client", true)),
-        ("wrong-cn", proxy_leaf(&plane.front_proxy_ca, "mallory", false)),
+        ("expired", proxy_leaf(proxy_ca, "front-proxy-client", true)),
+        ("not-yet-valid", issue(Leaf { client: true, not_yet_valid: true, ..Leaf::default() })),
+        ("wrong-cn", proxy_leaf(proxy_ca, "mallory", false)),
+        ("server-auth-only", issue(Leaf { server: true, ..Leaf::default() })),
     ] {
         let refused = as_proxy(&cluster, name, &pem, LIST, "system:admin", &admin);
         assert_eq!(refused.status, 401, "{name}: {}", refused.text());
         assert_eq!(refused.json()["reason"], "Unauthorized", "{name}");
     }
+
+    // A certificate without extended key usages is good for any use, client authentication
+    // included, as Go's verification has it: believed.
+    let no_usages = as_proxy(&cluster, "no-eku", &issue(Leaf::default()), LIST, "system:admin", &admin);
+    assert_eq!(no_usages.status, 200, "{}", no_usages.text());
+
+    // The proxy's certificate naming nobody: the requestheader authenticator passes, and the
+    // certificate is not a user of the client CA either: refused.
+    let (cert, key) = files(&cluster, "proxy", &plane.front_proxy_client);
+    let nobody = Client::new(&cluster.server, Some((&cert, &key))).get(LIST).unwrap();
+    assert_eq!(nobody.status, 401, "{}", nobody.text());
 
     // A client certificate from the cluster's client CA (learned from the ConfigMap) is a user
     // of its own; its identity headers mean nothing.

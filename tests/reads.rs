@@ -248,6 +248,131 @@ fn discovery_documents() {
     assert!(v3.contains(r#""maximum":50"#) && v3.contains(r#""minimum":0"#), "{v3}");
     let v2 = client.get("/openapi/v2").unwrap().text();
     assert!(v2.contains(r#""maximum":50"#) && !v2.contains(r#""maximum":50.0"#), "{v2}");
+    // Each group version's document holds the schemas kube-apiserver's CRD builder publishes:
+    // the resource, its list and the meta types its routes refer to; the Scale types only
+    // where a resource has the scale subresource.
+    let meta = [
+        "DeleteOptions",
+        "FieldsV1",
+        "ListMeta",
+        "ManagedFieldsEntry",
+        "ObjectMeta",
+        "OwnerReference",
+        "Patch",
+        "Preconditions",
+        "Status",
+        "StatusCause",
+        "StatusDetails",
+        "Time",
+    ]
+    .map(|t| format!("io.k8s.apimachinery.pkg.apis.meta.v1.{t}"));
+    let scale = ["Scale", "ScaleSpec", "ScaleStatus"].map(|t| format!("io.k8s.api.autoscaling.v1.{t}"));
+    let schemas = |path: &str| -> Vec<String> {
+        let url = index["paths"][path]["serverRelativeURL"].as_str().unwrap().to_string();
+        let mut names: Vec<String> =
+            client.get(&url).unwrap().json()["components"]["schemas"].as_object().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    };
+    let mut widgets: Vec<String> = meta.iter().chain(&scale).cloned().collect();
+    widgets.extend(["com.example.apps.v1.Widget".to_string(), "com.example.apps.v1.WidgetList".to_string()]);
+    widgets.sort();
+    assert_eq!(schemas("apis/apps.example.com/v1"), widgets);
+    let mut crontabs: Vec<String> = meta.to_vec();
+    crontabs.extend(["com.example.stable.v1.CronTab".to_string(), "com.example.stable.v1.CronTabList".to_string()]);
+    crontabs.sort();
+    assert_eq!(schemas("apis/stable.example.com/v1"), crontabs);
+}
+
+/// Issue 15 item 10: list metadata as kube-apiserver writes an unstructured list's, and the
+/// field order of discovery documents and Scales as Kubernetes' Go types write them.
+#[test]
+fn list_metadata_and_field_order_as_kubernetes_writes_them() {
+    let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);
+    let client = Client::admin(&server);
+    let coll = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    for i in 0..5 {
+        let body = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": format!("c{i}"), "labels": {"even": (i % 2 == 0).to_string()}}, "spec": {"image": "x"}});
+        assert_eq!(client.send_json("POST", coll, &body).status, 201);
+    }
+    // The raw text of a list's metadata, which ends the body.
+    let metadata = |text: &str| text[text.rfind("\"metadata\":").unwrap()..].to_string();
+    let first = client.get(&format!("{coll}?limit=2")).unwrap().text();
+    let first_list: Value = serde_json::from_str(&first).unwrap();
+    let rv = first_list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let token = first_list["metadata"]["continue"].as_str().unwrap().to_string();
+    assert!(!token.is_empty());
+    // An unstructured list is a map: its keys are sorted, and the count of what the limit
+    // left out is there because no selector filtered the list.
+    assert_eq!(
+        metadata(&first),
+        format!(r#""metadata":{{"continue":"{token}","remainingItemCount":3,"resourceVersion":"{rv}"}}}}"#)
+    );
+    let second = client.get(&format!("{coll}?limit=2&continue={token}")).unwrap().json();
+    assert_eq!(second["metadata"]["remainingItemCount"], 1);
+    let token = second["metadata"]["continue"].as_str().unwrap();
+    let last = client.get(&format!("{coll}?limit=2&continue={token}")).unwrap().text();
+    // The last page: the storage layer always sets continue, so it is there and empty.
+    assert_eq!(metadata(&last), format!(r#""metadata":{{"continue":"","resourceVersion":"{rv}"}}}}"#));
+    let whole = client.get(coll).unwrap().json();
+    assert_eq!(whole["metadata"]["continue"], "");
+    assert!(whole["metadata"].get("remainingItemCount").is_none());
+    // A selector makes the count unknown: Kubernetes leaves it out rather than guess.
+    let selected = client.get(&format!("{coll}?limit=1&labelSelector=even%3Dtrue")).unwrap().json();
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1);
+    assert!(!selected["metadata"]["continue"].as_str().unwrap().is_empty());
+    assert!(selected["metadata"].get("remainingItemCount").is_none(), "{selected}");
+    let selected = client.get(&format!("{coll}?limit=1&fieldSelector=metadata.name%21%3Dc0")).unwrap().json();
+    assert!(selected["metadata"].get("remainingItemCount").is_none(), "{selected}");
+    // A Table's ListMeta is typed: it carries the count, and omits an empty continue.
+    let table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let table = Client::admin(&server).header("accept", table_accept).get(&format!("{coll}?limit=4")).unwrap().json();
+    assert_eq!(table["metadata"]["remainingItemCount"], 1);
+    let table = Client::admin(&server).header("accept", table_accept).get(coll).unwrap().json();
+    assert!(table["metadata"].get("continue").is_none(), "{}", table["metadata"]);
+    // kubectl pages through with the continue tokens.
+    let out = server.kubectl_ok(&["get", "crontabs", "--chunk-size=2", "-o", "name"]);
+    assert_eq!(out.lines().count(), 5, "{out}");
+
+    // Discovery and Scale objects are Go structs: their fields come in declaration order.
+    let groups = client.get("/apis").unwrap().text();
+    assert!(groups.starts_with(r#"{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"#), "{groups}");
+    let resources = client.get("/apis/apps.example.com/v1").unwrap().text();
+    assert!(
+        resources.starts_with(concat!(
+            r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps.example.com/v1","#,
+            r#""resources":[{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","#
+        )),
+        "{resources}"
+    );
+    let aggregated = Client::admin(&server)
+        .header("accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+        .get("/apis")
+        .unwrap()
+        .text();
+    assert!(
+        aggregated.starts_with(concat!(
+            r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"#,
+            r#""items":[{"metadata":{"name":"apps.example.com"},"versions":[{"version":"v1","resources":[{"resource":"widgets","#
+        )),
+        "{aggregated}"
+    );
+    let widgets = "/apis/apps.example.com/v1/namespaces/default/widgets";
+    let body = json!({"apiVersion": "apps.example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"replicas": 0}});
+    assert_eq!(client.send_json("POST", widgets, &body).status, 201);
+    let scale = client.get(&format!("{widgets}/w/scale")).unwrap().text();
+    let object = client.get(&format!("{widgets}/w")).unwrap().json();
+    let meta = &object["metadata"];
+    assert_eq!(
+        scale,
+        format!(
+            r#"{{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{{"name":"w","namespace":"default","uid":"{}","resourceVersion":"{}","creationTimestamp":"{}"}},"spec":{{}},"status":{{"replicas":0}}}}"#,
+            meta["uid"].as_str().unwrap(),
+            meta["resourceVersion"].as_str().unwrap(),
+            meta["creationTimestamp"].as_str().unwrap()
+        )
+    );
 }
 
 #[test]
@@ -273,7 +398,9 @@ fn metadata_only_views() {
         .unwrap()
         .json();
     assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    // A typed ListMeta omits the empty continue of the last page.
     assert!(rest["metadata"].get("continue").is_none());
+    assert_eq!(list["metadata"]["remainingItemCount"], 1);
     let one = Client::admin(&server)
         .header("accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
         .get(&format!("{coll}/c0"))

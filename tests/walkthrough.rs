@@ -148,6 +148,12 @@ fn crontab_walkthrough() {
     );
     let missing = server.kubectl(&["get", "crontabs", "x"]);
     assert_eq!(stderr(&missing).trim(), "Error from server (NotFound): crontabs.stable.example.com \"x\" not found");
+    // Replacing an object that is gone is NotFound too, as kubectl words a failed replace.
+    let gone = server.kubectl_stdin(&["replace", "-f", "-"], &replaced);
+    assert_eq!(
+        stderr(&gone).trim(),
+        "Error from server (NotFound): error when replacing \"STDIN\": crontabs.stable.example.com \"my-new-cron-object\" not found"
+    );
     assert_eq!(stderr(&server.kubectl(&["get", "ct"])).trim(), "No resources found in default namespace.");
 }
 

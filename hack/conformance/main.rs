@@ -29,6 +29,7 @@ struct Tally {
     pass: usize,
     fail: Vec<(String, String)>,
     skipped: std::collections::BTreeMap<&'static str, usize>,
+    skipped_names: Vec<(&'static str, String)>,
 }
 
 type Runner = fn(&Value, &Value) -> Verdict;
@@ -73,7 +74,10 @@ fn main() {
             match verdict {
                 Verdict::Pass => tally.pass += 1,
                 Verdict::Fail(why) => tally.fail.push((label, why)),
-                Verdict::Skip(reason) => *tally.skipped.entry(reason).or_default() += 1,
+                Verdict::Skip(reason) => {
+                    *tally.skipped.entry(reason).or_default() += 1;
+                    tally.skipped_names.push((reason, label));
+                }
             }
         }
         let run = tally.pass + tally.fail.len();
@@ -87,6 +91,11 @@ fn main() {
             run,
             if skipped.is_empty() { String::new() } else { format!("; skipped: {}", skipped.join(", ")) }
         );
+        if verbose {
+            for (reason, label) in &tally.skipped_names {
+                println!("    SKIP {label} ({reason})");
+            }
+        }
         for (label, why) in &tally.fail {
             if verbose {
                 println!("    FAIL {label}\n         {}", why.replace('\n', "\n         "));

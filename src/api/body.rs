@@ -103,49 +103,10 @@ pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody
     response
 }
 
-/// Adds `Warning: 299 - "<text>"` headers, as Kubernetes sends them (each text cut to 256
-/// characters, 4 KiB in all).
+/// Adds `Warning` headers after the response's own, as Kubernetes' recorder writes them
+/// (see `api::warnings`).
 pub fn add_warnings(response: &mut Response<RespBody>, warnings: &[String]) {
-    const MAX_ONE: usize = 256;
-    const MAX_ALL: usize = 4096;
-    let mut total = 0;
-    for text in warnings {
-        let mut text: String = text.chars().filter(|c| !c.is_control()).collect();
-        if text.chars().count() > MAX_ONE {
-            text = text.chars().take(MAX_ONE).collect();
-        }
-        let value = format!("299 - {}", quote_warning(&text));
-        total += value.len();
-        if total > MAX_ALL {
-            break;
-        }
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            response.headers_mut().append(header::WARNING, v);
-        }
-    }
-}
-
-/// Quotes warning text as Go's `%q` would for ASCII, which is what Kubernetes writes.
-fn quote_warning(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_ascii() => out.push(c),
-            // Header values must be visible ASCII; escape the rest as Go does for %q in ASCII mode.
-            c => {
-                let code = c as u32;
-                if code <= 0xFFFF {
-                    out.push_str(&format!("\\u{code:04x}"))
-                } else {
-                    out.push_str(&format!("\\U{code:08x}"))
-                }
-            }
-        }
-    }
-    out.push('"');
-    out
+    super::warnings::add(response, warnings);
 }
 
 #[cfg(test)]

@@ -225,8 +225,12 @@ pub async fn delete_collection(api: &Api, call: &Call, body: ReqBody) -> Result<
             Err(e) => return Err(e),
         }
     }
-    let response =
-        present::list_response(call, output, deleted, present::list_metadata(api.store().current_revision(), None));
+    let response = present::list_response(
+        call,
+        output,
+        deleted,
+        present::list_metadata(api.store().current_revision(), None, None),
+    );
     request_scope::end(Phase::Encode);
     response
 }

@@ -78,12 +78,20 @@ struct ContinueToken {
     v: String,
     rv: i64,
     start: String,
+    /// Ours, not Kubernetes': how many items followed the page that made the token, so that
+    /// the next page of the same list (at the same revision) knows its `remainingItemCount`
+    /// without counting the rest of the collection again.
+    #[serde(default)]
+    remaining: Option<u64>,
 }
 
 const TOO_OLD_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-fn encode_continue(revision: Revision, start: &str) -> String {
-    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": start});
+fn encode_continue(revision: Revision, start: &str, remaining: Option<u64>) -> String {
+    let mut token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": start});
+    if let Some(remaining) = remaining {
+        crate::api::objects::put(&mut token, "remaining", json!(remaining));
+    }
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
@@ -93,6 +101,8 @@ fn encode_continue(revision: Revision, start: &str) -> String {
 struct Continuation {
     start: String,
     revision: Option<Revision>,
+    /// The items that followed the previous page, when its token says.
+    remaining: Option<u64>,
 }
 
 /// Decodes a continue token with the checks and messages of Kubernetes' storage layer; every
@@ -116,7 +126,7 @@ fn decode_continue(text: &str) -> Result<Continuation, ApiError> {
         return Err(invalid(&format!(": {}", token.start)));
     }
     let start = rooted.get(1..).unwrap_or_default().to_string();
-    Ok(Continuation { start, revision: u64::try_from(token.rv).ok() })
+    Ok(Continuation { start, revision: u64::try_from(token.rv).ok(), remaining: token.remaining })
 }
 
 /// Where a list starts: the revision to read at and the key to start after.
@@ -125,6 +135,8 @@ struct Start {
     /// Wait for the store to reach this revision first (NotOlderThan semantics).
     at_least: Option<Revision>,
     start_after: Option<String>,
+    /// What followed the previous page of this list (at `revision`), from its token.
+    remaining: Option<u64>,
 }
 
 fn start_of(call: &Call) -> Result<Start, ApiError> {
@@ -136,13 +148,15 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
             return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
         }
         let start_after = format!("{}{}", key_root(call), token.start);
-        return Ok(Start { revision: token.revision, at_least: None, start_after: Some(start_after) });
+        // A count is only good at the revision it was made at.
+        let remaining = token.remaining.filter(|_| token.revision.is_some());
+        return Ok(Start { revision: token.revision, at_least: None, start_after: Some(start_after), remaining });
     }
     if call.query.get("sendInitialEvents").is_some() {
         return Err(list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list"));
     }
     match (rv, rvm) {
-        ("", "") => Ok(Start { revision: None, at_least: None, start_after: None }),
+        ("", "") => Ok(Start { revision: None, at_least: None, start_after: None, remaining: None }),
         ("", _) => Err(list_options_invalid(
             "resourceVersionMatch",
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
@@ -155,11 +169,16 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
                     "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
-            Ok(Start { revision: Some(revision), at_least: None, start_after: None })
+            Ok(Start { revision: Some(revision), at_least: None, start_after: None, remaining: None })
         }
         (rv, "" | "NotOlderThan") => {
             let revision = parse_revision(rv)?;
-            Ok(Start { revision: None, at_least: (revision > 0).then_some(revision), start_after: None })
+            Ok(Start {
+                revision: None,
+                at_least: (revision > 0).then_some(revision),
+                start_after: None,
+                remaining: None,
+            })
         }
         (_, other) => {
             let error = crate::core::field::FieldError::not_supported(
@@ -217,9 +236,20 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     let mut revision = start.revision;
     let mut start_after = start.start_after;
     let mut continue_from: Option<String> = None;
+    // Kubernetes counts what a limit leaves out only when no selector filters the list. The
+    // store counts it for a list's first page; later pages take the count of the page before
+    // from their token and subtract what they return, instead of counting the rest again.
+    let count_remaining = filter.is_empty() && limit.is_some();
+    let counted_before = start.remaining.filter(|_| count_remaining);
+    let mut remaining = None;
     let page_limit = if filter.is_empty() { limit } else { Some(limit.unwrap_or(FILTERED_PAGE).max(FILTERED_PAGE)) };
     'pages: loop {
-        let options = ListOptions { revision, start_after: start_after.clone(), limit: page_limit };
+        let options = ListOptions {
+            revision,
+            start_after: start_after.clone(),
+            limit: page_limit,
+            count_remaining: count_remaining && counted_before.is_none(),
+        };
         let page = api.store().list(&prefix, options).await.map_err(|e| match e {
             store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),
             other => errors::storage(other, call, ""),
@@ -236,6 +266,10 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             if limit.is_some_and(|l| items.len() >= l) {
                 if i + 1 < count || page.more {
                     continue_from = Some(kv.key);
+                    remaining = match counted_before {
+                        Some(before) => Some(before.saturating_sub(items.len() as u64)),
+                        None => page.remaining.filter(|_| count_remaining),
+                    };
                 }
                 break 'pages;
             }
@@ -247,8 +281,8 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         }
     }
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
-    let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k)));
-    let response = items.into_response(call, output, present::list_metadata(revision, token));
+    let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k), remaining));
+    let response = items.into_response(call, output, present::list_metadata(revision, token, remaining));
     request_scope::end(Phase::Encode);
     response
 }
@@ -259,9 +293,11 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip() {
-        let token = encode_continue(42, "default/x");
+        let token = encode_continue(42, "default/x", None);
         let decoded = decode_continue(&token).unwrap();
-        assert_eq!(decoded, Continuation { start: "default/x".into(), revision: Some(42) });
+        assert_eq!(decoded, Continuation { start: "default/x".into(), revision: Some(42), remaining: None });
+        let counted = decode_continue(&encode_continue(42, "default/x", Some(7))).unwrap();
+        assert_eq!(counted.remaining, Some(7));
     }
 
     fn token(json: &str) -> String {
@@ -296,6 +332,6 @@ mod tests {
     #[test]
     fn a_negative_continue_revision_reads_the_newest_state() {
         let decoded = decode_continue(&token(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"/a/x"}"#)).unwrap();
-        assert_eq!(decoded, Continuation { start: "a/x".into(), revision: None });
+        assert_eq!(decoded, Continuation { start: "a/x".into(), revision: None, remaining: None });
     }
 }

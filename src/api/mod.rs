@@ -31,6 +31,7 @@ pub mod strict;
 pub mod table;
 pub mod update;
 pub mod verbatim;
+mod warnings;
 pub mod watch;
 pub mod write;
 
@@ -182,7 +183,8 @@ impl Api {
             Err(e) => body::error_response(&e, encoding),
         };
         if let Some(warning) = &call.served.version.deprecation_warning {
-            body::add_warnings(&mut response, std::slice::from_ref(warning));
+            // Kubernetes warns of the version before serving the request: first.
+            warnings::add_first(&mut response, std::slice::from_ref(warning));
         }
         response
     }

@@ -68,7 +68,7 @@ async fn namespaces_with_objects(api: &Api, group: &str, plural: &str) -> Vec<St
     let mut found = Vec::new();
     let mut start_after: Option<String> = None;
     loop {
-        let options = ListOptions { revision: None, start_after: start_after.clone(), limit: Some(1) };
+        let options = ListOptions { start_after: start_after.clone(), limit: Some(1), ..ListOptions::default() };
         let Ok(page) = api.store().list(&prefix, options).await else { return found };
         let Some(first) = page.items.first() else { return found };
         let Some(namespace) = key::relative_to_resource(&first.key).split('/').next().map(str::to_string) else {

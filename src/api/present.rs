@@ -172,13 +172,28 @@ pub fn written_response(
     object_response(call, output, status, object)
 }
 
-/// List metadata: resourceVersion and, when more items exist, the continue token.
-pub fn list_metadata(revision: Revision, continue_token: Option<String>) -> Value {
-    let mut meta = json!({"resourceVersion": revision.to_string()});
-    if let Some(token) = continue_token {
-        crate::api::objects::put(&mut meta, "continue", Value::String(token));
+/// The metadata of a list of custom resources, as kube-apiserver writes an unstructured
+/// list's: `resourceVersion`, `continue` (the empty string on the last page: the storage layer
+/// always sets it) and, when a limit cut the list and no selector filtered it,
+/// `remainingItemCount`.
+pub fn list_metadata(revision: Revision, continue_token: Option<String>, remaining: Option<u64>) -> Value {
+    let mut meta = json!({"resourceVersion": revision.to_string(), "continue": continue_token.unwrap_or_default()});
+    if let Some(remaining) = remaining {
+        crate::api::objects::put(&mut meta, "remainingItemCount", json!(remaining));
     }
     meta
+}
+
+/// The metadata of a typed list (`Table`, `PartialObjectMetadataList`): Kubernetes copies the
+/// unstructured list's into a `ListMeta`, whose empty `continue` is omitted.
+fn typed_list_metadata(metadata: &Value) -> Value {
+    let mut typed = metadata.clone();
+    if let Value::Object(map) = &mut typed
+        && map.get("continue").is_some_and(|c| c.as_str() == Some(""))
+    {
+        map.remove("continue");
+    }
+    typed
 }
 
 /// A list in the negotiated view.
@@ -198,13 +213,13 @@ pub fn list_response(
         View::Metadata(v) => json!({
             "apiVersion": v.api_version(),
             "kind": "PartialObjectMetadataList",
-            "metadata": metadata,
+            "metadata": typed_list_metadata(&metadata),
             "items": items.iter().map(|o| table::partial_metadata(o, v)).collect::<Vec<_>>(),
         }),
         View::Table(v) => {
             let include = IncludeObject::parse(call.query.get("includeObject"))?;
             let columns = Columns::for_version(&call.served.version);
-            table::build(v, &columns, &items, metadata, include, no_headers(call))
+            table::build(v, &columns, &items, typed_list_metadata(&metadata), include, no_headers(call))
         }
     };
     Ok(body::value_response(StatusCode::OK, output.encoding, &value))
@@ -335,7 +350,7 @@ impl ListItems {
                 Ok(body::bytes_response(StatusCode::OK, "application/json", text))
             }
             Gathered::Table(table) => {
-                let text = table.finish(&metadata).map_err(encoding_error)?;
+                let text = table.finish(&typed_list_metadata(&metadata)).map_err(encoding_error)?;
                 Ok(body::bytes_response(StatusCode::OK, "application/json", text))
             }
             Gathered::Objects(objects) => list_response(call, output, objects, metadata),
@@ -417,7 +432,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn written_lists_are_the_lists_of_objects() {
         let call = call();
-        let metadata = || list_metadata(9, Some("token".into()));
+        let metadata = || list_metadata(9, Some("token".into()), Some(3));
         let keep_b_and_c = |o: &Value| matches!(objects::name(o), "b" | "c");
         for keep in [None, Some(&keep_b_and_c as &(dyn Fn(&Value) -> bool + Sync))] {
             let mut items = ListItems::new(&call, Output::JSON).unwrap();

@@ -11,7 +11,7 @@ use super::body::{ReqBody, RespBody, read_limited};
 use super::call::Call;
 use super::codec;
 use super::errors;
-use super::negotiate::negotiate;
+use super::negotiate::{Output, negotiate};
 use super::objects;
 use super::ownership;
 use super::patch::{PatchType, apply_patch};
@@ -92,10 +92,82 @@ fn set_path(object: &mut Value, path: &str, value: Value) {
     }
 }
 
+/// `autoscaling/v1` `Scale` as Kubernetes' Go type writes it: fields in the struct's order,
+/// `spec.replicas` omitted when zero, `status.selector` when empty.
+#[derive(serde::Serialize)]
+struct TypedScale<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: ScaleMeta<'a>,
+    spec: ScaleSpec,
+    status: ScaleStatus<'a>,
+}
+
+/// The `ObjectMeta` fields a Scale carries, in `ObjectMeta`'s order.
+#[derive(serde::Serialize)]
+struct ScaleMeta<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
+    #[serde(rename = "resourceVersion", skip_serializing_if = "str::is_empty")]
+    resource_version: &'a str,
+    #[serde(rename = "creationTimestamp", skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct ScaleSpec {
+    #[serde(skip_serializing_if = "is_zero")]
+    replicas: i64,
+}
+
+#[derive(serde::Serialize)]
+struct ScaleStatus<'a> {
+    replicas: i64,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    selector: &'a str,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The JSON bytes of a Scale made by [`scale_of`].
+fn typed_json(scale: &Value) -> serde_json::Result<Vec<u8>> {
+    let text = |pointer: &str| scale.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+    let number = |pointer: &str| scale.pointer(pointer).and_then(Value::as_i64).unwrap_or(0);
+    serde_json::to_vec(&TypedScale {
+        kind: "Scale",
+        api_version: "autoscaling/v1",
+        metadata: ScaleMeta {
+            name: text("/metadata/name"),
+            namespace: text("/metadata/namespace"),
+            uid: text("/metadata/uid"),
+            resource_version: text("/metadata/resourceVersion"),
+            creation_timestamp: scale.pointer("/metadata/creationTimestamp").and_then(Value::as_str),
+        },
+        spec: ScaleSpec { replicas: number("/spec/replicas") },
+        status: ScaleStatus { replicas: number("/status/replicas"), selector: text("/status/selector") },
+    })
+}
+
+/// A Scale in the negotiated view: JSON objects in the Go type's field order.
+fn scale_response(call: &Call, output: Output, scale: Value) -> Result<Response<RespBody>, ApiError> {
+    if output == Output::JSON {
+        let bytes = typed_json(&scale).map_err(|e| ApiError::internal(format!("encoding JSON: {e}")))?;
+        return Ok(super::body::bytes_response(StatusCode::OK, "application/json", bytes));
+    }
+    super::present::object_response(call, output, StatusCode::OK, scale)
+}
+
 pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), false)?;
     let (_, object) = read_current(api, call).await?;
-    super::present::object_response(call, output, StatusCode::OK, scale_of(call, &object)?)
+    scale_response(call, output, scale_of(call, &object)?)
 }
 
 /// How a scale write computes the new `Scale` from the current one.
@@ -152,7 +224,7 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         let main = Call { subresource: super::call::Subresource::None, ..call.clone() };
         match update::commit(api, &main, &current, &old, object, dry_run, None).await {
             Ok((Committed::Written(o) | Committed::Deleted(o) | Committed::Unchanged(o), _)) => {
-                let mut response = super::present::object_response(call, output, StatusCode::OK, scale_of(call, &o)?)?;
+                let mut response = scale_response(call, output, scale_of(call, &o)?)?;
                 super::body::add_warnings(&mut response, &warnings);
                 return Ok(response);
             }
@@ -183,6 +255,28 @@ pub async fn apply(api: &Api, call: &Call, config: &Value, force: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scales_are_written_in_the_order_of_the_go_type() {
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "w", "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 3}, "status": {"replicas": 1, "selector": "app=w"}});
+        assert_eq!(
+            String::from_utf8(typed_json(&scale).unwrap()).unwrap(),
+            concat!(
+                r#"{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"w","namespace":"ns","uid":"u-1","#,
+                r#""resourceVersion":"7","creationTimestamp":"2026-01-01T00:00:00Z"},"spec":{"replicas":3},"#,
+                r#""status":{"replicas":1,"selector":"app=w"}}"#
+            )
+        );
+        // Zero desired replicas and an empty selector are omitted, as omitempty omits them.
+        let zero = json!({"metadata": {"name": "z"}, "spec": {"replicas": 0}, "status": {"replicas": 0}});
+        assert_eq!(
+            String::from_utf8(typed_json(&zero).unwrap()).unwrap(),
+            r#"{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"z"},"spec":{},"status":{"replicas":0}}"#
+        );
+    }
 
     #[test]
     fn paths_read_and_write() {

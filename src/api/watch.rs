@@ -316,7 +316,9 @@ impl Stream {
     }
 
     fn bookmark(&self, initial_events_end: bool) -> Value {
-        let mut metadata = json!({"resourceVersion": self.last.to_string(), "creationTimestamp": null});
+        // An empty object of the resource with only its resourceVersion set: since Kubernetes
+        // 1.34 a zero creationTimestamp is omitted (omitzero), not written as null.
+        let mut metadata = json!({"resourceVersion": self.last.to_string()});
         if initial_events_end {
             crate::api::objects::put(&mut metadata, "annotations", json!({"k8s.io/initial-events-end": "true"}));
         }

@@ -148,7 +148,13 @@ async fn from_store(args: &BackupArgs, partial: &Path) -> Result<Summary, String
     });
     let closing = store.clone();
     let _ = tokio::task::spawn_blocking(move || closing.close()).await;
-    let summary = taken.map_err(|e| format!("reading the store: {e}"))?;
+    let summary = taken.map_err(|e| match e {
+        backup::Error::Store(crate::store::Error::Expired { requested, .. }) => format!(
+            "revision {requested} was compacted while the backup read it (etcd's compaction, or more writes than a \
+             sled store keeps for a backup): take the backup again"
+        ),
+        e => format!("reading the store: {e}"),
+    })?;
     written?;
     Ok(summary)
 }

@@ -31,6 +31,9 @@ struct State {
     served: HashMap<String, Served>,
     /// Whether the first load was served.
     loaded: bool,
+    /// The served set was planned without the store's records (it could not be read at
+    /// start): it is planned again, as a first load, once they can be read.
+    provisional: bool,
 }
 
 /// Loads and reloads the definitions of `paths`.
@@ -83,14 +86,28 @@ impl LiveDefinitions {
     /// `None` when nothing changed.
     async fn plan_and_record(&self, with_catalog: bool) -> Option<(Plan, Option<Catalog>)> {
         let ages = super::accepted_names::ages(&self.store).await;
-        let stored_versions = match stored_versions::read_all(&self.store).await {
-            Ok(all) => all,
+        let (first, provisional) = self.state.lock().map(|s| (!s.loaded, s.provisional)).unwrap_or((false, false));
+        let (stored_versions, unread) = match stored_versions::read_all(&self.store).await {
+            Ok(all) => (all, false),
+            Err(e) if first => {
+                // A store that cannot be read at start (a full disk keeps it closed): serve
+                // what the files say, so that requests are answered (with the store's error),
+                // and plan again once the records can be read.
+                tracing::error!(error = %e, "reading status.storedVersions failed; serving the definitions as the files say until it can be read");
+                (HashMap::new(), true)
+            }
             Err(e) => {
                 // Without the record, the update rule cannot be applied: nothing changes.
                 tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
                 return None;
             }
         };
+        if provisional && let Ok(mut state) = self.state.lock() {
+            // Planned as a first load, with every check the records allow.
+            state.served.clear();
+            state.loaded = false;
+            state.provisional = false;
+        }
         let (paths, state) = (self.paths.clone(), self.state.clone());
         let planned = tokio::task::spawn_blocking(move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -138,6 +155,7 @@ impl LiveDefinitions {
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.served = plan.served.clone();
         state.loaded = true;
+        state.provisional = unread;
         drop(state);
         Some((plan, catalog))
     }
@@ -164,14 +182,23 @@ impl LiveDefinitions {
         self.status.record(problems);
     }
 
-    /// Follows the files from now on: every burst of changes is one reload.
+    /// Whether a set of definitions is served with the store's records (the first load serves
+    /// the files without them when the store cannot be read, e.g. a full disk kept it closed).
+    fn loaded(&self) -> bool {
+        self.state.lock().map(|s| s.loaded && !s.provisional).unwrap_or(true)
+    }
+
+    /// Follows the files from now on: every burst of changes is one reload. Until a set is
+    /// served with the store's records, the files are loaded again every second.
     pub fn follow(self, api: Arc<Api>) -> Result<(), watch::Error> {
         let (watcher, mut events) = DefinitionsWatcher::start(&self.paths)?;
         tokio::spawn(async move {
             // What changed between the first load and the start of the watch.
             self.reload(&api, std::time::Instant::now()).await;
+            let mut retry = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 let status = self.status.clone();
+                let unloaded = !self.loaded();
                 // Only the wait for a burst's first event is raced (receiving is cancel-safe);
                 // the burst is then waited out whole.
                 tokio::select! {
@@ -187,6 +214,8 @@ impl LiveDefinitions {
                     // A refused change may be acceptable now (a stored version it dropped left
                     // status.storedVersions): the files are read again.
                     () = status.asked_again() => self.reload(&api, std::time::Instant::now()).await,
+                    // Until the store's records could be read, the files are read again.
+                    _ = retry.tick(), if unloaded => self.reload(&api, std::time::Instant::now()).await,
                 }
             }
         });

@@ -48,6 +48,8 @@ pub struct Leaf {
     pub client: bool,
     /// Makes the certificate expired (for tests).
     pub expired: bool,
+    /// Makes the certificate valid only from 2100 on (for tests).
+    pub not_yet_valid: bool,
 }
 
 fn name(common_name: &str, organizations: &[String]) -> DistinguishedName {
@@ -99,6 +101,10 @@ impl Authority {
         if leaf.expired {
             params.not_before = rcgen::date_time_ymd(2020, 1, 1);
             params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        if leaf.not_yet_valid {
+            params.not_before = rcgen::date_time_ymd(2100, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2101, 1, 1);
         }
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;

@@ -186,6 +186,51 @@ mod tests {
     }
 
     #[test]
+    fn a_boolean_additional_properties_keeps_the_keys_and_prunes_inside_them() {
+        // Kubernetes' structural schema holds no schema for `additionalProperties: true` (or
+        // false): every key is kept and pruned with no schema, so objects under it lose their
+        // fields and lists keep their items, emptied the same way; scalars stay.
+        let object = json!({"a": {"x": 1, "y": {"z": 2}}, "b": 2, "c": [{"x": 1}, 3], "d": null});
+        let pruned = json!({"a": {}, "b": 2, "c": [{}, 3], "d": null});
+        for allows in [true, false] {
+            check(
+                json!({"type": "object", "additionalProperties": allows}),
+                object.clone(),
+                false,
+                pruned.clone(),
+                &["a.x", "a.y", "c[0].x"],
+            );
+            // Below x-kubernetes-preserve-unknown-fields the same holds for the values it
+            // reaches through additionalProperties.
+            check(
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "additionalProperties": allows}),
+                object.clone(),
+                false,
+                pruned.clone(),
+                &["a.x", "a.y", "c[0].x"],
+            );
+        }
+        // Beside properties (which `true` may be): declared keys by their schema, others kept
+        // and pruned with no schema.
+        check(
+            json!({"type": "object", "additionalProperties": true,
+                "properties": {"spec": {"type": "object", "properties": {"x": {"type": "integer"}}}}}),
+            json!({"spec": {"x": 1, "y": 2}, "other": {"z": 3}, "n": 1}),
+            false,
+            json!({"spec": {"x": 1}, "other": {}, "n": 1}),
+            &["other.z", "spec.y"],
+        );
+        // A schema for the values prunes by it instead.
+        check(
+            json!({"type": "object", "additionalProperties": {"type": "object", "properties": {"x": {"type": "integer"}}}}),
+            json!({"a": {"x": 1, "y": 2}}),
+            false,
+            json!({"a": {"x": 1}}),
+            &["a.y"],
+        );
+    }
+
+    #[test]
     fn embedded_resources_keep_their_type_and_metadata() {
         check(
             json!({"type": "object", "properties": {"e": {"type": "object", "x-kubernetes-embedded-resource": true,

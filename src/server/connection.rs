@@ -32,7 +32,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::conn::ConnInfo;
 use super::filters::{self, Next};
-use super::refusals::WithRefusalBodies;
+use super::refusals::{self, WithRefusalBodies};
 use crate::api::body::{BodyError, RespBody};
 
 /// Bounds of one connection. The defaults are k8s.io/apiserver's.
@@ -65,8 +65,6 @@ impl Default for ConnectionSettings {
 /// Largest HTTP/1.1 request head (request line and headers): Go's `MaxHeaderBytes` (1 MiB)
 /// plus the 4 KiB its reader allows beyond it. Larger heads are refused with 431.
 const HTTP1_MAX_HEAD_BYTES: usize = (1 << 20) + 4096;
-/// Largest HTTP/2 header list a client may send (Go's default `MaxHeaderBytes`, 1 MiB).
-const HTTP2_MAX_HEADER_LIST_BYTES: u32 = 1 << 20;
 /// Streams a client may open and reset before the server reads them (the "rapid reset"
 /// attack); beyond it the connection is closed.
 const HTTP2_MAX_PENDING_RESETS: usize = 20;
@@ -130,12 +128,24 @@ pub async fn serve_stream<S>(
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
-            let mut request = request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync());
-            request.extensions_mut().insert(info.clone());
+            // Refused here, in the connection's task, so that an over-large header list is
+            // freed before the next stream is decoded.
+            let admitted = match refusals::header_list_refusal(&request) {
+                Some(refusal) => Err(refusal),
+                None => Ok(request),
+            };
+            let admitted = admitted.map(|request| {
+                let mut request = request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync());
+                request.extensions_mut().insert(info.clone());
+                request
+            });
             let handler = handler.clone();
             let in_flight = InFlight::start(activity.clone());
             async move {
-                let response = filters::run(handler, request).await;
+                let response = match admitted {
+                    Ok(request) => filters::run(handler, request).await,
+                    Err(refusal) => refusal,
+                };
                 // The request stays in flight until its body is done (a watch, for as long
                 // as it streams).
                 Ok::<_, Infallible>(
@@ -154,7 +164,7 @@ pub async fn serve_stream<S>(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.http2_max_concurrent_streams)
-        .max_header_list_size(HTTP2_MAX_HEADER_LIST_BYTES)
+        .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
         .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
         .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);

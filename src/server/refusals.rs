@@ -1,23 +1,74 @@
-//! Status bodies for the HTTP/1.1 requests hyper refuses before any service sees them: a
-//! request line whose URI is longer than 65,534 bytes (414) and a head larger than the read
-//! buffer or with too many headers (431). hyper answers those with an empty body; clients of
-//! a Kubernetes apiserver expect a `Status` to read, so this transport wrapper swaps hyper's
-//! bare answer for one that carries a Status, and lets the client read it before the close.
+//! Status bodies for the requests refused before any service sees them.
 //!
-//! Owns only that rewrite, on the connection's byte stream: a write that is exactly hyper's
-//! bare 414 or 431 head (no body) is replaced; every other byte passes untouched. After such a
-//! refusal the shutdown drains what the client still sends for a moment, as Go's server does,
-//! so that the close does not reset the connection under the answer.
+//! HTTP/1.1: hyper refuses a request line whose URI is longer than 65,534 bytes (414) and a
+//! head larger than the read buffer or with too many headers (431) with an empty body;
+//! clients of a Kubernetes apiserver expect a `Status` to read, so a transport wrapper swaps
+//! hyper's bare answer for one that carries a Status, and lets the client read it before the
+//! close. A write that is exactly hyper's bare 414 or 431 head (no body) is replaced; every
+//! other byte passes untouched. After such a refusal the shutdown drains what the client still
+//! sends for a moment, as Go's server does, so that the close does not reset the connection
+//! under the answer.
+//!
+//! HTTP/2: h2 answers a header list past its own limit with a bare 431 (and closes a connection
+//! that pushes four times more). Its limit is therefore set above Go's (`HTTP2_DECODED_HEADER_LIST_BYTES`)
+//! and [`header_list_refusal`] answers every list h2 delivers above Go's limit with a 431
+//! Status, before the request reaches the filter chain, so that its header map is freed before
+//! h2 decodes the next stream.
+//!
+//! Owns only these refusals; the limits' other effects (buffer sizes, h2 settings) are set by
+//! `connection`.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use http::{Request, Response, Version};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::api::body::{RespBody, error_response};
+use crate::api::negotiate::Encoding;
+use crate::core::status::ApiError;
 
 /// How long a refused client gets to finish sending before the connection closes.
 const DRAIN_FOR: Duration = Duration::from_millis(500);
+
+const URI_TOO_LONG: &str = "the request URI is longer than the server accepts (65534 bytes)";
+const HEADERS_TOO_LARGE: &str = "the request's header fields are larger than the server accepts";
+
+/// Largest HTTP/2 header list answered normally, in HTTP/2's measure (each field's name and
+/// value plus 32 bytes, pseudo-header fields included): Go's `MaxHeaderBytes` (1 MiB) padded
+/// as Go's HTTP/2 server pads it, for ten fields' overhead.
+pub const HTTP2_MAX_HEADER_LIST_BYTES: usize = (1 << 20) + 10 * 32;
+
+/// h2's own limit on a decoded header list, four times ours, so that lists between the two
+/// reach [`header_list_refusal`] and get a Status. Beyond it h2 answers a bare 431; beyond four
+/// times it (or about 5 MiB of encoded header block) h2 closes the connection. It also bounds
+/// the decoded headers one connection holds while a header block is being received.
+pub const HTTP2_DECODED_HEADER_LIST_BYTES: u32 = 4 << 20;
+
+/// Overhead HTTP/2 counts per header field (RFC 9113, SETTINGS_MAX_HEADER_LIST_SIZE).
+const FIELD_OVERHEAD: usize = 32;
+
+/// The size of an HTTP/2 request's header list as h2 and Go measure it.
+fn header_list_size<B>(request: &Request<B>) -> usize {
+    let uri = request.uri();
+    let field = |name: usize, value: usize| name + value + FIELD_OVERHEAD;
+    let pseudo = field(":method".len(), request.method().as_str().len())
+        + uri.scheme_str().map_or(0, |s| field(":scheme".len(), s.len()))
+        + uri.authority().map_or(0, |a| field(":authority".len(), a.as_str().len()))
+        + uri.path_and_query().map_or(0, |p| field(":path".len(), p.as_str().len()));
+    pseudo + request.headers().iter().map(|(name, value)| field(name.as_str().len(), value.len())).sum::<usize>()
+}
+
+/// The 431 answer to an HTTP/2 request whose header list is larger than Go's limit, if it is.
+/// HTTP/1.1 heads are bounded (and refused) by hyper's read buffer instead.
+pub fn header_list_refusal<B>(request: &Request<B>) -> Option<Response<RespBody>> {
+    if request.version() != Version::HTTP_2 || header_list_size(request) <= HTTP2_MAX_HEADER_LIST_BYTES {
+        return None;
+    }
+    Some(error_response(&ApiError::new(431, "RequestHeaderFieldsTooLarge", HEADERS_TOO_LARGE), Encoding::Json))
+}
 
 /// A connection's stream with hyper's bare refusals replaced by Status answers.
 pub struct WithRefusalBodies<S> {
@@ -38,9 +89,9 @@ impl<S> WithRefusalBodies<S> {
 /// The answer to write instead of `head` when it is one of hyper's bare refusals.
 fn replacement(head: &[u8]) -> Option<Vec<u8>> {
     let (code, reason, message) = if head.starts_with(b"HTTP/1.1 414 ") {
-        (414, "URI Too Long", "the request URI is longer than the server accepts (65534 bytes)")
+        (414, "URI Too Long", URI_TOO_LONG)
     } else if head.starts_with(b"HTTP/1.1 431 ") {
-        (431, "Request Header Fields Too Large", "the request's header fields are larger than the server accepts")
+        (431, "Request Header Fields Too Large", HEADERS_TOO_LARGE)
     } else {
         return None;
     };
@@ -166,5 +217,30 @@ mod tests {
         assert!(replacement(b"HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\n\r\n{}").is_none());
         assert!(replacement(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").is_none());
         assert!(replacement(b"\x00\x00\x12\x04").is_none());
+    }
+
+    fn h2_request(header: usize) -> Request<()> {
+        Request::builder()
+            .version(Version::HTTP_2)
+            .uri("https://localhost:8443/api")
+            .header("x-big", "x".repeat(header))
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn http2_header_lists_are_measured_as_go_measures_them() {
+        // :method GET, :scheme https, :authority localhost:8443, :path /api, x-big.
+        let fixed = (7 + 3 + 32) + (7 + 5 + 32) + (10 + 14 + 32) + (5 + 4 + 32) + (5 + 32);
+        assert_eq!(header_list_size(&h2_request(10)), fixed + 10);
+        let at_limit = HTTP2_MAX_HEADER_LIST_BYTES - fixed;
+        assert!(header_list_refusal(&h2_request(at_limit)).is_none());
+        let refused = header_list_refusal(&h2_request(at_limit + 1)).unwrap();
+        assert_eq!(refused.status(), 431);
+        assert_eq!(refused.headers()["content-type"], "application/json");
+        // HTTP/1.1 requests are hyper's to bound.
+        let mut http1 = h2_request(at_limit + 1);
+        *http1.version_mut() = Version::HTTP_11;
+        assert!(header_list_refusal(&http1).is_none());
     }
 }

@@ -68,6 +68,9 @@ async fn lists_page_and_stay_consistent<S: Store>(store: &S) {
     let first = store.list("/page/r/", ListOptions { limit: Some(4), ..Default::default() }).await.unwrap();
     assert_eq!(first.items.len(), 4);
     assert!(first.more);
+    assert_eq!(first.remaining, None, "counted without being asked");
+    let counted = ListOptions { limit: Some(4), count_remaining: true, ..Default::default() };
+    assert_eq!(store.list("/page/r/", counted).await.unwrap().remaining, Some(6));
     // Changes after the first page must not show in later pages of the same list.
     let last_key = first.items.last().unwrap().key.clone();
     let v5 = store.get("/page/r/ns/05").await.unwrap().unwrap();
@@ -80,11 +83,19 @@ async fn lists_page_and_stay_consistent<S: Store>(store: &S) {
         let page = store
             .list(
                 "/page/r/",
-                ListOptions { revision: Some(first.revision), start_after: start.clone(), limit: Some(4) },
+                ListOptions {
+                    revision: Some(first.revision),
+                    start_after: start.clone(),
+                    limit: Some(4),
+                    count_remaining: true,
+                },
             )
             .await
             .unwrap();
         assert_eq!(page.revision, first.revision);
+        // Counted at the list's revision: what follows this page of the ten first listed.
+        let after = 10 - keys.len() - page.items.len();
+        assert_eq!(page.remaining, page.more.then_some(after as u64), "after {start:?}");
         for kv in &page.items {
             if kv.key == "/page/r/ns/05" {
                 assert_eq!(kv.value, b("5"));

@@ -49,6 +49,9 @@ impl Default for HistoryLimits {
     }
 }
 
+/// How far past its limits the window grows to keep a pinned revision readable.
+const PINNED_LIMIT_FACTOR: usize = 8;
+
 /// Buffered events per watcher; a watcher that falls this far behind is dropped.
 pub(crate) const WATCHER_BUFFER: usize = 4096;
 
@@ -81,7 +84,8 @@ impl History {
     }
 
     /// Keeps every event after the durable revision until `unpin`, so that reads at that
-    /// revision stay possible however much is written meanwhile; returns the revision.
+    /// revision stay possible while much is written meanwhile (up to `PINNED_LIMIT_FACTOR`
+    /// times the window's limits); returns the revision.
     pub fn pin(&mut self) -> Revision {
         *self.pins.entry(self.durable).or_default() += 1;
         self.durable
@@ -171,9 +175,13 @@ impl History {
             let Some(front) = self.records.front() else {
                 break;
             };
-            if front.event.revision > self.durable
-                || self.pins.keys().next().is_some_and(|pinned| front.event.revision > *pinned)
-            {
+            // A pin holds the window past its limits, up to `PINNED_LIMIT_FACTOR` times them: a
+            // backup nobody reads must not make the window grow without end (it then fails
+            // as `Expired`, and can be taken again).
+            let pinned = self.pins.keys().next().is_some_and(|pinned| front.event.revision > *pinned)
+                && self.records.len() <= self.limits.max_events.saturating_mul(PINNED_LIMIT_FACTOR)
+                && self.bytes <= self.limits.max_bytes.saturating_mul(PINNED_LIMIT_FACTOR);
+            if front.event.revision > self.durable || pinned {
                 break;
             }
             if let Some(r) = self.records.pop_front() {
@@ -304,6 +312,14 @@ mod tests {
         assert_eq!(history.changed_since("/g/r/", None, pinned).len(), 1);
         history.unpin(pinned);
         assert!(matches!(history.check_retained(pinned), Err(Error::Expired { .. })));
+        // A pin nobody releases holds the window up to eight times its limits, not more.
+        let forgotten = history.pin();
+        for revision in 10..40 {
+            history.push_pending(vec![record(revision, "/g/r/a")]);
+            history.make_durable(revision);
+        }
+        assert!(matches!(history.check_retained(forgotten), Err(Error::Expired { .. })));
+        assert!(history.records.len() <= 2 * PINNED_LIMIT_FACTOR + 1, "{}", history.records.len());
     }
 
     #[test]

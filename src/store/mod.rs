@@ -56,6 +56,9 @@ pub struct ListOptions {
     pub start_after: Option<String>,
     /// At most this many items; `None` for all.
     pub limit: Option<usize>,
+    /// Count the items after the page when a limit cuts the list (`ListResult::remaining`),
+    /// as Kubernetes does for `remainingItemCount`.
+    pub count_remaining: bool,
 }
 
 /// A page of a list.
@@ -66,6 +69,8 @@ pub struct ListResult {
     pub items: Vec<KeyValue>,
     /// True when items after the last one returned exist.
     pub more: bool,
+    /// How many items follow the page, when `more` and `ListOptions::count_remaining` asked.
+    pub remaining: Option<u64>,
 }
 
 /// What happened to a key.

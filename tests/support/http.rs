@@ -1,5 +1,5 @@
 //! A small blocking HTTPS client for tests: TLS with an optional client certificate, one
-//! HTTP/1.1 request per connection.
+//! HTTP/1.1 (or, when asked, HTTP/2) request per connection.
 
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use super::TestServer;
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
+    pub version: http::Version,
     pub headers: http::HeaderMap,
     pub body: Bytes,
 }
@@ -35,6 +36,7 @@ pub struct Client {
     port: u16,
     config: Arc<rustls::ClientConfig>,
     headers: Vec<(String, String)>,
+    http2: bool,
 }
 
 fn certs(path: &std::path::Path) -> Vec<CertificateDer<'static>> {
@@ -59,7 +61,7 @@ impl Client {
             }
             None => builder.with_no_client_auth(),
         };
-        Client { port: server.port, config: Arc::new(config), headers: Vec::new() }
+        Client { port: server.port, config: Arc::new(config), headers: Vec::new(), http2: false }
     }
 
     /// A client of the control-plane double (trusting its serving CA) that authenticates with
@@ -75,13 +77,22 @@ impl Client {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Client { port: plane.port, config: Arc::new(config), headers: Vec::new() }
+        Client { port: plane.port, config: Arc::new(config), headers: Vec::new(), http2: false }
             .header("Authorization", &format!("Bearer {token}"))
     }
 
     /// The development admin (client certificate in system:masters).
     pub fn admin(server: &TestServer) -> Client {
         Client::new(server, Some((&server.pki.path("admin.crt"), &server.pki.path("admin.key"))))
+    }
+
+    /// The same client speaking HTTP/2 (negotiated by ALPN, as Go's clients do).
+    pub fn http2(mut self) -> Client {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        self.config = Arc::new(config);
+        self.http2 = true;
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Client {
@@ -129,10 +140,14 @@ impl Client {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| io_err(&e))?;
-        tokio::spawn(connection);
-        let mut request = http::Request::builder().method(method).uri(path).header("host", "localhost");
+        let io = hyper_util::rt::TokioIo::new(tls);
+        let mut request = http::Request::builder().method(method);
+        if self.http2 {
+            // HTTP/2 carries the authority in the URI (:authority), not in a Host header.
+            request = request.uri(format!("https://localhost:{}{path}", self.port));
+        } else {
+            request = request.uri(path).header("host", "localhost");
+        }
         if let Some(ct) = content_type {
             request = request.header("content-type", ct);
         }
@@ -140,11 +155,23 @@ impl Client {
             request = request.header(k.as_str(), v.as_str());
         }
         let request = request.body(Full::new(body.unwrap_or_default())).map_err(|e| io_err(&e))?;
-        let response = sender.send_request(request).await.map_err(|e| io_err(&e))?;
+        let response = if self.http2 {
+            let (mut sender, connection) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .map_err(|e| io_err(&e))?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(|e| io_err(&e))?
+        } else {
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| io_err(&e))?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(|e| io_err(&e))?
+        };
         let status = response.status().as_u16();
+        let version = response.version();
         let headers = response.headers().clone();
         let body = response.into_body().collect().await.map_err(|e| io_err(&e))?.to_bytes();
-        Ok(Response { status, headers, body })
+        Ok(Response { status, version, headers, body })
     }
 }
 

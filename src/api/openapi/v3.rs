@@ -368,6 +368,13 @@ pub fn document(group: &str, version: &str, resources: &[&Served], shared: &Shar
             paths.insert(format!("{item_path}/{sub}"), entry);
         }
     }
+    // Kubernetes' builder publishes the schemas its routes refer to: the Scale types only when
+    // a resource of the document has the scale subresource.
+    if !resources.iter().any(|s| s.version.scale.is_some()) {
+        for scale in ["Scale", "ScaleSpec", "ScaleStatus"] {
+            schemas.remove(&format!("io.k8s.api.autoscaling.v1.{scale}"));
+        }
+    }
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},

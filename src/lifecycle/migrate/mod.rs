@@ -153,6 +153,7 @@ async fn one_pass(
             revision: None,
             start_after: progress.continue_after.clone(),
             limit: Some(options.page_size.max(1)),
+            count_remaining: false,
         };
         let page = store.list(&prefix, page_options).await?;
         let last = page.items.last().map(|kv| kv.key.clone());

@@ -1,5 +1,4 @@
-//! Network formats: URIs (Go's `url.ParseRequestURI`), e-mail addresses (`mail.ParseAddress`),
-//! host names, IP addresses and CIDRs (Kubernetes' "sloppy" parsers that accept leading
+//! Network formats: URIs (Go's `url.ParseRequestURI`), host names, IP addresses and CIDRs (Kubernetes' "sloppy" parsers that accept leading
 //! zeros), MAC addresses (`net.ParseMAC`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -84,25 +83,16 @@ fn valid_authority(authority: &str) -> bool {
         return false;
     }
     let host_char = |c: char| !c.is_ascii() || c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:[]<>\"%".contains(c);
-    host.chars().all(host_char) && valid_escapes(host)
+    host.chars().all(host_char) && valid_escapes(host) && host_escapes_non_ascii(host)
 }
 
-/// Go's `mail.ParseAddress`, in its common forms: `local@domain` or `Name <local@domain>`.
-pub fn is_email(s: &str) -> bool {
-    let s = s.trim();
-    let address = match (s.rfind('<'), s.ends_with('>')) {
-        (Some(open), true) => s.get(open + 1..s.len() - 1).unwrap_or_default(),
-        (None, false) => s,
-        _ => return false,
-    };
-    let Some((local, domain)) = address.rsplit_once('@') else {
-        return false;
-    };
-    let atext = |c: char| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c);
-    let dot_atom = |s: &str| !s.is_empty() && s.split('.').all(|part| !part.is_empty() && part.chars().all(atext));
-    let quoted = local.len() >= 2 && local.starts_with('"') && local.ends_with('"');
-    let domain_literal = domain.starts_with('[') && domain.ends_with(']');
-    (quoted || dot_atom(local)) && (domain_literal || dot_atom(domain))
+/// In a host, Go accepts `%`-escapes of non-ASCII bytes only (and `%25`, for IPv6 zones).
+fn host_escapes_non_ascii(host: &str) -> bool {
+    let b = host.as_bytes();
+    b.iter().enumerate().filter(|(_, c)| **c == b'%').all(|(i, _)| {
+        let first = b.get(i + 1).and_then(|c| (*c as char).to_digit(16)).unwrap_or(0);
+        first >= 8 || b.get(i + 1..i + 3) == Some(b"25")
+    })
 }
 
 pub fn is_hostname(s: &str) -> bool {

@@ -156,36 +156,91 @@ pub fn is_duration(s: &str) -> bool {
     go_duration(s) || loose_duration(s)
 }
 
+/// Go's `time.ParseDuration` succeeds: signed, one or more `<number><unit>`, within an int64 of
+/// nanoseconds (larger totals are refused as Go refuses them).
 fn go_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    const LIMIT: u64 = 1 << 63;
+    let (negative, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, s.get(1..).unwrap_or_default()),
+        Some(b'+') => (false, s.get(1..).unwrap_or_default()),
+        _ => (false, s),
+    };
     if s == "0" {
         return true;
     }
     if s.is_empty() {
         return false;
     }
+    let mut total: u64 = 0;
     let mut rest = s;
     while !rest.is_empty() {
+        if !rest.starts_with(|c: char| c == '.' || c.is_ascii_digit()) {
+            return false;
+        }
         let int_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         let (int, after) = rest.split_at(int_len);
-        let (frac_len, after) = match after.strip_prefix('.') {
-            Some(a) => {
-                let n = a.find(|c: char| !c.is_ascii_digit()).unwrap_or(a.len());
-                (n, a.get(n..).unwrap_or_default())
+        let mut value: u64 = 0;
+        for digit in int.bytes() {
+            if value > LIMIT / 10 {
+                return false;
             }
-            None => (0, after),
-        };
-        if int.is_empty() && frac_len == 0 {
+            value = value * 10 + u64::from(digit - b'0');
+            if value > LIMIT {
+                return false;
+            }
+        }
+        // The fraction's digits while they fit, as Go's leadingFraction keeps them.
+        let (mut fraction, mut scale, mut fraction_len, mut after) = (0u64, 1f64, 0, after);
+        if let Some(a) = after.strip_prefix('.') {
+            let n = a.find(|c: char| !c.is_ascii_digit()).unwrap_or(a.len());
+            let mut overflow = false;
+            for digit in a.bytes().take(n) {
+                if overflow || fraction > (LIMIT - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                let next = fraction * 10 + u64::from(digit - b'0');
+                if next > LIMIT {
+                    overflow = true;
+                    continue;
+                }
+                fraction = next;
+                scale *= 10.0;
+            }
+            fraction_len = n;
+            after = a.get(n..).unwrap_or_default();
+        }
+        if int.is_empty() && fraction_len == 0 {
             return false;
         }
         let unit_len = after.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(after.len());
-        let unit = after.get(..unit_len).unwrap_or_default();
-        if !matches!(unit, "ns" | "us" | "µs" | "μs" | "ms" | "s" | "m" | "h") {
+        let unit: u64 = match after.get(..unit_len).unwrap_or_default() {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return false,
+        };
+        if value > LIMIT / unit {
+            return false;
+        }
+        value *= unit;
+        if fraction > 0 {
+            // Go computes the fraction's nanoseconds in float64 and truncates them.
+            value += (fraction as f64 * (unit as f64 / scale)) as u64;
+            if value > LIMIT {
+                return false;
+            }
+        }
+        total += value;
+        if total > LIMIT {
             return false;
         }
         rest = after.get(unit_len..).unwrap_or_default();
     }
-    true
+    negative || total < LIMIT
 }
 
 const UNITS: &[&[&str]] = &[
@@ -258,5 +313,14 @@ mod tests {
         assert!(go_duration("-3m2s"));
         assert!(!go_duration("3"));
         assert!(!go_duration("h"));
+        // An int64 of nanoseconds bounds them, as Go's time.ParseDuration does.
+        assert!(go_duration("2562047h"));
+        assert!(!go_duration("2562048h"));
+        assert!(go_duration("9223372036854775807ns"));
+        assert!(!go_duration("9223372036854775808ns"));
+        assert!(go_duration("-9223372036854775808ns"));
+        assert!(!go_duration("9999999999999999999h"));
+        assert!(go_duration(".5s") && go_duration("5.s"));
+        assert!(!go_duration("1h-2m") && !go_duration("1 h"));
     }
 }

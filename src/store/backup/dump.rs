@@ -58,7 +58,12 @@ async fn read_all<S: Store>(store: &S, prefix: &str, revision: Revision) -> Resu
     let mut entries = Vec::new();
     let mut start_after = None;
     loop {
-        let options = ListOptions { revision: Some(revision), start_after: start_after.take(), limit: Some(PAGE) };
+        let options = ListOptions {
+            revision: Some(revision),
+            start_after: start_after.take(),
+            limit: Some(PAGE),
+            ..Default::default()
+        };
         let page = store.list(prefix, options).await?;
         start_after = page.items.last().map(|kv| kv.key.clone());
         entries.extend(page.items.into_iter().map(|kv| Entry::new(kv.key, kv.revision, &kv.value)));
@@ -92,7 +97,12 @@ pub async fn dump<S: Store>(store: &S, backend: &str, revision: Revision, sink: 
     let mut objects = 0u64;
     let mut start_after = None;
     loop {
-        let options = ListOptions { revision: Some(revision), start_after: start_after.take(), limit: Some(PAGE) };
+        let options = ListOptions {
+            revision: Some(revision),
+            start_after: start_after.take(),
+            limit: Some(PAGE),
+            ..Default::default()
+        };
         let page = store.list(OBJECT_PREFIX, options).await?;
         start_after = page.items.last().map(|kv| kv.key.clone());
         for kv in page.items {

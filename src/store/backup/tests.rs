@@ -228,3 +228,36 @@ async fn truncated_altered_and_newer_files_are_refused_and_the_store_is_untouche
     }
     assert_eq!(restore_into(&target, &file, false).unwrap().objects, 300);
 }
+
+#[tokio::test]
+async fn an_interrupted_restore_leaves_a_store_that_refuses_to_open_until_restored_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("source"), HistoryLimits::default());
+    for i in 0..10 {
+        store.create(&format!("/g/r/ns/o{i}"), Bytes::from_static(b"{}")).await.unwrap();
+    }
+    let file = dir.path().join("backup.jsonl");
+    backup_to(&Backend::Sled(store.clone()), &file, false).await;
+    store.close();
+    let verified = verify(&file).unwrap();
+    let target = dir.path().join("target");
+    // The reading breaks off after three objects (a disk error, a crash).
+    let broken =
+        Objects::open(&verified).unwrap().take(3).chain(std::iter::once(Err(Error::Io("the disk went away".into()))));
+    let options = RestoreOptions { replace: false, bump_revision: 0 };
+    let failed = crate::store::sled::restore(&target, &verified.header, broken, options).unwrap_err();
+    assert!(failed.to_string().contains("the disk went away"), "{failed}");
+    let mut refused = SledStore::open(&target, SledOptions::default()).err().unwrap();
+    for _ in 0..100 {
+        if !refused.to_string().contains("in use") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        refused = SledStore::open(&target, SledOptions::default()).err().unwrap();
+    }
+    assert!(refused.to_string().contains("a restore into it was interrupted"), "{refused}");
+    assert!(restore_into(&target, &file, false).unwrap_err().to_string().contains("not empty"));
+    assert_eq!(restore_into(&target, &file, true).unwrap().objects, 10);
+    let restored = open(&target, HistoryLimits::default());
+    assert_eq!(restored.list("/g/r/", ListOptions::default()).await.unwrap().items.len(), 10);
+}

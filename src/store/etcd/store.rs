@@ -288,6 +288,7 @@ impl Store for EtcdStore {
         }
         let mut items = Vec::new();
         let mut more = false;
+        let mut remaining = None;
         loop {
             let want = options.limit.map_or(LIST_CHUNK, |l| l.saturating_sub(items.len()).clamp(1, LIST_CHUNK));
             let mut get = GetOptions::new().with_range(end.clone()).with_limit(i64::try_from(want).unwrap_or(1));
@@ -313,6 +314,9 @@ impl Store for EtcdStore {
             }
             if options.limit.is_some_and(|l| items.len() >= l) {
                 more = true;
+                // etcd counts the whole range from the cursor, this response's items included.
+                let after = response.count().saturating_sub(response.kvs().len() as i64);
+                remaining = options.count_remaining.then(|| u64::try_from(after).unwrap_or(0));
                 break;
             }
             match response.kvs().last() {
@@ -324,7 +328,7 @@ impl Store for EtcdStore {
             }
         }
         let revision = at.ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))?;
-        Ok(ListResult { revision, items, more })
+        Ok(ListResult { revision, items, more, remaining })
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {

@@ -1,5 +1,5 @@
 //! The etcd backend against a real etcd: the storage conformance suite, two replicas on one
-//! etcd, compaction, etcd's size limit, and outages.
+//! etcd, compaction, etcd's size limit, outages, and restores (the revision offset).
 #![cfg(feature = "etcd")]
 
 use std::time::Duration;
@@ -185,4 +185,67 @@ async fn a_leader_cut_off_from_etcd_steps_down_and_leads_again_when_it_returns()
     assert!(cut.elapsed() < Duration::from_secs(2), "stepped down after {:?}", cut.elapsed());
     etcd.resume();
     wait_for(|| store.leadership().is_leader(), "the replica to lead again").await;
+}
+
+/// A backup header of `revision` holding one state record.
+fn header(revision: u64) -> crate::store::backup::Header {
+    use crate::store::backup::{Entry, FORMAT, Header, VERSION};
+    Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        backend: "sled".into(),
+        revision,
+        created: String::new(),
+        state: vec![Entry::new("crd-apiserver/stored-versions/r.g".into(), 3, b"{\"storedVersions\":[\"v1\"]}")],
+    }
+}
+
+#[tokio::test]
+async fn a_restore_keeps_revisions_above_the_backups_and_an_interrupted_one_is_refused() {
+    use crate::store::backup::{Entry, Error as BackupError, RestoreOptions};
+    let etcd = TestEtcd::start();
+    let objects = || (0..250u64).map(|i| Ok(Entry::new(format!("/g/r/ns/o{i:03}"), 10 + i, b"{}")));
+    let into_empty = RestoreOptions { replace: false, bump_revision: 1000 };
+    // Broken off after 120 objects: the marker stays and servers refuse the store.
+    let broken = objects().take(120).chain(std::iter::once(Err(BackupError::Io("the file went away".into()))));
+    let failed = super::restore(&options(&etcd), &header(5000), broken, into_empty).await.unwrap_err();
+    assert!(failed.to_string().contains("the file went away"), "{failed}");
+    let refused = EtcdStore::open(options(&etcd)).await.err().unwrap();
+    assert!(refused.to_string().contains("a restore into it was interrupted"), "{refused}");
+    let not_empty = super::restore(&options(&etcd), &header(5000), objects(), into_empty).await.unwrap_err();
+    assert!(not_empty.to_string().contains("--replace"), "{not_empty}");
+    let replace = RestoreOptions { replace: true, ..into_empty };
+    let restored = super::restore(&options(&etcd), &header(5000), objects(), replace).await.unwrap();
+    assert_eq!((restored.objects, restored.state), (250, 1));
+    assert!(restored.revision > 6000, "{}", restored.revision);
+
+    let store = open(&etcd).await;
+    let listed = store.list("/g/r/", ListOptions::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 250);
+    assert!(listed.items.iter().all(|kv| kv.revision > 6000), "every restored object is above the bump");
+    assert!(listed.revision >= restored.revision);
+    assert_eq!(
+        store.get("crd-apiserver/stored-versions/r.g").await.unwrap().unwrap().value,
+        b("{\"storedVersions\":[\"v1\"]}")
+    );
+    // Revisions of before the restore are expired, for lists and watches alike.
+    for old in [10, 4000, 6000] {
+        let at = store.list("/g/r/", ListOptions { revision: Some(old), ..Default::default() }).await;
+        assert!(matches!(at, Err(Error::Expired { .. })), "{old}: {at:?}");
+        assert!(matches!(store.watch("/g/r/", old).await, Err(Error::Expired { .. })), "{old}");
+    }
+    // Writes, compare-and-swap and watches go on in the store's numbering.
+    let from = store.current_revision();
+    let mut watch = store.watch("/g/r/", from).await.unwrap();
+    let first = &listed.items[0];
+    let updated = store.update(&first.key, first.revision, b("{\"n\":1}")).await.unwrap();
+    assert!(updated > listed.revision);
+    assert!(
+        matches!(store.update(&first.key, first.revision, b("stale")).await, Err(Error::Conflict { current, .. }) if current == updated)
+    );
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap();
+    assert_eq!((event.kind, event.revision), (EventType::Modified, updated));
+    let at = store.list("/g/r/", ListOptions { revision: Some(listed.revision), ..Default::default() }).await.unwrap();
+    assert_eq!(at.items.iter().find(|kv| kv.key == first.key).unwrap().value, b("{}"));
+    store.close();
 }

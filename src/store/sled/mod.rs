@@ -8,8 +8,13 @@
 //!
 //! A failed flush (a full disk, an I/O error) puts the store in a fault: writes fail at once
 //! with the cause, reads go on from the last durable state, and the writer reopens the store
-//! from disk as soon as it can write again (`writer::Writer::recover`).
+//! from disk as soon as it can write again (`writer::Writer::recover`). A full disk releases
+//! the store's space reserve (`reserve`): the store reopens on that room and takes deletions,
+//! which make room, and refuses other writes until the file system has room for the reserve
+//! again. A store that cannot open for want of space releases the reserve to open, or starts
+//! closed and opens once there is room.
 
+mod reserve;
 mod restore;
 mod writer;
 
@@ -144,14 +149,50 @@ fn decode(raw: &[u8]) -> Result<Versioned> {
 impl SledStore {
     /// Opens (or creates) a store in `dir`.
     pub fn open(dir: &Path, options: SledOptions) -> Result<SledStore> {
-        let Opened { db, tree, revision } = Opened::open(dir, options.cache_capacity)?;
+        let reserve = reserve::Reserve::new(dir);
+        // sled writes as it opens; on a full disk it can leave a file it cannot read back, so
+        // it is opened only with room: the reserve's, if need be.
+        let mut full = false;
+        if !writer::has_room(dir, 0) && reserve.release() {
+            full = true;
+            tracing::error!(
+                store = %dir.display(),
+                reserve_bytes = reserve::BYTES,
+                "the store's disk is full: released the space reserve to open the store; only deletions are accepted until space is freed"
+            );
+        }
+        let opened = if writer::has_room(dir, 0) { Opened::open(dir, options.cache_capacity) } else { Err(no_space()) };
+        full |= matches!(opened, Err(Error::NoSpace(_)));
+        let (opened, fault) = match opened {
+            Ok(opened) => (Some(opened), None),
+            // Started all the same: the store stays closed (reads and writes answer that the
+            // disk is full) and the writer opens it once there is room.
+            Err(Error::NoSpace(cause)) => {
+                tracing::error!(
+                    store = %dir.display(),
+                    "the store's disk is full and the store cannot open; it opens by itself once space is freed"
+                );
+                (None, Some(Error::NoSpace(cause)))
+            }
+            Err(e) => return Err(e),
+        };
+        if opened.is_some()
+            && !full
+            && let Err(e) = reserve.allocate()
+        {
+            tracing::warn!(store = %dir.display(), error = %e, "no room for the store's space reserve; a full disk would also stop deletions");
+        }
+        let (db, tree, revision) = match opened {
+            Some(Opened { db, tree, revision }) => (Some(db), Some(tree), revision),
+            None => (None, None, 0),
+        };
         // Any descriptor on the store's file system serves syncfs; the directory is one.
         let sync_handle = std::fs::File::open(dir)
             .map_err(|e| Error::Backend(format!("opening {} for syncing: {e}", dir.display())))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
-            tree: RwLock::new(Some(tree)),
-            fault: Mutex::new(None),
+            tree: RwLock::new(tree),
+            fault: Mutex::new(fault.clone()),
             history: Mutex::new(History::new(revision, options.history)),
             apply_gate: RwLock::new(()),
             commands: Mutex::new(Some(tx)),
@@ -159,14 +200,15 @@ impl SledStore {
             syncs: std::sync::atomic::AtomicU64::new(0),
         });
         let place = writer::Place { dir: dir.to_path_buf(), cache_capacity: options.cache_capacity, sync_handle };
-        let thread = writer::spawn(db, place, shared.clone(), revision, rx)
+        let start = writer::Start { db, revision, fault, deletes_only: full };
+        let thread = writer::spawn(start, place, shared.clone(), rx)
             .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
         *shared.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
         Ok(SledStore { shared, dir: dir.into() })
     }
 
-    /// Keeps the current revision readable (lists at it) until the pin is dropped, however
-    /// much is written meanwhile: what a backup reads at.
+    /// Keeps the current revision readable (lists at it) until the pin is dropped, while
+    /// writes go on (up to eight times the history window's limits): what a backup reads at.
     pub fn pin(&self) -> Pinned {
         let revision = self.shared.history().pin();
         Pinned { shared: self.shared.clone(), revision }
@@ -234,6 +276,7 @@ impl SledStore {
         let mut changed = changed.into_iter().peekable();
         let mut items = Vec::new();
         let mut more = false;
+        let mut remaining = 0u64;
         loop {
             let from_tree = match scan.peek() {
                 Some(Ok((k, _))) => Some(String::from_utf8_lossy(k).into_owned()),
@@ -264,13 +307,18 @@ impl SledStore {
             let Some(value) = value else { continue };
             if items.len() == limit {
                 more = true;
-                break;
+                if !options.count_remaining {
+                    break;
+                }
+                remaining += 1;
+                continue;
             }
             items.push(KeyValue { key, revision: value.revision, value: value.value });
         }
         // A long scan of an old revision may have raced with trimming.
         shared.history().check_retained(at)?;
-        Ok(ListResult { revision: at, items, more })
+        let remaining = (more && options.count_remaining).then_some(remaining);
+        Ok(ListResult { revision: at, items, more, remaining })
     }
 }
 

@@ -11,6 +11,10 @@
 //! last durable state, as the pending events describe what the in-memory tree holds beyond it.
 //! Once the file system has room again, the writer drops its handles and reopens the store
 //! from disk, which forgets whatever of the failed batch sled held only in memory.
+//!
+//! A batch that failed for want of space also releases the space reserve, so that the store
+//! reopens at once; until the file system has room for the reserve again, the writer commits
+//! deletions only (they make room) and refuses other writes as the disk being full.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use super::reserve::{self, Reserve};
 use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
 use crate::store::history::Record;
 use crate::store::{Error, Event, EventType, Result, Revision, Versioned};
@@ -35,6 +40,18 @@ const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// new segment (512 KiB) on opening, and reopening into a disk that is still full would only
 /// close the store to readers too.
 const MIN_FREE_BYTES: u64 = 4 << 20;
+
+/// Whether the file system of `dir` has room for sled to open (or reopen) and `more`. When
+/// free space cannot be read, it is assumed there.
+pub(super) fn has_room(dir: &std::path::Path, more: u64) -> bool {
+    match rustix::fs::statvfs(dir) {
+        Ok(fs) => fs.f_bavail.saturating_mul(fs.f_frsize) >= MIN_FREE_BYTES + more,
+        Err(e) => {
+            tracing::warn!(error = %e, store = %dir.display(), "cannot read the store's free space");
+            true
+        }
+    }
+}
 
 /// Where the store lives, for reopening it.
 pub(super) struct Place {
@@ -63,15 +80,35 @@ pub(super) struct Outcome {
     pub deleted: Option<Bytes>,
 }
 
+/// How the writer starts: the store as it opened (or did not, on a full disk).
+pub(super) struct Start {
+    pub db: Option<sled::Db>,
+    /// The last revision written.
+    pub revision: Revision,
+    /// Why the store is closed, when it could not open.
+    pub fault: Option<Error>,
+    /// The disk was full at start: the reserve is released.
+    pub deletes_only: bool,
+}
+
 pub(super) fn spawn(
-    db: sled::Db,
+    start: Start,
     place: Place,
     shared: Arc<Shared>,
-    revision: Revision,
     commands: Receiver<Command>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
-        let mut writer = Writer { db: Some(db), place, shared, revision, last_recovery: Instant::now(), fault: None };
+        let reserve = Reserve::new(&place.dir);
+        let mut writer = Writer {
+            db: start.db,
+            place,
+            shared,
+            revision: start.revision,
+            last_recovery: Instant::now(),
+            fault: start.fault,
+            reserve,
+            deletes_only: start.deletes_only,
+        };
         writer.run(&commands);
         // Every sender is gone: make sure the last batches are on disk before closing.
         if writer.db.is_some()
@@ -94,6 +131,9 @@ struct Writer {
     /// Why writes fail now; the writer's own copy of `Shared::fault`, which only it sets, so
     /// that the write path never takes the shared lock.
     fault: Option<Error>,
+    reserve: Reserve,
+    /// The reserve is released: only deletions are committed.
+    deletes_only: bool,
 }
 
 impl Writer {
@@ -105,7 +145,8 @@ impl Writer {
 
     fn run(&mut self, commands: &Receiver<Command>) {
         loop {
-            let first = if self.fault.is_none() {
+            let waiting = self.fault.is_some() || self.deletes_only;
+            let first = if !waiting {
                 match commands.recv() {
                     Ok(c) => Some(c),
                     Err(_) => return,
@@ -117,9 +158,13 @@ impl Writer {
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             };
-            if self.fault.is_some() && self.last_recovery.elapsed() >= RECOVERY_INTERVAL {
+            if waiting && self.last_recovery.elapsed() >= RECOVERY_INTERVAL {
                 self.last_recovery = Instant::now();
-                self.recover_when_room();
+                if self.fault.is_some() {
+                    self.recover_when_room();
+                } else {
+                    self.restore_reserve_when_room();
+                }
             }
             let Some(first) = first else { continue };
             let mut batch = vec![first];
@@ -135,7 +180,35 @@ impl Writer {
                 }
                 continue;
             }
+            if self.deletes_only {
+                // Deletions make room; anything else would only fill the disk again.
+                let (deletes, others): (Vec<Command>, Vec<Command>) =
+                    batch.into_iter().partition(|c| matches!(c.op, Op::Delete { .. }));
+                for command in others {
+                    let _ = command.reply.send(Err(no_space()));
+                }
+                batch = deletes;
+                if batch.is_empty() {
+                    continue;
+                }
+            }
             self.commit(batch);
+        }
+    }
+
+    /// Leaves deletions-only mode once the file system has room for the reserve again.
+    fn restore_reserve_when_room(&mut self) {
+        if !has_room(&self.place.dir, reserve::BYTES) {
+            return;
+        }
+        match self.reserve.allocate() {
+            Ok(()) => {
+                self.deletes_only = false;
+                tracing::info!(
+                    "the store's disk has room again: the space reserve is back and every write is accepted"
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "the store's space reserve could not be allocated yet"),
         }
     }
 
@@ -161,6 +234,15 @@ impl Writer {
                 // Its revisions stay used (sled may hold the batch in memory, or have put part
                 // of it on disk), and the store stays faulty until it is reopened from disk.
                 tracing::error!(error = %e, first = start_revision + 1, last = self.revision, "a write batch failed; writes are refused until the store can be reopened");
+                if matches!(e, Error::NoSpace(_)) {
+                    self.deletes_only = true;
+                    if self.reserve.release() {
+                        tracing::error!(
+                            reserve_bytes = reserve::BYTES,
+                            "the store's disk is full: released the space reserve so that the store reopens; only deletions are accepted until space is freed"
+                        );
+                    }
+                }
                 self.last_recovery = Instant::now();
                 self.set_fault(Some(e.clone()));
                 for (reply, result) in replies {
@@ -208,10 +290,8 @@ impl Writer {
     /// Reopens a faulty store once its file system has room again; until then readers keep
     /// the open tree.
     fn recover_when_room(&mut self) {
-        match rustix::fs::fstatvfs(&self.place.sync_handle) {
-            Ok(fs) if fs.f_bavail.saturating_mul(fs.f_frsize) < MIN_FREE_BYTES => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the store's free space; reopening anyway"),
+        if !has_room(&self.place.dir, 0) {
+            return;
         }
         match self.recover() {
             Ok(()) => tracing::info!(revision = self.revision, "the store is writable again"),
@@ -253,7 +333,10 @@ impl Writer {
         }
         {
             let mut history = self.shared.history();
-            if on_disk == durable {
+            if durable == 0 && newest == 0 {
+                // The store never opened (a full disk at start): this is its first state.
+                history.reset(next);
+            } else if on_disk == durable {
                 // The failed batch is gone with sled's memory.
                 history.discard_pending_after(durable);
                 history.make_durable(next);

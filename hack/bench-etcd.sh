@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The etcd backend beside etcd itself and beside sled, in one run on one machine: creates and
+# gets over 1, 8 and 32 HTTPS connections, lists of 2,000 objects, watch fan-out, against the
+# release server on sled and on etcd (a fresh single-member etcd on loopback ports, fsync on,
+# as deployed); then etcd's own rate for the same operations (examples/etcd_load: conditional
+# puts, gets, 2,000-key ranges) at the same concurrency with values the size the server stores.
+# Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]
+set -euo pipefail
+ulimit -n 65536 2>/dev/null || true
+cd "$(dirname "$0")/.."
+seconds="${1:-5}"
+command -v etcd >/dev/null || { echo "etcd is required (Debian: apt-get install etcd-server)" >&2; exit 1; }
+cargo build --release --quiet --features etcd --bin crd-apiserver --example load --example watchload --example etcd_load
+target=$(realpath "${CARGO_TARGET_DIR:-target}")
+binary="$target/release/crd-apiserver"
+work=$(mktemp -d)
+server="" etcd_pid=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null; rm -rf "$work"' EXIT
+source hack/lib/dev-server.sh
+echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase; $(etcd --version | head -1)"
+
+client_port=$((40000 + RANDOM % 10000)); peer_port=$((client_port + 1))
+endpoint="http://127.0.0.1:$client_port"
+etcd --data-dir "$work/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
+  --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-cluster "default=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+
+run_server() { # BACKEND
+  local dir="$work/$1"
+  mkdir -p "$dir" && cp -r manifests "$dir/"
+  unset port
+  if [ "$1" = etcd ]; then
+    dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" --etcd-compaction-interval=0
+  else
+    dev_server "$dir" "$binary"
+  fi
+  tls=(--port "$port" --ca "$dir/certs/dev/serving-ca.crt" --cert "$dir/certs/dev/admin.crt" --key "$dir/certs/dev/admin.key")
+  echo "== crd-apiserver on $1"
+  for conns in 1 8 32; do
+    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get
+  done
+  for conns in 1 8; do
+    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases list --list-objects 2000
+  done
+  for watchers in 1 100 1000; do
+    "$target"/release/examples/watchload "${tls[@]}" --watchers "$watchers" --writes 200
+  done
+  echo "server resident memory: $(ps -o rss= -p "$server" | awk '{print int($1/1024)}') MiB"
+  kill "$server"; wait "$server" 2>/dev/null || true; server=""
+}
+
+run_server sled
+run_server etcd
+echo "== etcd itself"
+for conns in 1 8 32; do
+  "$target"/release/examples/etcd_load --endpoint "$endpoint" --connections "$conns" --seconds "$seconds" \
+    --sample-prefix /crd-apiserver/
+done
