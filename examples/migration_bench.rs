@@ -199,9 +199,8 @@ fn main() {
                 ..Default::default()
             };
             let page = store.list(&prefix, options).await.unwrap();
-            left +=
-                page.items.iter().filter(|kv| !kv.value.windows(21).any(|w| w == b"stable.example.com/v1\"")).count()
-                    as u64;
+            let needle: &[u8] = b"\"stable.example.com/v1\"";
+            left += page.items.iter().filter(|kv| !kv.value.windows(needle.len()).any(|w| w == needle)).count() as u64;
             after_key = page.items.last().map(|kv| kv.key.clone());
             if !page.more {
                 break;

@@ -50,8 +50,9 @@ pub async fn record(store: &Backend, registry: &Registry, ages: &HashMap<String,
         }
     });
     futures_util::future::join_all(new).await;
+    let served: std::collections::HashSet<&str> = registry.definitions().iter().map(|d| d.name.as_str()).collect();
     for name in ages.keys() {
-        if !registry.definitions().iter().any(|d| &d.name == name) {
+        if !served.contains(name.as_str()) {
             if let Err(e) = store.delete(&format!("{ACCEPTED}{name}"), None).await {
                 tracing::warn!(definition = %name, error = %e, "freeing the names of a definition no longer served failed");
             }
