@@ -53,17 +53,17 @@ impl Out<'_> {
     }
 }
 
+/// The next page of a listing at `revision`, after `start_after`.
+fn page_after(revision: Revision, start_after: Option<String>) -> ListOptions {
+    ListOptions { revision: Some(revision), start_after, limit: Some(PAGE), ..Default::default() }
+}
+
 /// Every key under `prefix` as of `revision`, in key order.
 async fn read_all<S: Store>(store: &S, prefix: &str, revision: Revision) -> Result<Vec<Entry>, Error> {
     let mut entries = Vec::new();
     let mut start_after = None;
     loop {
-        let options = ListOptions {
-            revision: Some(revision),
-            start_after: start_after.take(),
-            limit: Some(PAGE),
-            ..Default::default()
-        };
+        let options = page_after(revision, start_after.take());
         let page = store.list(prefix, options).await?;
         start_after = page.items.last().map(|kv| kv.key.clone());
         entries.extend(page.items.into_iter().map(|kv| Entry::new(kv.key, kv.revision, &kv.value)));
@@ -97,12 +97,7 @@ pub async fn dump<S: Store>(store: &S, backend: &str, revision: Revision, sink: 
     let mut objects = 0u64;
     let mut start_after = None;
     loop {
-        let options = ListOptions {
-            revision: Some(revision),
-            start_after: start_after.take(),
-            limit: Some(PAGE),
-            ..Default::default()
-        };
+        let options = page_after(revision, start_after.take());
         let page = store.list(OBJECT_PREFIX, options).await?;
         start_after = page.items.last().map(|kv| kv.key.clone());
         for kv in page.items {
