@@ -51,7 +51,7 @@ impl LiveDefinitions {
 
     /// The first load: what the server starts serving.
     pub async fn load(&self) -> Registry {
-        match self.plan_and_record(false).await {
+        match self.plan_and_record(None).await {
             Some((mut plan, _)) => std::mem::take(&mut plan.registry),
             None => Registry::default(),
         }
@@ -60,7 +60,7 @@ impl LiveDefinitions {
     /// Reads the files again and serves what they say, if anything changed. `since` is when
     /// the file events that asked for it began.
     pub async fn reload(&self, api: &Api, since: std::time::Instant) {
-        let Some((plan, Some(catalog))) = self.plan_and_record(true).await else { return };
+        let Some((plan, Some(catalog))) = self.plan_and_record(Some(api.catalog())).await else { return };
         api.replace_catalog(catalog);
         tracing::info!(
             added = plan.added.len(),
@@ -82,9 +82,9 @@ impl LiveDefinitions {
     }
 
     /// Scans, plans and, when the served set changes (or on the first load), records the
-    /// accepted names and builds the catalog (when `with_catalog`), off the request path.
-    /// `None` when nothing changed.
-    async fn plan_and_record(&self, with_catalog: bool) -> Option<(Plan, Option<Catalog>)> {
+    /// accepted names and builds the catalog (when given the one served now, whose unchanged
+    /// parts it reuses), off the request path. `None` when nothing changed.
+    async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
         let ages = super::accepted_names::ages(&self.store).await;
         let (first, provisional) = self.state.lock().map(|s| (!s.loaded, s.provisional)).unwrap_or((false, false));
         let (stored_versions, unread) = match stored_versions::read_all(&self.store).await {
@@ -117,7 +117,10 @@ impl LiveDefinitions {
             let context = Context { age: &age, stored_versions: &stored };
             let mut plan = reload::plan(&state.served, &scan, &context);
             let changed = !plan.is_unchanged() || !state.loaded;
-            let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
+            let catalog = match serving {
+                Some(serving) if changed => Some(Catalog::next(&serving, std::mem::take(&mut plan.registry))),
+                _ => None,
+            };
             (plan, changed, catalog, ages, stored_versions)
         })
         .await;
