@@ -85,9 +85,11 @@ impl LiveDefinitions {
     /// accepted names and builds the catalog (when given the one served now, whose unchanged
     /// parts it reuses), off the request path. `None` when nothing changed.
     async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
-        let ages = super::accepted_names::ages(&self.store).await;
+        // Both records at once (each a listing of the store).
+        let (ages, stored_versions) =
+            tokio::join!(super::accepted_names::ages(&self.store), stored_versions::read_all(&self.store));
         let (first, provisional) = self.state.lock().map(|s| (!s.loaded, s.provisional)).unwrap_or((false, false));
-        let (stored_versions, unread) = match stored_versions::read_all(&self.store).await {
+        let (stored_versions, unread) = match stored_versions {
             Ok(all) => (all, false),
             Err(e) if first => {
                 // A store that cannot be read at start (a full disk keeps it closed): serve
