@@ -160,9 +160,10 @@ async fn route(
         (_, ["apis", crd_api::GROUP, "v1", _, ..]) => {
             crd_api::serve(&plane.state, attrs, query, accept, &headers.content_type, body)
         }
-        (_, ["apis", "admissionregistration.k8s.io", "v1", _, ..]) => {
-            stored_api::serve(&plane.state, attrs, query, body)
-        }
+        (
+            _,
+            ["apis", "admissionregistration.k8s.io" | "apps" | "rbac.authorization.k8s.io" | "policy", "v1", _, ..],
+        ) => stored_api::serve(&plane.state, attrs, query, body),
         _ => respond::path_not_found(),
     }
 }
