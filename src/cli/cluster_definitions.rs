@@ -53,3 +53,41 @@ pub fn start(
     );
     Ok(Some(ClusterDefinitions::start(client, &wanted, move || synced.mark())))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn wanted_from(args: &[&str]) -> Result<Wanted, String> {
+        let flags =
+            Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        wanted(&flags.serve).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_flags_are_checked() {
+        let wanted = wanted_from(&[
+            "--cluster-definitions-selector=crd-apiserver.io/serve in (true,yes)",
+            "--cluster-definitions=a.example.com,b.example.com",
+            "--cluster-definitions=c.example.com",
+        ])
+        .unwrap();
+        assert_eq!(wanted.selector.as_deref(), Some("crd-apiserver.io/serve in (true,yes)"));
+        assert_eq!(wanted.names, ["a.example.com", "b.example.com", "c.example.com"]);
+        assert!(wanted_from(&[]).unwrap().is_empty());
+        let bad = wanted_from(&["--cluster-definitions-selector=a in (b"]).unwrap_err();
+        assert!(bad.starts_with("--cluster-definitions-selector: "), "{bad}");
+        assert_eq!(
+            wanted_from(&["--cluster-definitions=widgets"]).unwrap_err(),
+            "--cluster-definitions: \"widgets\" is not a CustomResourceDefinition name (<plural>.<group>)"
+        );
+    }
+}
