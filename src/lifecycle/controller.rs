@@ -8,7 +8,7 @@
 //! Replicas on one etcd elect one (`store::leadership`) to migrate and write the status
 //! objects; every replica records storage versions.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,22 +75,10 @@ impl Controller {
             let leading = leadership.is_leader();
             let elected = leading && !led;
             led = leading;
-            let everything = seen.is_none() || elected || refreshed.elapsed() >= REFRESH;
-            if everything {
+            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || elected || refreshed.elapsed() >= REFRESH {
                 refreshed = Instant::now();
-                let definitions: Vec<&Definition> = served(&catalog).map(|d| &**d).collect();
-                self.catalog_changed(&catalog, &definitions, true, leading).await;
-                pending = definitions.iter().map(|d| d.name.clone()).collect();
-                seen = Some(catalog.clone());
-            } else if let Some(before) = seen.as_ref().filter(|s| !Arc::ptr_eq(s, &catalog)) {
-                // A reload: only the definitions it added or changed need looking at.
-                let (changed, removed) = changes(before, &catalog);
-                self.catalog_changed(&catalog, &changed, removed, leading).await;
-                for definition in changed {
-                    if !pending.contains(&definition.name) {
-                        pending.push(definition.name.clone());
-                    }
-                }
+                self.catalog_changed(&catalog, leading).await;
+                pending = served(&catalog).map(|d| d.name.clone()).collect();
                 seen = Some(catalog.clone());
             }
             if !leading {
@@ -126,24 +114,20 @@ impl Controller {
         }
     }
 
-    /// Records the storage versions of newly served `definitions` (every one, or those a reload
-    /// added or changed) and, on the leader, refreshes their status objects (every one also every
-    /// `REFRESH`, for the object counts) and, when some may be gone (`removed`), removes the status
-    /// objects of definitions no longer served.
-    async fn catalog_changed(&self, catalog: &Catalog, definitions: &[&Definition], removed: bool, leading: bool) {
+    /// Records the storage versions of a newly served set and, on the leader, refreshes every
+    /// status object (also done every `REFRESH`, for the object counts).
+    async fn catalog_changed(&self, catalog: &Catalog, leading: bool) {
+        let definitions: Vec<&Definition> = served(catalog).map(|d| &**d).collect();
         if let Err(e) = stored_versions::record_storage_versions(self.store(), definitions.iter().copied()).await {
             tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
         }
         if !leading {
             return;
         }
-        for definition in definitions {
+        for definition in &definitions {
             self.write_status(definition, None).await;
         }
-        if !removed {
-            return;
-        }
-        let names: HashSet<&str> = served(catalog).map(|d| d.name.as_str()).collect();
+        let names: std::collections::HashSet<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
         if let Err(e) = status::remove_others(self.store(), &|name| names.contains(name)).await {
             tracing::warn!(error = %e, "removing the status of definitions no longer served failed");
         }
@@ -207,17 +191,14 @@ impl Controller {
             if Arc::ptr_eq(&seen, &last) {
                 continue;
             }
-            // The definitions whose last reload error came, went or changed.
-            let named: HashSet<&str> =
-                seen.errors.iter().chain(&last.errors).filter_map(|e| e.definition.as_deref()).collect();
-            let touched: HashSet<&str> = named.into_iter().filter(|n| seen.error_of(n) != last.error_of(n)).collect();
-            if !touched.is_empty() && self.store().leadership().is_leader() {
-                let catalog = self.api.catalog();
-                for definition in served(&catalog).filter(|d| touched.contains(d.name.as_str())) {
-                    self.write_status(definition, None).await;
-                }
-            }
             seen = last;
+            if !self.store().leadership().is_leader() {
+                continue;
+            }
+            let catalog = self.api.catalog();
+            for definition in served(&catalog) {
+                self.write_status(definition, None).await;
+            }
         }
     }
 
@@ -277,19 +258,6 @@ impl Controller {
         counts.insert(definition.storage.name.clone(), total.saturating_sub(older));
         Some(counts)
     }
-}
-
-/// What a reload changed from `before` to `now`: the definitions of the files it added or
-/// changed (other `Arc`s), and whether it removed any.
-fn changes<'a>(before: &Catalog, now: &'a Catalog) -> (Vec<&'a Definition>, bool) {
-    let previous: HashMap<&str, &Arc<Definition>> = served(before).map(|d| (d.name.as_str(), d)).collect();
-    let changed: Vec<&Definition> = served(now)
-        .filter(|d| previous.get(d.name.as_str()).is_none_or(|p| !Arc::ptr_eq(p, d)))
-        .map(|d| &**d)
-        .collect();
-    let current: HashSet<&str> = served(now).map(|d| d.name.as_str()).collect();
-    let removed = previous.keys().any(|name| !current.contains(name));
-    (changed, removed)
 }
 
 /// The definitions of the files (not the server's own read-only ones).
