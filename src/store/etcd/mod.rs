@@ -3,9 +3,10 @@
 //! history.
 //!
 //! The one seam of the `etcd` cargo feature: with it, `EtcdStore` talks to etcd (writes are
-//! transactions comparing `mod_revision`, lists are etcd ranges at one revision, and one etcd
-//! watch per replica feeds the shared `history` window that every client watch is served
-//! from); without it, `EtcdStore` cannot be built and `open` says so.
+//! transactions comparing `mod_revision`, and one etcd watch per replica feeds the shared
+//! `history` window that every client watch is served from, and the `cache` that gets and
+//! lists are answered from where Kubernetes' consistency rules allow it (`reads`; etcd
+//! ranges otherwise)); without it, `EtcdStore` cannot be built and `open` says so.
 //!
 //! Owns talking to etcd. Never sees schemas, CEL, HTTP or Kubernetes object structure.
 
@@ -13,11 +14,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "etcd")]
+mod cache;
+#[cfg(feature = "etcd")]
 mod connect;
 #[cfg(feature = "etcd")]
 mod election;
 #[cfg(feature = "etcd")]
 mod feed;
+#[cfg(feature = "etcd")]
+mod reads;
 #[cfg(feature = "etcd")]
 mod restore;
 #[cfg(feature = "etcd")]
@@ -29,9 +34,11 @@ mod tests;
 #[cfg(feature = "etcd")]
 mod upkeep;
 #[cfg(feature = "etcd")]
+pub use cache::{ENTRY_OVERHEAD, Stats as CachedObjects};
+#[cfg(feature = "etcd")]
 pub use restore::restore;
 #[cfg(feature = "etcd")]
-pub use store::EtcdStore;
+pub use store::{CacheStats, EtcdStore};
 
 #[cfg(not(feature = "etcd"))]
 mod disabled;
