@@ -2,7 +2,10 @@
 //! history window that client watches are served from (so a thousand client watches cost etcd
 //! one). Progress notifications, asked for periodically and on demand, advance the seen
 //! revision while nothing under the prefix changes (writes elsewhere in etcd, other tenants),
-//! which is what bookmarks and "wait until fresh" follow.
+//! which is what bookmarks, "wait until fresh" and the cache's consistent reads follow. etcd
+//! before 3.4.31 and 3.5.13 may send a requested notification ahead of events it has not sent
+//! yet (etcd-io/etcd#15220): with those, the feed writes `progress_key` instead, whose event
+//! comes after every earlier one.
 //!
 //! A broken stream is reopened from the revision after the last one seen, so no event is lost
 //! or repeated. If etcd compacted past that revision meanwhile, the window is reset: client
@@ -22,6 +25,19 @@ use crate::store::{Event, EventType, Revision};
 
 /// How often the feed asks etcd for progress while nobody asks sooner.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How often the feed writes `PROGRESS_KEY` while nobody asks sooner, where etcd's requested
+/// progress notifications cannot be trusted (`Shared::progress_by_write`).
+const WRITTEN_PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The key written to learn etcd's progress from the watch itself: just before `<prefix>/`
+/// (inside the feed's watched range, outside every listed one; not UTF-8, so never taken for
+/// an object). Its event's revision, like any event's, comes after every earlier event.
+pub(super) fn progress_key(prefix: &str) -> Vec<u8> {
+    let mut key = format!("{prefix}.").into_bytes();
+    key.push(0xff);
+    key
+}
 
 /// Pause before reopening a broken watch.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
@@ -81,13 +97,14 @@ async fn reset_after_compaction(shared: &Shared) {
 /// Follows one etcd watch stream until it ends.
 async fn follow(shared: &Arc<Shared>) -> Ended {
     let from = shared.history().durable() + 1;
+    let watched = format!("{}/", shared.prefix);
     let options = WatchOptions::new()
-        .with_prefix()
+        .with_range(super::store::prefix_end(&watched))
         .with_prev_key()
         .with_progress_notify()
         .with_start_revision(shared.etcd_rev(from));
     let mut client = shared.client.watch_client().max_decoding_message_size(super::store::MAX_RESPONSE_BYTES);
-    let key = format!("{}/", shared.prefix);
+    let key = progress_key(&shared.prefix);
     let stream = match tokio::time::timeout(shared.timeout, client.watch(key, Some(options))).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Ended::Failed(describe(&e)),
@@ -98,12 +115,19 @@ async fn follow(shared: &Arc<Shared>) -> Ended {
     let asker = {
         let shared = shared.clone();
         tokio::spawn(async move {
+            let interval = if shared.progress_by_write { WRITTEN_PROGRESS_INTERVAL } else { PROGRESS_INTERVAL };
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep(PROGRESS_INTERVAL) => {}
+                    _ = tokio::time::sleep(interval) => {}
                     _ = shared.progress_wanted.notified() => {}
                 }
-                if requests.request_progress().await.is_err() {
+                if shared.progress_by_write {
+                    let mut kv = shared.kv();
+                    let key = progress_key(&shared.prefix);
+                    if let Err(error) = shared.call(kv.put(key, Vec::new(), None)).await {
+                        tracing::debug!(%error, "writing the progress key");
+                    }
+                } else if requests.request_progress().await.is_err() {
                     return;
                 }
             }

@@ -63,6 +63,8 @@ pub struct EtcdOptions {
     pub key_file: Option<PathBuf>,
     /// How often the replicas compact etcd's history (0: never; someone else does).
     pub compaction_interval: Duration,
+    /// Answer reads from the watch-fed cache where allowed (`--watch-cache`).
+    pub watch_cache: bool,
     /// Longest time one etcd call may take before the request fails (504).
     pub request_timeout: Duration,
     /// How the replicas elect the one that runs the run-once work; `None`: this one always
@@ -80,6 +82,7 @@ impl Default for EtcdOptions {
             key_file: None,
             compaction_interval: Duration::from_secs(300),
             election: None,
+            watch_cache: true,
             request_timeout: Duration::from_secs(10),
         }
     }

@@ -120,6 +120,9 @@ async fn run_rounds(shared: Arc<Shared>) {
 /// Whether the cache may answer a read of `resource` needing `freshness` now, after waiting
 /// for it if needed; starts loading a resource read for the first time.
 async fn cache_ready(shared: &Arc<Shared>, resource: &str, freshness: Freshness) -> bool {
+    if !shared.watch_cache {
+        return false;
+    }
     match shared.cache.readiness(resource) {
         Readiness::Ready => {}
         Readiness::NotYet => return false,

@@ -1,7 +1,8 @@
-//! `EtcdStore`: the storage contract on etcd. Reads and writes go to etcd (writes as
-//! transactions comparing the key's `mod_revision`, so a conflict is decided by etcd even
-//! between replicas); watches are served from the replica's history window, which one etcd
-//! watch (`feed`) fills.
+//! `EtcdStore`: the storage contract on etcd. Writes go to etcd as transactions comparing the
+//! key's `mod_revision`, so a conflict is decided by etcd even between replicas; gets and lists
+//! are answered by the replica's cache where Kubernetes' consistency rules allow it (`reads`)
+//! and by etcd otherwise; watches are served from the replica's history window. One etcd
+//! watch (`feed`) fills the window and the cache.
 //!
 //! A write is acknowledged once etcd committed it (etcd's own fsync and quorum) and the
 //! replica's feed has seen it, so that the writer's next watch or list at that revision needs
@@ -62,6 +63,11 @@ pub(super) struct Shared {
     /// The shared reads of etcd's current revision that consistent reads wait for.
     pub rounds: Rounds,
     pub reads: ReadCounts,
+    /// `--watch-cache`: false sends every read to etcd.
+    pub watch_cache: bool,
+    /// etcd's requested progress notifications may overtake events (etcd before 3.4.31 and
+    /// 3.5.13, etcd-io/etcd#15220): the feed asks for progress by a write instead (`feed`).
+    pub progress_by_write: bool,
     /// What the last restore into this prefix left (`restore`): the store's revisions are
     /// etcd's plus its offset, and reads below its `restored_at` are `Expired`.
     pub restore: Meta,
@@ -164,6 +170,7 @@ impl EtcdStore {
         let contact = super::upkeep::first_contact(&client, &prefix, &options).await?;
         let restore = super::restore::read_meta(&client, &prefix).await?;
         let start = contact.saturating_add(restore.revision_offset);
+        let progress_by_write = !super::upkeep::progress_notifications_ordered(&client).await;
         let (seen, _) = watch::channel(start);
         let shared = Arc::new(Shared {
             client,
@@ -179,6 +186,8 @@ impl EtcdStore {
             cache: Cache::new(start),
             rounds: Rounds::new(),
             reads: ReadCounts::default(),
+            watch_cache: options.watch_cache,
+            progress_by_write,
             restore,
         });
         let mut tasks = vec![super::feed::spawn(shared.clone()), super::upkeep::spawn_probe(shared.clone())];
