@@ -245,12 +245,6 @@ impl Cache {
         inner.revision = inner.revision.max(revision);
     }
 
-    /// Every event up to `revision` has been applied (a progress notification).
-    pub fn advance(&self, revision: Revision) {
-        let mut inner = self.write();
-        inner.revision = inner.revision.max(revision);
-    }
-
     /// Forgets every resource: the feed lost events (a compaction passed it) and the cache
     /// starts again at `revision`, loading each resource again on its next read.
     pub fn reset(&self, revision: Revision) {

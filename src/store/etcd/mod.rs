@@ -22,6 +22,8 @@ mod election;
 #[cfg(feature = "etcd")]
 mod feed;
 #[cfg(feature = "etcd")]
+mod members;
+#[cfg(feature = "etcd")]
 mod reads;
 #[cfg(feature = "etcd")]
 mod restore;

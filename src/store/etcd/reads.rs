@@ -4,7 +4,8 @@
 //! - Consistent (`resourceVersion=""`): etcd's current revision is read (a linearizable
 //!   range of one absent key: etcd answers with its revision header and nothing else), the
 //!   read waits until the cache has applied every event up to it (asking the feed for a
-//!   progress notification, so an idle cache catches up at once), then answers from the
+//!   progress marker when the events do not come by themselves: the revision may be past the
+//!   prefix's last event), then answers from the
 //!   cache. Revision reads are shared: a read joins the next round that starts after it
 //!   began (`Rounds`), so that however many reads arrive, etcd sees at most one revision read
 //!   in flight, and each read still sees every write acknowledged before it began.
@@ -144,7 +145,7 @@ async fn cache_ready(shared: &Arc<Shared>, resource: &str, freshness: Freshness)
 /// Waits (at most `CACHE_WAIT`) until the cache has applied every event up to `revision`.
 async fn reached(shared: &Shared, revision: Revision) -> bool {
     // The feed publishes a revision once the cache has applied it.
-    shared.cache.revision() >= revision || shared.wait_until_seen(revision, CACHE_WAIT).await
+    shared.cache.revision() >= revision || shared.wait_until_fresh(revision, CACHE_WAIT).await
 }
 
 /// Lists `resource` from etcd at the cache's revision and installs it, in the background.

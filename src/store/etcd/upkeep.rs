@@ -148,35 +148,3 @@ async fn compact_turn(shared: &Shared, version: i64, recorded: Revision) -> Resu
     }
     Ok((version + 1, now))
 }
-
-/// Whether etcd sends requested progress notifications in order with the watch's events
-/// (etcd-io/etcd#15220, fixed with #17557 in 3.4.31 and 3.5.13, the versions Kubernetes
-/// requires to serve consistent reads from its watch cache). Unknown: no.
-pub(super) async fn progress_notifications_ordered(client: &Client) -> bool {
-    let mut maintenance = client.maintenance_client();
-    let Ok(Ok(status)) = tokio::time::timeout(PROBE_TIMEOUT, maintenance.status()).await else { return false };
-    version_orders_progress(status.version())
-}
-
-fn version_orders_progress(version: &str) -> bool {
-    let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().unwrap_or(0));
-    let (major, minor, patch) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    match (major, minor) {
-        (3, 4) => patch >= 31,
-        (3, 5) => patch >= 13,
-        (3, m) => m > 5,
-        (m, _) => m > 3,
-    }
-}
-
-#[cfg(test)]
-mod version_tests {
-    #[test]
-    fn progress_is_ordered_from_the_fixed_releases_on() {
-        for (version, ordered) in
-            [("3.4.23", false), ("3.4.31", true), ("3.5.12", false), ("3.5.13", true), ("3.6.0", true), ("", false)]
-        {
-            assert_eq!(super::version_orders_progress(version), ordered, "{version}");
-        }
-    }
-}
