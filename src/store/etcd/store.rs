@@ -184,6 +184,7 @@ impl EtcdStore {
         if !options.compaction_interval.is_zero() {
             tasks.push(super::upkeep::spawn_compactor(shared.clone(), options.compaction_interval));
         }
+        tasks.extend(super::members::spawn(shared.clone(), &options).await);
         let leadership = match options.election {
             Some(timing) => {
                 let (leadership, task) = super::election::spawn(shared.client.clone(), &shared.prefix, timing);
