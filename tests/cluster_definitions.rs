@@ -280,3 +280,19 @@ fn a_missing_permission_is_named_and_granting_it_serves() {
     cluster.plane.add_rule(rbac::definitions_reader());
     eventually("gadgets served once granted", 40, || (raw.get(GADGETS).unwrap().status == 200).then_some(()));
 }
+
+#[test]
+fn a_definition_named_by_flag_needs_a_grant_on_that_name_only() {
+    let plane = ControlPlane::start();
+    plane.create_crd(definition("things", "Thing", &["v1"], json!({}))).unwrap();
+    plane.create_crd(definition("others", "Other", &["v1"], json!({}))).unwrap();
+    // RBAC grants reading the one definition by its name (resourceNames), nothing else.
+    plane.add_rule(rbac::definitions_reader().named(&["things.example.com"]));
+    let cluster = TestCluster::start_on(plane, &[], &["--cluster-definitions=things.example.com"]);
+    cluster.plane.register("example.com", "v1");
+    cluster.user("admin", &["system:masters"]);
+    let raw = Client::to_plane(&cluster.plane, "admin-token");
+    assert_eq!(raw.get(THINGS).unwrap().status, 200);
+    assert_eq!(raw.get(OTHERS).unwrap().status, 404);
+    assert!(!cluster.server.log().contains("forbidden"), "{}", cluster.server.log());
+}

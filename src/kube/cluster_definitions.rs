@@ -71,6 +71,11 @@ fn as_json(object: &DynamicObject) -> Option<(String, Value)> {
     Some((name, value))
 }
 
+/// What serving a definition reads of it: spec, labels and annotations.
+fn served_parts(value: &Value) -> [Option<&Value>; 3] {
+    [value.get("spec"), value.pointer("/metadata/labels"), value.pointer("/metadata/annotations")]
+}
+
 fn resource_version(value: &Value) -> u64 {
     value.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
@@ -115,11 +120,18 @@ impl ClusterDefinitions {
     }
 
     /// Keeps a follower's new set; whether every follower has now listed. Wakes the reloader
-    /// when the set changed.
+    /// when what a definition is served from changed (not for a new resourceVersion or status
+    /// alone: the main apiserver's controllers write those).
     fn replace(&self, index: usize, set: BTreeMap<String, Value>) -> bool {
         let mut sets = self.lock();
         let Some(slot) = sets.get_mut(index) else { return false };
-        let changed = slot.as_ref() != Some(&set);
+        let changed = match slot.as_ref() {
+            None => true,
+            Some(old) => {
+                old.len() != set.len()
+                    || old.iter().zip(&set).any(|((a, old), (b, new))| a != b || served_parts(old) != served_parts(new))
+            }
+        };
         *slot = Some(set);
         let synced = sets.iter().all(Option::is_some);
         drop(sets);
@@ -171,6 +183,21 @@ mod tests {
             ("a.example.com".to_string(), crd("a.example.com", "9")),
             ("b.example.com".to_string(), crd("b.example.com", "3")),
         ]);
+        assert!(this.replace(1, second.clone()));
+        // A status write alone does not wake the reloader.
+        let mut status_only = second.clone();
+        if let Some(a) = status_only.get_mut("a.example.com") {
+            a["metadata"]["resourceVersion"] = serde_json::json!("10");
+            a["status"] = serde_json::json!({"storedVersions": ["v1"]});
+        }
+        assert!(this.replace(1, status_only));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        // The permit left by the first lists is taken; no other is left.
+        runtime.block_on(this.changed());
+        let again = runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_millis(20), this.changed()).await.is_ok()
+        });
+        assert!(!again, "a status write woke the reloader");
         assert!(this.replace(1, second));
         let snapshot = this.snapshot();
         assert!(snapshot.synced);
