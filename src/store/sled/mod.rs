@@ -234,6 +234,12 @@ impl SledStore {
         }
     }
 
+    /// Moves the store's revision to at least `at_least`, durably, without an event: every
+    /// revision handed out afterwards is above it. Returns the store's revision.
+    pub async fn advance_revision(&self, at_least: Revision) -> Result<Revision> {
+        Ok(self.submit("", Op::Advance(at_least)).await?.revision)
+    }
+
     async fn submit(&self, key: &str, op: Op) -> Result<Outcome> {
         let (reply, rx) = oneshot::channel();
         {
