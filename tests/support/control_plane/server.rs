@@ -152,9 +152,10 @@ async fn route(
         ),
         ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
         (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
-        (_, ["apis", "admissionregistration.k8s.io", "v1", _, ..]) => {
-            stored_api::serve(&plane.state, attrs, query, body)
-        }
+        (
+            _,
+            ["apis", "admissionregistration.k8s.io" | "apps" | "rbac.authorization.k8s.io" | "policy", "v1", _, ..],
+        ) => stored_api::serve(&plane.state, attrs, query, body),
         _ => respond::path_not_found(),
     }
 }
