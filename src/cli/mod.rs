@@ -150,6 +150,10 @@ pub struct ServeArgs {
     /// APIServices a takeover switches; takeovers are refused without it.
     #[arg(long)]
     pub takeover_ca_file: Option<PathBuf>,
+    /// How long a takeover waits for the freeze to take effect, and for the switched
+    /// APIServices to reach this server, before it rolls back.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub takeover_timeout: std::time::Duration,
     /// Most client connections open at once; beyond it new connections wait until one
     /// closes. 0 means the open-file limit less a reserve for the server's own files.
     #[arg(long, default_value_t = 0)]

@@ -184,11 +184,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     if let Err(e) = crate::takeover::load_floors(&api).await {
         return Err(StartError::Config(format!("reading the takeover records: {e}")));
     }
-    let takeovers = Arc::new(crate::takeover::Takeovers::new(
-        api.clone(),
-        delegation.cluster.clone(),
-        takeover_target(&args)?,
-    ));
+    let mut takeovers =
+        crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target(&args)?);
+    takeovers.wait = args.takeover_timeout;
+    let takeovers = Arc::new(takeovers);
     let router = Arc::new(Router { api: api.clone(), health: Arc::new(health), takeovers: Some(takeovers) });
     let handler = stack::build(
         StackConfig {

@@ -11,6 +11,8 @@ use bytes::Bytes;
 use clap::Args;
 use http_body_util::BodyExt;
 
+use crate::takeover::json;
+
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
     /// Names of CustomResourceDefinitions (`<plural>.<group>`).
@@ -59,10 +61,10 @@ fn print_line(line: &[u8]) -> bool {
         println!("{}", String::from_utf8_lossy(line));
         return true;
     };
-    if let Some(progress) = value["progress"].as_str() {
+    if let Some(progress) = json::at(&value, "/progress").as_str() {
         println!("{progress}");
         true
-    } else if let Some(error) = value["error"].as_str() {
+    } else if let Some(error) = json::at(&value, "/error").as_str() {
         eprintln!("error: {error}");
         false
     } else if let Some(report) = value.get("report") {
@@ -75,24 +77,27 @@ fn print_line(line: &[u8]) -> bool {
 }
 
 fn print_report(report: &serde_json::Value) {
-    let name = report["name"].as_str().unwrap_or_default();
-    let objects = report["objects"].as_u64().unwrap_or(0);
-    let bytes = report["bytes"].as_u64().unwrap_or(0);
-    if report["dryRun"] == true {
+    let name = json::at(report, "/name").as_str().unwrap_or_default();
+    let objects = json::at(report, "/objects").as_u64().unwrap_or(0);
+    let bytes = json::at(report, "/bytes").as_u64().unwrap_or(0);
+    if json::at(report, "/dryRun") == true {
         println!(
             "{name}: would move {objects} objects ({bytes} bytes) at the main apiserver's resourceVersion {}; \
              APIServices {}",
-            report["mainRevision"],
-            report["apiServices"].as_array().map(|a| a.iter().filter_map(|s| s.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+            json::at(report, "/mainRevision"),
+            json::at(report, "/apiServices")
+                .as_array()
+                .map(|a| a.iter().filter_map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
         );
     } else {
         println!(
             "{name}: moved {objects} objects ({bytes} bytes); writes were refused for {:.2}s ({:.0} objects/s)",
-            report["freezeSeconds"].as_f64().unwrap_or(0.0),
-            report["objectsPerSecond"].as_f64().unwrap_or(0.0)
+            json::at(report, "/freezeSeconds").as_f64().unwrap_or(0.0),
+            json::at(report, "/objectsPerSecond").as_f64().unwrap_or(0.0)
         );
     }
-    for note in report["notes"].as_array().into_iter().flatten() {
+    for note in json::at(report, "/notes").as_array().into_iter().flatten() {
         println!("  {}", note.as_str().unwrap_or_default());
     }
 }
@@ -141,7 +146,11 @@ async fn call(args: &TakeoverArgs, back: bool) -> Result<bool, String> {
         let mut pending = Vec::new();
         let mut finished = false;
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("POST {uri}: the stream broke: {e} (the server goes on; run the command again to see where it is)"))?;
+            let frame = frame.map_err(|e| {
+                format!(
+                    "POST {uri}: the stream broke: {e} (the server goes on; run the command again to see where it is)"
+                )
+            })?;
             let Ok(data) = frame.into_data() else { continue };
             pending.extend_from_slice(&data);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {

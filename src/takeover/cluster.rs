@@ -43,11 +43,9 @@ impl Cluster {
         let request = request.body(bytes).map_err(|e| Error::Cluster(format!("{method} {path}: {e}")))?;
         match self.client.request::<Value>(request).await {
             Ok(value) => Ok(Answer::Ok(value)),
-            Err(::kube::Error::Api(status)) => Ok(Answer::Failed {
-                code: status.code,
-                reason: status.reason.clone(),
-                message: status.message.clone(),
-            }),
+            Err(::kube::Error::Api(status)) => {
+                Ok(Answer::Failed { code: status.code, reason: status.reason.clone(), message: status.message.clone() })
+            }
             Err(e) => Err(Error::Cluster(format!(
                 "{method} {path}: the main apiserver cannot be reached: {}",
                 crate::kube::describe(&e)

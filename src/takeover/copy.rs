@@ -9,8 +9,8 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::Error;
 use super::cluster::{Cluster, object_path};
+use super::{Error, json};
 use crate::definitions::Definition;
 use crate::store::{Backend, ListOptions, Revision, Store, key};
 
@@ -38,7 +38,7 @@ fn collection(definition: &Definition) -> String {
 /// Lists the first page.
 pub async fn first_page(cluster: &Cluster, definition: &Definition) -> Result<FirstPage, Error> {
     let page = cluster.list_page("listing the objects to move", &collection(definition), PAGE, None).await?;
-    let revision = page["metadata"]["resourceVersion"]
+    let revision = json::at(&page, "/metadata/resourceVersion")
         .as_str()
         .and_then(|rv| rv.parse::<Revision>().ok())
         .ok_or_else(|| Error::Cluster("the main apiserver's list has no numeric resourceVersion".into()))?;
@@ -46,7 +46,7 @@ pub async fn first_page(cluster: &Cluster, definition: &Definition) -> Result<Fi
 }
 
 fn continue_token(page: &Value) -> Option<String> {
-    page["metadata"]["continue"].as_str().filter(|c| !c.is_empty()).map(str::to_string)
+    json::at(page, "/metadata/continue").as_str().filter(|c| !c.is_empty()).map(str::to_string)
 }
 
 fn items(page: &mut Value) -> Vec<Value> {
@@ -100,9 +100,10 @@ pub async fn clear(store: &Backend, definition: &Definition) -> Result<u64, Erro
 
 /// The key and stored bytes of one object from the main apiserver.
 fn prepare(definition: &Definition, mut object: Value) -> Result<(String, Bytes), Error> {
-    let meta = object.get_mut("metadata").and_then(Value::as_object_mut).ok_or_else(|| {
-        Error::Cluster("an object from the main apiserver has no metadata".into())
-    })?;
+    let meta = object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| Error::Cluster("an object from the main apiserver has no metadata".into()))?;
     meta.remove("resourceVersion");
     meta.remove("selfLink");
     let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -123,10 +124,7 @@ async fn write_page(store: &Backend, definition: &Definition, items: Vec<Value>)
     let converted = crate::api::write::convert_all_to(definition, items, &definition.storage)
         .map_err(|e| Error::Store(format!("converting to the storage version: {}", e.message)))?;
     let prepared = converted.into_iter().map(|o| prepare(definition, o)).collect::<Result<Vec<_>, _>>()?;
-    let copied = Copied {
-        objects: prepared.len() as u64,
-        bytes: prepared.iter().map(|(_, b)| b.len() as u64).sum(),
-    };
+    let copied = Copied { objects: prepared.len() as u64, bytes: prepared.iter().map(|(_, b)| b.len() as u64).sum() };
     let writes = prepared.into_iter().map(|(key, bytes)| async move {
         store.create(&key, bytes).await.map_err(|e| Error::Store(format!("{key}: {e}")))
     });
@@ -151,7 +149,9 @@ pub async fn copy(
         let path = collection(definition);
         let next = async {
             match &token {
-                Some(token) => cluster.list_page("listing the objects to move", &path, PAGE, Some(token)).await.map(Some),
+                Some(token) => {
+                    cluster.list_page("listing the objects to move", &path, PAGE, Some(token)).await.map(Some)
+                }
                 None => Ok(None),
             }
         };

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::Error;
 use super::cluster::{Answer, Cluster, object_path};
+use super::{Error, json};
 use crate::definitions::Definition;
 
 const ADMISSION: &str = "admissionregistration.k8s.io";
@@ -77,9 +77,15 @@ fn bindings_path(name: &str) -> String {
 
 /// Creates the policy and its binding (or keeps those a previous run made).
 pub async fn freeze(cluster: &Cluster, definition: &Definition) -> Result<(), Error> {
-    cluster.ensure("freezing writes: creating the ValidatingAdmissionPolicy", &policies_path(""), &policy(definition)).await?;
     cluster
-        .ensure("freezing writes: creating the ValidatingAdmissionPolicyBinding", &bindings_path(""), &binding(definition))
+        .ensure("freezing writes: creating the ValidatingAdmissionPolicy", &policies_path(""), &policy(definition))
+        .await?;
+    cluster
+        .ensure(
+            "freezing writes: creating the ValidatingAdmissionPolicyBinding",
+            &bindings_path(""),
+            &binding(definition),
+        )
         .await
 }
 
@@ -89,11 +95,18 @@ pub async fn freeze(cluster: &Cluster, definition: &Definition) -> Result<(), Er
 pub async fn freeze_except(cluster: &Cluster, definition: &Definition, user: &str) -> Result<(), Error> {
     let mut policy = policy(definition);
     let literal = user.replace('\\', "\\\\").replace('\'', "\\'");
-    policy["spec"]["matchConditions"] =
-        json!([{"name": "not-crd-apiserver", "expression": format!("request.userInfo.username != '{literal}'")}]);
+    json::set(
+        &mut policy,
+        &["spec", "matchConditions"],
+        json!([{"name": "not-crd-apiserver", "expression": format!("request.userInfo.username != '{literal}'")}]),
+    );
     cluster.ensure("freezing writes: creating the ValidatingAdmissionPolicy", &policies_path(""), &policy).await?;
     cluster
-        .ensure("freezing writes: creating the ValidatingAdmissionPolicyBinding", &bindings_path(""), &binding(definition))
+        .ensure(
+            "freezing writes: creating the ValidatingAdmissionPolicyBinding",
+            &bindings_path(""),
+            &binding(definition),
+        )
         .await?;
     tokio::time::sleep(SETTLE).await;
     Ok(())
@@ -124,15 +137,15 @@ pub async fn wait_in_effect(
     let started = Instant::now();
     loop {
         let page = cluster.list_page("listing the resource", &collection, 1, None).await?;
-        let first = page["items"].as_array().and_then(|items| items.first()).cloned();
+        let first = json::at(&page, "/items").as_array().and_then(|items| items.first()).cloned();
         let empty = first.is_none();
         let answer = match first {
             Some(mut object) => {
-                let namespace = object["metadata"]["namespace"].as_str().map(str::to_string);
-                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let namespace = json::at(&object, "/metadata/namespace").as_str().map(str::to_string);
+                let name = json::at(&object, "/metadata/name").as_str().unwrap_or_default().to_string();
                 if object.get("apiVersion").is_none() {
-                    object["apiVersion"] = json!(format!("{}/{version}", definition.group));
-                    object["kind"] = json!(definition.kind);
+                    json::set(&mut object, &["apiVersion"], json!(format!("{}/{version}", definition.group)));
+                    json::set(&mut object, &["kind"], json!(definition.kind));
                 }
                 let path = object_path(&definition.group, version, namespace.as_deref(), &definition.plural, &name);
                 cluster.dry_run(http::Method::PUT, &path, &object).await?

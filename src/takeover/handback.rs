@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::cluster::{Answer, Cluster, object_path};
 use super::record::{self, Phase};
-use super::{Error, Progress, Report, copy, freeze, say, switch};
+use super::{Error, Progress, Report, copy, freeze, json, say, switch};
 use crate::definitions::Definition;
 use crate::store::{Backend, ListOptions, Store, key};
 
@@ -21,17 +21,19 @@ async fn own_user(cluster: &Cluster) -> Result<String, Error> {
     let path = object_path("authentication.k8s.io", "v1", None, "selfsubjectreviews", "");
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
     match cluster.create("asking the main apiserver who this server is", &path, &review).await? {
-        Answer::Ok(v) => v["status"]["userInfo"]["username"]
+        Answer::Ok(v) => json::at(&v, "/status/userInfo/username")
             .as_str()
             .map(str::to_string)
             .ok_or_else(|| Error::Cluster("the SelfSubjectReview has no user name".into())),
-        other => Err(Cluster::failure("asking the main apiserver who this server is (SelfSubjectReview)", &path, other)),
+        other => {
+            Err(Cluster::failure("asking the main apiserver who this server is (SelfSubjectReview)", &path, other))
+        }
     }
 }
 
 fn path_of(definition: &Definition, object: &Value, subresource: &str) -> String {
-    let namespace = object["metadata"]["namespace"].as_str();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = json::at(object, "/metadata/namespace").as_str();
+    let name = json::at(object, "/metadata/name").as_str().unwrap_or_default();
     let path = object_path(&definition.group, &definition.storage.name, namespace, &definition.plural, name);
     if subresource.is_empty() { path } else { format!("{path}/{subresource}") }
 }
@@ -41,14 +43,18 @@ fn path_of(definition: &Definition, object: &Value, subresource: &str) -> String
 async fn write_back(cluster: &Cluster, definition: &Definition, mut object: Value) -> Result<Option<String>, Error> {
     let name = format!(
         "{}/{}",
-        object["metadata"]["namespace"].as_str().unwrap_or_default(),
-        object["metadata"]["name"].as_str().unwrap_or_default()
+        json::at(&object, "/metadata/namespace").as_str().unwrap_or_default(),
+        json::at(&object, "/metadata/name").as_str().unwrap_or_default()
     );
     let path = path_of(definition, &object, "");
     let mut note = None;
     let written = match cluster.get("reading the main apiserver's copy", &path).await? {
-        Some(theirs) if theirs["metadata"]["uid"] == object["metadata"]["uid"] => {
-            object["metadata"]["resourceVersion"] = theirs["metadata"]["resourceVersion"].clone();
+        Some(theirs) if json::at(&theirs, "/metadata/uid") == json::at(&object, "/metadata/uid") => {
+            json::set(
+                &mut object,
+                &["metadata", "resourceVersion"],
+                json::at(&theirs, "/metadata/resourceVersion").clone(),
+            );
             cluster.update("writing an object back", &path, &object).await?
         }
         Some(theirs) => {
@@ -64,7 +70,7 @@ async fn write_back(cluster: &Cluster, definition: &Definition, mut object: Valu
     };
     if object.get("status").is_some() && written.get("status") != object.get("status") {
         let mut status = written;
-        status["status"] = object["status"].clone();
+        json::set(&mut status, &["status"], json::at(&object, "/status").clone());
         cluster.update("writing an object's status back", &path_of(definition, &object, "status"), &status).await?;
     }
     Ok(note)
@@ -72,12 +78,12 @@ async fn write_back(cluster: &Cluster, definition: &Definition, mut object: Valu
 
 async fn create(cluster: &Cluster, definition: &Definition, object: &Value) -> Result<Value, Error> {
     let mut body = object.clone();
-    if let Some(meta) = body["metadata"].as_object_mut() {
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"] {
             meta.remove(field);
         }
     }
-    let namespace = object["metadata"]["namespace"].as_str();
+    let namespace = json::at(object, "/metadata/namespace").as_str();
     let path = object_path(&definition.group, &definition.storage.name, namespace, &definition.plural, "");
     match cluster.create("creating an object in the main apiserver", &path, &body).await? {
         Answer::Ok(v) => Ok(v),
@@ -88,9 +94,9 @@ async fn create(cluster: &Cluster, definition: &Definition, object: &Value) -> R
 /// Deletes a copy of the main apiserver's, its finalizers cleared first.
 async fn delete_copy(cluster: &Cluster, definition: &Definition, theirs: &Value) -> Result<(), Error> {
     let path = path_of(definition, theirs, "");
-    if theirs["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+    if json::at(theirs, "/metadata/finalizers").as_array().is_some_and(|f| !f.is_empty()) {
         let mut cleared = theirs.clone();
-        cleared["metadata"]["finalizers"] = json!([]);
+        json::set(&mut cleared, &["metadata", "finalizers"], json!([]));
         cluster.update("clearing the finalizers of a stale copy", &path, &cleared).await?;
     }
     cluster.delete("deleting a stale copy", &path).await
@@ -125,14 +131,15 @@ pub async fn run(
     let mut start_after = None;
     let mut revision = None;
     loop {
-        let options = ListOptions { revision, start_after: start_after.clone(), limit: Some(copy::PAGE), count_remaining: false };
+        let options =
+            ListOptions { revision, start_after: start_after.clone(), limit: Some(copy::PAGE), count_remaining: false };
         let page = store.list(&prefix, options).await.map_err(|e| Error::Store(e.to_string()))?;
         revision = Some(page.revision);
         let mut decoded = Vec::with_capacity(page.items.len());
         for kv in &page.items {
             let mut object: Value =
                 serde_json::from_slice(&kv.value).map_err(|e| Error::Store(format!("{}: {e}", kv.key)))?;
-            object["apiVersion"] = json!(format!("{}/{}", definition.group, definition.storage.name));
+            json::set(&mut object, &["apiVersion"], json!(format!("{}/{}", definition.group, definition.storage.name)));
             bytes += kv.value.len() as u64;
             ours.insert(key::relative_to_resource(&kv.key).to_string());
             decoded.push(object);
@@ -151,16 +158,17 @@ pub async fn run(
     let collection = object_path(&definition.group, &definition.storage.name, None, &definition.plural, "");
     let mut token: Option<String> = None;
     loop {
-        let page = cluster.list_page("listing the main apiserver's copies", &collection, copy::PAGE, token.as_deref()).await?;
-        for theirs in page["items"].as_array().into_iter().flatten() {
-            let namespace = theirs["metadata"]["namespace"].as_str();
-            let name = theirs["metadata"]["name"].as_str().unwrap_or_default();
+        let page =
+            cluster.list_page("listing the main apiserver's copies", &collection, copy::PAGE, token.as_deref()).await?;
+        for theirs in json::at(&page, "/items").as_array().into_iter().flatten() {
+            let namespace = json::at(theirs, "/metadata/namespace").as_str();
+            let name = json::at(theirs, "/metadata/name").as_str().unwrap_or_default();
             let key = key::object_key(&definition.group, &definition.plural, namespace, name);
             if !ours.contains(key::relative_to_resource(&key)) {
                 delete_copy(cluster, definition, theirs).await?;
             }
         }
-        token = page["metadata"]["continue"].as_str().filter(|c| !c.is_empty()).map(str::to_string);
+        token = json::at(&page, "/metadata/continue").as_str().filter(|c| !c.is_empty()).map(str::to_string);
         if token.is_none() {
             break;
         }

@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod copy;
 pub mod freeze;
 mod handback;
+pub mod json;
 pub mod record;
 pub mod switch;
 
@@ -164,14 +165,17 @@ impl Takeovers {
         let crd = self.cluster()?.get("reading the CustomResourceDefinition", &crd_path).await?.ok_or_else(|| {
             Error::Refused(format!("the main apiserver has no CustomResourceDefinition {name}: nothing to take over"))
         })?;
-        let spec = &crd["spec"];
-        let storage = spec["versions"]
+        let spec = &json::at(&crd, "/spec");
+        let storage = json::at(spec, "/versions")
             .as_array()
-            .and_then(|vs| vs.iter().find(|v| v["storage"] == true))
-            .and_then(|v| v["name"].as_str())
+            .and_then(|vs| vs.iter().find(|v| json::at(v, "/storage") == true))
+            .and_then(|v| json::at(v, "/name").as_str())
             .unwrap_or_default();
-        let scope_matches = (spec["scope"] == "Namespaced") == ours.namespaced();
-        if spec["group"] != ours.group.as_str() || spec["names"]["plural"] != ours.plural.as_str() || !scope_matches {
+        let scope_matches = (json::at(spec, "/scope") == "Namespaced") == ours.namespaced();
+        if json::at(spec, "/group") != ours.group.as_str()
+            || json::at(spec, "/names/plural") != ours.plural.as_str()
+            || !scope_matches
+        {
             return Err(Error::Refused(format!(
                 "the cluster's {name} and ours differ in group, plural or scope: serve the same definition first"
             )));
@@ -336,15 +340,15 @@ impl Takeovers {
             objects: 0,
             bytes: 0,
             frozen_at: frozen_at.to_string(),
-            api_services: services
-                .iter()
-                .map(|(n, o, _)| serde_json::json!({"name": n, "original": o}))
-                .collect(),
+            api_services: services.iter().map(|(n, o, _)| serde_json::json!({"name": n, "original": o})).collect(),
         };
         record::write(store, name, &record).await?;
         self.api.set_floor(&key::resource_prefix(&definition.group, &definition.plural), Some(floor));
-        say(progress, format!("{name}: copying the objects at the main apiserver's resourceVersion {}", first.revision))
-            .await;
+        say(
+            progress,
+            format!("{name}: copying the objects at the main apiserver's resourceVersion {}", first.revision),
+        )
+        .await;
         let copied = copy::copy(cluster, store, definition, first).await?;
         record.objects = copied.objects;
         record.bytes = copied.bytes;
@@ -370,8 +374,14 @@ impl Takeovers {
             say(progress, format!("{name}: removing the takeover record failed: {e}")).await;
         }
         if let Err(e) = freeze::lift(cluster, definition).await {
-            say(progress, format!("{name}: lifting the freeze failed: {e}; delete the policy {} by hand", freeze::policy_name(name)))
-                .await;
+            say(
+                progress,
+                format!(
+                    "{name}: lifting the freeze failed: {e}; delete the policy {} by hand",
+                    freeze::policy_name(name)
+                ),
+            )
+            .await;
         }
     }
 
@@ -390,8 +400,8 @@ fn originals(record: &Record) -> Vec<(String, Option<serde_json::Value>)> {
         .api_services
         .iter()
         .filter_map(|s| {
-            let name = s["name"].as_str()?.to_string();
-            let original = Some(s["original"].clone()).filter(|o| !o.is_null());
+            let name = json::at(s, "/name").as_str()?.to_string();
+            let original = Some(json::at(s, "/original").clone()).filter(|o| !o.is_null());
             Some((name, original))
         })
         .collect()

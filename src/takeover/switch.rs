@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::Error;
 use super::cluster::{Cluster, object_path};
+use super::{Error, json};
 use crate::definitions::Definition;
 use crate::store::Revision;
 
@@ -35,7 +35,7 @@ impl Target {
     }
 
     fn is_ours(&self, service: &Value) -> bool {
-        service["namespace"] == self.namespace.as_str() && service["name"] == self.name.as_str()
+        json::at(service, "/namespace") == self.namespace.as_str() && json::at(service, "/name") == self.name.as_str()
     }
 }
 
@@ -65,13 +65,13 @@ pub async fn current(
     let mut out = Vec::new();
     for name in names(definition) {
         let found = cluster.get("reading the APIService", &path(&name)).await?;
-        let pointing = match found.as_ref().map(|s| &s["spec"]["service"]) {
+        let pointing = match found.as_ref().map(|s| json::at(s, "/spec/service")) {
             None | Some(Value::Null) => Pointing::Local,
             Some(service) if target.is_ours(service) => Pointing::Us,
             Some(service) => Pointing::Elsewhere(format!(
                 "{}/{}",
-                service["namespace"].as_str().unwrap_or_default(),
-                service["name"].as_str().unwrap_or_default()
+                json::at(service, "/namespace").as_str().unwrap_or_default(),
+                json::at(service, "/name").as_str().unwrap_or_default()
             )),
         };
         out.push((name, found, pointing));
@@ -116,7 +116,7 @@ async fn edit(
 }
 
 fn remove_label(service: &mut Value) {
-    if let Some(labels) = service["metadata"].get_mut("labels").and_then(Value::as_object_mut) {
+    if let Some(labels) = service.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
         labels.remove(AUTOMANAGED);
     }
 }
@@ -134,12 +134,9 @@ pub async fn switch(cluster: &Cluster, definition: &Definition, target: &Target)
         });
         let change = |service: &mut Value| {
             remove_label(service);
-            let spec = &mut service["spec"];
-            spec["service"] = target.service();
-            spec["caBundle"] = json!(ca);
-            if let Some(spec) = spec.as_object_mut() {
-                spec.remove("insecureSkipTLSVerify");
-            }
+            json::set(service, &["spec", "service"], target.service());
+            json::set(service, &["spec", "caBundle"], json!(ca));
+            json::remove(service, &["spec", "insecureSkipTLSVerify"]);
         };
         edit(cluster, "switching the APIService to this server", &name, change, Some(fresh)).await?;
     }
@@ -152,8 +149,8 @@ pub async fn roll_back(cluster: &Cluster, originals: &[(String, Option<Value>)])
         match original {
             Some(original) => {
                 let restore = |service: &mut Value| {
-                    service["metadata"]["labels"] = original["metadata"]["labels"].clone();
-                    service["spec"] = original["spec"].clone();
+                    json::set(service, &["metadata", "labels"], json::at(original, "/metadata/labels").clone());
+                    json::set(service, &["spec"], json::at(original, "/spec").clone());
                 };
                 edit(cluster, "rolling the APIService back", name, restore, None).await?;
             }
@@ -167,8 +164,8 @@ pub async fn roll_back(cluster: &Cluster, originals: &[(String, Option<Value>)])
 pub async fn give_back(cluster: &Cluster, definition: &Definition) -> Result<(), Error> {
     for name in names(definition) {
         let change = |service: &mut Value| {
-            service["metadata"]["labels"][AUTOMANAGED] = json!("true");
-            if let Some(spec) = service["spec"].as_object_mut() {
+            json::set(service, &["metadata", "labels", AUTOMANAGED], json!("true"));
+            if let Some(spec) = service.pointer_mut("/spec").and_then(Value::as_object_mut) {
                 spec.remove("service");
                 spec.remove("caBundle");
                 spec.remove("insecureSkipTLSVerify");
@@ -180,9 +177,9 @@ pub async fn give_back(cluster: &Cluster, definition: &Definition) -> Result<(),
 }
 
 fn available(service: &Value) -> bool {
-    service["status"]["conditions"]
+    json::at(service, "/status/conditions")
         .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Available" && c["status"] == "True"))
+        .is_some_and(|c| c.iter().any(|c| json::at(c, "/type") == "Available" && json::at(c, "/status") == "True"))
 }
 
 /// Waits until every APIService is Available and a list through the main apiserver answers
@@ -211,7 +208,8 @@ pub async fn wait_reached(
         if all {
             match cluster.list_page("listing through the main apiserver", &collection, 1, None).await {
                 Ok(page) => {
-                    let rv = page["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse::<Revision>().ok());
+                    let rv =
+                        json::at(&page, "/metadata/resourceVersion").as_str().and_then(|r| r.parse::<Revision>().ok());
                     if rv.is_some_and(|rv| (rv >= floor) == ours) {
                         return Ok(());
                     }

@@ -530,6 +530,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_advanced_revision_is_durable_and_watches_go_on_across_it() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            let a = store.create("/g/r/a", Bytes::from_static(b"{}")).await.unwrap();
+            let mut watch = store.watch("/g/r/", a).await.unwrap();
+            assert_eq!(store.advance_revision(1_000).await.unwrap(), 1_000);
+            // Never backwards.
+            assert_eq!(store.advance_revision(10).await.unwrap(), 1_000);
+            assert_eq!(store.current_revision(), 1_000);
+            let b = store.create("/g/r/b", Bytes::from_static(b"{}")).await.unwrap();
+            assert_eq!(b, 1_001);
+            let event = watch.next().await.unwrap();
+            assert_eq!((event.key.as_str(), event.revision), ("/g/r/b", 1_001));
+            store.close();
+        }
+        let store = loop {
+            match SledStore::open(dir.path(), SledOptions::default()) {
+                Ok(s) => break s,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        };
+        assert_eq!(store.current_revision(), 1_001);
+    }
+
+    #[tokio::test]
     async fn every_acknowledged_write_follows_a_file_system_sync() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());

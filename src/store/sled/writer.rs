@@ -63,8 +63,13 @@ pub(super) struct Place {
 
 pub(super) enum Op {
     Create(Bytes),
-    Update { expected: Revision, value: Bytes },
-    Delete { expected: Option<Revision> },
+    Update {
+        expected: Revision,
+        value: Bytes,
+    },
+    Delete {
+        expected: Option<Revision>,
+    },
     /// Moves the revision counter to at least this revision (the key is ignored): no event,
     /// the counter written durably with the batch.
     Advance(Revision),

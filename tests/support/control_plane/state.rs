@@ -38,6 +38,8 @@ pub struct Objects {
     pub namespaces: BTreeMap<String, Value>,
     /// Admission configurations and ResourceQuotas by (resource, namespace, name).
     pub stored: BTreeMap<(&'static str, String, String), Value>,
+    /// Custom objects the double serves itself (`custom_resources`).
+    pub custom: super::custom_resources::Custom,
     pub log: Vec<Event>,
 }
 
