@@ -172,7 +172,7 @@ pub fn watch(
             tokio::select! {
                 _ = &mut deadline => return,
                 event = live.recv() => {
-                    let Ok(Event { revision, resource: r, kind, object }) = event else { return };
+                    let Ok(Event { revision, resource: r, kind, object, .. }) = event else { return };
                     if revision <= last || r != resource || !keep(&object) {
                         continue;
                     }

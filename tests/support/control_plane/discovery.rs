@@ -51,6 +51,24 @@ fn own() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "apiextensions.k8s.io/v1",
+            vec![
+                {
+                    let mut crds = resource(
+                        "customresourcedefinitions",
+                        "customresourcedefinition",
+                        "CustomResourceDefinition",
+                        false,
+                        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                        &["crd", "crds"],
+                    );
+                    crds["categories"] = json!(["api-extensions"]);
+                    crds
+                },
+                json!({"name": "customresourcedefinitions/status", "singularName": "", "namespaced": false, "kind": "CustomResourceDefinition", "verbs": ["get", "patch", "update"]}),
+            ],
+        ),
+        (
             "apps/v1",
             vec![
                 resource("deployments", "deployment", "Deployment", true, ALL_VERBS, &["deploy"]),
@@ -181,13 +199,29 @@ fn aggregated_resources(gv: &str, resources: &[Value]) -> Value {
     let (group, version) = gv.split_once('/').unwrap_or(("", gv));
     let items: Vec<Value> = resources
         .iter()
+        .filter(|r| !r["name"].as_str().unwrap_or_default().contains('/'))
         .map(|r| {
-            json!({
+            let mut item = json!({
                 "resource": r["name"], "singularResource": r["singularName"],
                 "responseKind": {"group": group, "version": version, "kind": r["kind"]},
                 "scope": if r["namespaced"] == true { "Namespaced" } else { "Cluster" },
                 "verbs": r["verbs"], "shortNames": r["shortNames"],
-            })
+            });
+            if let Some(categories) = r.get("categories") {
+                item["categories"] = categories.clone();
+            }
+            let prefix = format!("{}/", r["name"].as_str().unwrap_or_default());
+            let subresources: Vec<Value> = resources
+                .iter()
+                .filter_map(|s| {
+                    let sub = s["name"].as_str()?.strip_prefix(&prefix)?;
+                    Some(json!({"subresource": sub, "responseKind": {"group": group, "version": version, "kind": s["kind"]}, "verbs": s["verbs"]}))
+                })
+                .collect();
+            if !subresources.is_empty() {
+                item["subresources"] = json!(subresources);
+            }
+            item
         })
         .collect();
     json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": [{"version": version, "resources": items, "freshness": "Current"}]})
