@@ -5,6 +5,8 @@
 //! are refused with its message, a failure before the switch leaves the cluster as it was, an
 //! APIService pointed elsewhere is refused, and a handback brings everything back.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 mod support;
 
 use std::path::PathBuf;
@@ -258,7 +260,7 @@ fn takeover_moves_objects_with_their_metadata_and_kubectl_reaches_them() {
 fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refused_meanwhile() {
     let env = start(1200, &["--takeover-timeout", "20s"]);
     env.plane.set_custom_list_fault(Duration::from_millis(2500), true);
-    let mut takeover = env
+    let takeover = env
         .command("takeover", &[])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -38,15 +38,20 @@ fn evaluate(expression: &str, user: &User) -> Result<bool, String> {
     Err(format!("the control-plane double cannot evaluate {expression:?}"))
 }
 
+fn stored<'a>(objects: &'a Objects, resource: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    objects.stored.iter().filter(move |((r, _, _), _)| *r == resource).map(|(_, o)| o)
+}
+
 /// Whether the policies deny `operation` on `group`/`plural` by `user`.
 pub fn check(objects: &Objects, group: &str, plural: &str, operation: &str, user: &User) -> Result<(), Response> {
-    let stored = |resource: &str| objects.stored.iter().filter(move |((r, _, _), _)| *r == resource).map(|(_, o)| o);
-    for binding in stored("validatingadmissionpolicybindings") {
+    for binding in stored(objects, "validatingadmissionpolicybindings") {
         if !listed(&binding["spec"]["validationActions"], "Deny") {
             continue;
         }
         let policy_name = binding["spec"]["policyName"].as_str().unwrap_or_default();
-        let Some(policy) = stored("validatingadmissionpolicies").find(|p| p["metadata"]["name"] == policy_name) else {
+        let Some(policy) =
+            stored(objects, "validatingadmissionpolicies").find(|p| p["metadata"]["name"] == policy_name)
+        else {
             continue;
         };
         let spec = &policy["spec"];

@@ -315,7 +315,6 @@ fn write(objects: &mut Objects, group: &str, plural: &str, key: (String, String)
 fn remove(objects: &mut Objects, group: &str, plural: &str, key: &(String, String)) -> Value {
     objects.revision += 1;
     let revision = objects.revision;
-    let fail_continue = objects.custom.fail_continue;
     let collection = objects.custom.collections.entry((group.to_string(), plural.to_string())).or_default();
     collection.changed = revision;
     collection.objects.remove(key).unwrap_or(Value::Null)
