@@ -207,6 +207,10 @@ fn takeover_moves_objects_with_their_metadata_and_kubectl_reaches_them() {
     let main_revision: u64 =
         env.admin.get(WIDGETS).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
 
+    let token = env.admin.get(&format!("{WIDGETS}?limit=1")).unwrap().json()["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let dry = env.run("takeover", &["--dry-run"]);
     assert!(dry.status.success(), "{}", text(&dry));
     assert!(text(&dry).contains("would move 3 objects"), "{}", text(&dry));
@@ -245,6 +249,10 @@ fn takeover_moves_objects_with_their_metadata_and_kubectl_reaches_them() {
     // A watch from the main apiserver's resourceVersion is expired (410), as after a compaction.
     let watch = env.admin.get(&format!("{WIDGETS}?watch=1&timeoutSeconds=1&resourceVersion={main_revision}")).unwrap();
     assert!(watch.text().contains("\"code\":410"), "{}", watch.text());
+    // So is the continue token of a list the main apiserver began.
+    let rest = env.admin.get(&format!("{WIDGETS}?limit=1&continue={token}")).unwrap();
+    assert_eq!(rest.status, 410, "{}", rest.text());
+    assert!(rest.text().contains("The provided continue parameter is too old"), "{}", rest.text());
     // Writes go on, through the aggregator, to us.
     env.kubectl(&["label", "widget", "second", "moved=yes"]);
     let second = env.direct().get(&format!("{WIDGETS}/second")).unwrap().json();
@@ -294,6 +302,55 @@ fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refu
     let out = env.run("takeover", &[]);
     assert!(out.status.success(), "{}\n{}", text(&out), env.server.log());
     assert!(text(&out).contains("moved 1201 objects"), "{}", text(&out));
+}
+
+#[test]
+fn a_server_killed_while_copying_keeps_the_freeze_and_the_command_run_again_finishes() {
+    let mut env = start(1200, &[]);
+    env.plane.set_custom_list_fault(Duration::from_millis(3000), false);
+    let takeover = env
+        .command("takeover", &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.policy_exists() {
+        assert!(Instant::now() < deadline, "no freeze: {}", env.server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The first page is being written, the second is on its way: the server dies.
+    std::thread::sleep(Duration::from_millis(1000));
+    env.server.kill();
+    let out = takeover.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    // No copy accepts writes meanwhile: the freeze stays.
+    assert!(env.policy_exists());
+    let create = env.admin.send_json("POST", WIDGETS, &widget("during"));
+    assert_eq!(create.status, 403, "{}", create.text());
+
+    env.plane.set_custom_list_fault(Duration::ZERO, false);
+    let ca = env.server.pki.serving_ca();
+    env.server.spawn(&["--takeover-ca-file", ca.to_str().unwrap()]);
+    let out = env.run("takeover", &[]);
+    assert!(out.status.success(), "{}\n{}", text(&out), env.server.log());
+    assert!(text(&out).contains("resuming a takeover left in phase Copying"), "{}", text(&out));
+    assert!(text(&out).contains("moved 1200 objects"), "{}", text(&out));
+    assert!(!env.policy_exists());
+    let listed: Value = serde_json::from_str(&env.kubectl(&["get", "widgets", "-o", "json"])).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1200);
+}
+
+#[test]
+fn an_etcd_store_behind_the_main_revision_is_refused_before_anything_changes() {
+    let etcd = support::etcd::TestEtcd::start();
+    let endpoint = format!("--etcd-servers={}", etcd.endpoint());
+    let env = start(3, &["--storage-backend=etcd3", &endpoint]);
+    let out = env.run("takeover", &[]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("a takeover needs the server on the main apiserver's own etcd"), "{}", text(&out));
+    assert!(!env.policy_exists());
+    assert!(env.plane.api_service("v1.takeover.example.com").unwrap()["spec"]["service"].is_null());
 }
 
 #[test]

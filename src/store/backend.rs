@@ -61,8 +61,8 @@ impl Backend {
                 } else {
                     Err(super::Error::Backend(format!(
                         "the etcd store's revision {current} is below {at_least}, and etcd's revision cannot be \
-                         set: run the server on the main apiserver's etcd (under its own --etcd-prefix), or \
-                         restore a backup into its etcd with --bump-revision above {at_least}"
+                         set: run the server on the main apiserver's etcd (under its own --etcd-prefix), whose \
+                         revision is always past the main apiserver's"
                     )))
                 }
             }

@@ -231,6 +231,13 @@ impl Takeovers {
             Some(r) if r.phase == Phase::Done && all_ours => {
                 return Err(Error::Refused(format!("{name} is already taken over")));
             }
+            Some(r) if r.phase == Phase::Done => {
+                return Err(Error::Refused(format!(
+                    "{name} was taken over, but its APIServices {} no longer all point here: hand it back \
+                     (crd-apiserver handback) before taking it over again",
+                    api_services.join(", ")
+                )));
+            }
             Some(r) if r.phase != Phase::HandedBack => {
                 say(progress, format!("{name}: resuming a takeover left in phase {:?}", r.phase)).await;
                 Some(r)
@@ -243,6 +250,17 @@ impl Takeovers {
                  them first)",
                 definition.plural, definition.group
             )));
+        }
+        if matches!(store, crate::store::Backend::Etcd(_)) {
+            let main_revision = copy::first_page(cluster, &definition).await?.revision;
+            if store.current_revision() <= main_revision {
+                return Err(Error::Refused(format!(
+                    "this server's etcd is at revision {}, the main apiserver at {main_revision}: etcd's revision \
+                     cannot be moved, so a takeover needs the server on the main apiserver's own etcd (under its \
+                     own --etcd-prefix)",
+                    store.current_revision()
+                )));
+            }
         }
         let started = Instant::now();
         // (a) Freeze.
@@ -327,10 +345,15 @@ impl Takeovers {
         let name = &definition.name;
         copy::clear(store, definition).await?;
         let first = copy::first_page(cluster, definition).await?;
-        let floor = store
-            .advance_revision(store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN))
-            .await
-            .map_err(|e| Error::Store(e.to_string()))?;
+        // sled moves its counter far above; an etcd store can only be past the main etcd's
+        // revision already, which it is when it is that very etcd (the same counter goes on).
+        let target = match store {
+            crate::store::Backend::Sled(_) => {
+                store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN)
+            }
+            crate::store::Backend::Etcd(_) => first.revision.saturating_add(1),
+        };
+        let floor = store.advance_revision(target).await.map_err(|e| Error::Store(e.to_string()))?;
         let mut record = Record {
             phase: Phase::Copying,
             group: definition.group.clone(),

@@ -9,6 +9,7 @@
 //! Also SelfSubjectReview. No watch, no Table, no schema validation, no discovery.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -348,19 +349,21 @@ fn list(
                     None,
                 );
             }
-            let after = (
-                decoded["ns"].as_str().unwrap_or_default().to_string(),
-                decoded["name"].as_str().unwrap_or_default().to_string(),
-            );
+            // Kubernetes' token: the key after the resource's prefix, `<ns>/<name>` or `<name>`.
+            let start = decoded["start"].as_str().unwrap_or_default();
+            let after = match start.split_once('/') {
+                Some((ns, name)) => (ns.to_string(), name.to_string()),
+                None => (String::new(), start.to_string()),
+            };
             (at, Some(after))
         }
         None => (revision, None),
     };
-    let candidates = collection
-        .objects
-        .iter()
-        .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-        .filter(|(k, _)| after.as_ref().is_none_or(|a| *k > a));
+    let range = match &after {
+        Some(after) => collection.objects.range((Bound::Excluded(after.clone()), Bound::Unbounded)),
+        None => collection.objects.range::<(String, String), _>(..),
+    };
+    let candidates = range.filter(|((ns, _), _)| namespace.is_empty() || ns == namespace);
     let mut items: Vec<Value> = Vec::new();
     let mut more = false;
     for (_, object) in candidates {
@@ -374,7 +377,8 @@ fn list(
         let last = items.last()?;
         let ns = last["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = last["metadata"]["name"].as_str().unwrap_or_default();
-        let text = json!({"rv": at, "ns": ns, "name": name}).to_string();
+        let start = if ns.is_empty() { name.to_string() } else { format!("{ns}/{name}") };
+        let text = json!({"v": "meta.k8s.io/v1", "rv": at, "start": start}).to_string();
         Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text))
     });
     respond::json(
