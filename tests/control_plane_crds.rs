@@ -298,7 +298,66 @@ fn kubectl_manages_definitions() {
     assert!(got.status.success(), "{}", support::stderr(&got));
     let text = support::stdout(&got);
     assert!(text.starts_with("NAME") && text.contains("CREATED AT") && text.contains("gadgets.example.com"), "{text}");
+    let one = kubectl(&["get", "crd", "gadgets.example.com"], None);
+    let text = support::stdout(&one);
+    assert!(
+        text.starts_with("NAME") && text.lines().nth(1).is_some_and(|l| l.starts_with("gadgets.example.com ")),
+        "{text}"
+    );
+    let yaml = kubectl(
+        &[
+            "get",
+            "crd",
+            "gadgets.example.com",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+        None,
+    );
+    assert_eq!(support::stdout(&yaml), "True", "{}", support::stderr(&yaml));
     let deleted = kubectl(&["delete", "crd", "gadgets.example.com"], None);
     assert!(deleted.status.success(), "{}", support::stderr(&deleted));
     assert!(plane.crd("gadgets.example.com").is_none());
+}
+
+#[test]
+fn compacted_history_expires_and_watchers_list_again() {
+    let plane = ControlPlane::start();
+    plane.add_rule(rbac::definitions_reader());
+    plane.create_crd(widget("alphas", json!({}))).unwrap();
+    plane.create_crd(widget("betas", json!({}))).unwrap();
+    let client = admin(&plane);
+    let listed = client.get(&format!("{PATH}?limit=1")).unwrap().json();
+    let old = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    plane.update_crd("betas.example.com", |crd| crd["metadata"]["labels"] = json!({"a": "b"})).unwrap();
+    plane.compact_crds();
+    let token = listed["metadata"]["continue"].as_str().unwrap();
+    let expired = client.get(&format!("{PATH}?limit=1&continue={token}")).unwrap();
+    assert_eq!(expired.status, 410);
+    assert!(expired.json()["message"].as_str().unwrap().starts_with("The provided continue parameter is too old"));
+    let watched = client.get(&format!("{PATH}?watch=1&resourceVersion={old}")).unwrap();
+    let event: Value = serde_json::from_str(watched.text().lines().next().unwrap()).unwrap();
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["code"], 410);
+    assert!(event["object"]["message"].as_str().unwrap().starts_with(&format!("too old resource version: {old} (")));
+
+    // A kube-rs watcher whose resourceVersion expired while the apiserver was away lists again.
+    let kubeconfig = plane.server_kubeconfig();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = crd_apiserver::kube::connect(Some(&kubeconfig)).await.unwrap().unwrap();
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        let (store, writer) = kube::runtime::reflector::store();
+        let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()));
+        let task = tokio::spawn(stream.for_each(|_| async {}));
+        settle(&store, &["alphas.example.com", "betas.example.com"]).await;
+        plane.set_crd_outage(true);
+        plane.delete_crd("alphas.example.com").unwrap();
+        plane.create_crd(widget("gammas", json!({}))).unwrap();
+        plane.compact_crds();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        plane.set_crd_outage(false);
+        settle(&store, &["betas.example.com", "gammas.example.com"]).await;
+        task.abort();
+    });
 }

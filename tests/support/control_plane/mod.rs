@@ -309,6 +309,19 @@ impl ControlPlane {
         crd_api::put_unchecked(self.state(), crd)
     }
 
+    /// Compacts CustomResourceDefinition history at the current revision: watches and list pages
+    /// from an older resourceVersion answer 410 Expired, as after etcd's compaction.
+    pub fn compact_crds(&self) {
+        let revision = lock(&self.state().objects).revision;
+        self.state().crd_compacted.store(revision, Ordering::SeqCst);
+    }
+
+    /// Ends every open CustomResourceDefinition watch (as a restart of the apiserver does);
+    /// clients watch again from their last resourceVersion.
+    pub fn end_crd_watches(&self) {
+        self.state().crd_watch_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// How often CustomResourceDefinition watches get a bookmark (kube-apiserver: a minute).
     pub fn set_crd_bookmark_interval(&self, every: std::time::Duration) {
         let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);

@@ -83,6 +83,11 @@ pub struct State {
     /// How often a CustomResourceDefinition watch that allows bookmarks gets one (kube-apiserver:
     /// about every minute).
     pub crd_bookmark_ms: std::sync::atomic::AtomicU64,
+    /// The revision up to which CustomResourceDefinition history was compacted (etcd's
+    /// compaction): watches and pages from before it answer 410 Expired.
+    pub crd_compacted: std::sync::atomic::AtomicU64,
+    /// Bumped to end every open CustomResourceDefinition watch (as an apiserver restart does).
+    pub crd_watch_epoch: std::sync::atomic::AtomicU64,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -116,6 +121,8 @@ impl State {
             unserved: Mutex::new(Vec::new()),
             crd_outage: AtomicBool::new(false),
             crd_bookmark_ms: std::sync::atomic::AtomicU64::new(60_000),
+            crd_compacted: std::sync::atomic::AtomicU64::new(0),
+            crd_watch_epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

@@ -8,7 +8,8 @@
 //! `strategy` (defaults, checks, status) and share the double's global resourceVersion and
 //! event log. Objects of the definitions are not served here.
 //!
-//! `set_crd_outage` on the control plane makes every request answer 503 and ends the watches.
+//! `set_crd_outage` on the control plane makes every request answer 503 and ends the watches;
+//! `compact_crds` makes older resourceVersions expire (410), `end_crd_watches` ends watches.
 
 pub mod strategy;
 pub mod watch;
@@ -119,6 +120,10 @@ pub fn serve(
     };
     match result {
         Ok(crd) if attrs.verb == "create" => respond::json(201, &crd),
+        Ok(crd) if attrs.verb == "get" && accept.contains("as=Table") => {
+            let revision = crd["metadata"]["resourceVersion"].clone();
+            respond::json(200, &table(&json!({"metadata": {"resourceVersion": revision}, "items": [crd]})))
+        }
         Ok(crd) => respond::json(200, &crd),
         Err(failure) => failure.response(),
     }
@@ -459,6 +464,15 @@ pub fn list_page(state: &State, query: &Query<'_>) -> Result<Value, Failure> {
             _ => (objects.revision, String::new()),
         },
     };
+    let compacted = state.crd_compacted.load(Ordering::SeqCst);
+    if revision < compacted {
+        let message = if query.get("continue").is_some_and(|c| !c.is_empty()) {
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_string()
+        } else {
+            format!("too old resource version: {revision} ({compacted})")
+        };
+        return Err(Failure { code: 410, reason: "Expired", message, details: json!({}) });
+    }
     let all = if revision == objects.revision { objects.crds.clone() } else { snapshot(&objects, revision) };
     drop(objects);
     let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);

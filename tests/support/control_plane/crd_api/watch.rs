@@ -6,7 +6,9 @@
 //! old and the new object: a definition that stops matching is DELETED (its previous content
 //! at the event's resourceVersion), one that starts matching is ADDED. With
 //! `allowWatchBookmarks`, a BOOKMARK carries the latest resourceVersion seen every
-//! `crd_bookmark_ms`. The watch ends at `timeoutSeconds` or when an outage begins.
+//! `crd_bookmark_ms`. The watch ends at `timeoutSeconds`, when an outage begins or when the
+//! watches are ended; one from a compacted resourceVersion is a single ERROR event (410
+//! Expired).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,7 +20,7 @@ use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::super::respond::{BoxError, Response};
+use super::super::respond::{self, BoxError, Response};
 use super::super::state::{Event, State, lock};
 use super::strategy::{ErrorKind, Failure, FieldError};
 use super::{API_VERSION, Query, RESOURCE, Selection};
@@ -96,6 +98,12 @@ pub fn serve(state: &Arc<State>, query: &Query<'_>) -> Response {
     let bookmarks = matches!(query.get("allowWatchBookmarks"), Some("true" | "1"));
     let initial = query.get("sendInitialEvents") == Some("true");
     let from: u64 = query.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let compacted = state.crd_compacted.load(Ordering::SeqCst);
+    if from != 0 && !initial && from < compacted {
+        // As kube-apiserver answers a watch from a compacted revision: one ERROR event.
+        let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": format!("too old resource version: {from} ({compacted})"), "reason": "Expired", "code": 410});
+        return respond::bytes(200, "application/json", line("ERROR", &status));
+    }
     let mut live = state.events.subscribe();
     let (mut last, mut replay): (u64, Vec<Bytes>) = {
         let objects = lock(&state.objects);
@@ -130,10 +138,15 @@ pub fn serve(state: &Arc<State>, query: &Query<'_>) -> Response {
         tokio::pin!(deadline);
         let mut marks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         let mut outage = tokio::time::interval(Duration::from_millis(50));
+        let epoch = state.crd_watch_epoch.load(Ordering::SeqCst);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
-                _ = outage.tick() => if state.crd_outage.load(Ordering::SeqCst) { return },
+                _ = outage.tick() => {
+                    if state.crd_outage.load(Ordering::SeqCst) || state.crd_watch_epoch.load(Ordering::SeqCst) != epoch {
+                        return;
+                    }
+                }
                 _ = marks.tick(), if bookmarks => {
                     if tx.send(bookmark(last, false)).await.is_err() {
                         return;
