@@ -131,8 +131,12 @@ pub async fn run(
     let mut start_after = None;
     let mut revision = None;
     loop {
-        let options =
-            ListOptions { revision, start_after: start_after.clone(), limit: Some(copy::PAGE), count_remaining: false };
+        let options = ListOptions {
+            revision,
+            start_after: start_after.clone(),
+            limit: Some(copy::PAGE),
+            ..ListOptions::default()
+        };
         let page = store.list(&prefix, options).await.map_err(|e| Error::Store(e.to_string()))?;
         revision = Some(page.revision);
         let mut decoded = Vec::with_capacity(page.items.len());
