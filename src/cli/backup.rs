@@ -159,14 +159,19 @@ async fn from_store(args: &BackupArgs, partial: &Path) -> Result<Summary, String
     Ok(summary)
 }
 
-/// A backup streamed from a running server's `/backup`.
-async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(), String> {
+/// The TLS client configuration of a command that calls a running server: its CA (else the
+/// system's) and, optionally, a client certificate.
+pub(crate) fn client_tls(
+    certificate_authority: Option<&Path>,
+    client_certificate: Option<&Path>,
+    client_key: Option<&Path>,
+) -> Result<rustls::ClientConfig, String> {
     let read = |flag: &str, path: &Path| std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
-    let builder = match &args.certificate_authority {
+    let builder = match certificate_authority {
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(&read("--certificate-authority", ca)?) {
@@ -181,18 +186,28 @@ async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(),
             builder.with_root_certificates(roots)
         }
     };
-    let tls = match (&args.client_certificate, &args.client_key) {
+    match (client_certificate, client_key) {
         (Some(cert), Some(key)) => {
             let chain = CertificateDer::pem_slice_iter(&read("--client-certificate", cert)?)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("--client-certificate {}: {e}", cert.display()))?;
             let key = PrivateKeyDer::from_pem_slice(&read("--client-key", key)?)
                 .map_err(|e| format!("--client-key {}: {e}", key.display()))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate: {e}"))?
+            builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate: {e}"))
         }
-        (None, None) => builder.with_no_client_auth(),
-        _ => return Err("--client-certificate and --client-key must be given together".into()),
-    };
+        (None, None) => Ok(builder.with_no_client_auth()),
+        _ => Err("--client-certificate and --client-key must be given together".into()),
+    }
+}
+
+/// A backup streamed from a running server's `/backup`.
+async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(), String> {
+    let read = |flag: &str, path: &Path| std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()));
+    let tls = client_tls(
+        args.certificate_authority.as_deref(),
+        args.client_certificate.as_deref(),
+        args.client_key.as_deref(),
+    )?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only().enable_http1().build();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build::<_, http_body_util::Empty<Bytes>>(connector);
@@ -232,7 +247,7 @@ async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(),
 }
 
 /// The error and every cause it wraps.
-fn describe(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
