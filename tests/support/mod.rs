@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod etcd;
 pub mod http;
+pub mod informer;
 pub mod kubectl;
 pub mod webhook;
 
