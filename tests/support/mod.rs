@@ -279,6 +279,16 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs the server binary as a command-line tool (`backup`, `restore`, `check`, ...).
+pub fn run_binary(args: &[&str]) -> Output {
+    Command::new(binary()).args(args).output().unwrap()
+}
+
+/// A command's stdout and stderr, in that order, for assertions on what it printed.
+pub fn printed(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
+}
+
 /// Splits a kubectl table into rows of whitespace-separated cells.
 pub fn table(text: &str) -> Vec<Vec<String>> {
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
