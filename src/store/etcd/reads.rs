@@ -69,7 +69,7 @@ impl Rounds {
 }
 
 /// etcd's current revision, read after this call began (shared with concurrent callers).
-async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
+pub(super) async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
     let rounds = &shared.rounds;
     let mut done = rounds.done.subscribe();
     let round = {

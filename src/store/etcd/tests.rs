@@ -56,7 +56,8 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     let mut resumed = a.watch("/g/r/", created).await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(5), resumed.next()).await.unwrap().unwrap();
     assert_eq!((next.kind, next.revision, next.prev), (EventType::Modified, updated, Some(b("1"))));
-    // A write seen by b's watch, whose revision b reports as current.
+    // A write b acknowledged becomes b's current revision once b's watch delivers it.
+    assert!(b_replica.wait_for_revision(updated, Duration::from_secs(30)).await);
     assert!(b_replica.current_revision() >= updated);
     // The prefix keeps tenants apart: another prefix on the same etcd sees none of this.
     let other = EtcdStore::open(EtcdOptions { prefix: "/other".into(), ..options(&etcd) }).await.unwrap();
