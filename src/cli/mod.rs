@@ -19,6 +19,7 @@ pub mod migrate_storage;
 pub mod pki;
 pub mod reload;
 pub mod serve;
+pub mod server_client;
 pub mod storage_flags;
 pub mod storage_metrics;
 pub mod takeover;

@@ -5,12 +5,10 @@
 //! holds the store and the credentials for the main apiserver; a broken connection leaves the
 //! run going there, and running the command again resumes it.
 
-use std::path::{Path, PathBuf};
-
-use bytes::Bytes;
 use clap::Args;
 use http_body_util::BodyExt;
 
+use super::server_client::{ServerClient, ServerFlags};
 use crate::takeover::json;
 
 #[derive(Debug, Args)]
@@ -24,18 +22,9 @@ pub struct TakeoverArgs {
     /// The running server (`https://HOST:PORT`).
     #[arg(long)]
     pub server: String,
-    /// The CA bundle that signs the server's serving certificate.
-    #[arg(long)]
-    pub certificate_authority: Option<PathBuf>,
-    /// A client certificate to authenticate with (the server's client CA must sign it), with
-    /// --client-key.
-    #[arg(long)]
-    pub client_certificate: Option<PathBuf>,
-    #[arg(long)]
-    pub client_key: Option<PathBuf>,
-    /// A file holding a bearer token to authenticate with (TokenReview).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
+    /// Its CA and the credentials to call it with.
+    #[command(flatten)]
+    pub connection: ServerFlags,
 }
 
 /// Runs `takeover` (`handback` when `back`); returns the exit code.
@@ -103,18 +92,7 @@ fn print_report(report: &serde_json::Value) {
 }
 
 async fn call(args: &TakeoverArgs, back: bool) -> Result<bool, String> {
-    let tls = super::backup::client_tls(
-        args.certificate_authority.as_deref(),
-        args.client_certificate.as_deref(),
-        args.client_key.as_deref(),
-    )?;
-    let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only().enable_http1().build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, http_body_util::Empty<Bytes>>(connector);
-    let token = match &args.token_file {
-        Some(path) => Some(read_token(path)?),
-        None => None,
-    };
+    let client = ServerClient::new(&args.connection)?;
     let mut ok = true;
     for name in &args.names {
         let mut query = form_urlencoded::Serializer::new(String::new());
@@ -126,23 +104,7 @@ async fn call(args: &TakeoverArgs, back: bool) -> Result<bool, String> {
         let uri: http::Uri = format!("{}/{verb}?{}", args.server.trim_end_matches('/'), query.finish())
             .parse()
             .map_err(|e| format!("--server: {e}"))?;
-        let mut request = http::Request::post(uri.clone());
-        if let Some(token) = &token {
-            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let request = request.body(http_body_util::Empty::new()).map_err(|e| e.to_string())?;
-        let response =
-            client.request(request).await.map_err(|e| format!("POST {uri}: {}", super::backup::describe(&e)))?;
-        let status = response.status();
-        let mut body = response.into_body();
-        if !status.is_success() {
-            let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            let message = serde_json::from_slice::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
-                .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
-            return Err(format!("POST {uri}: the server answered {status}: {message}"));
-        }
+        let mut body = client.send(http::Method::POST, &uri).await?;
         let mut pending = Vec::new();
         let mut finished = false;
         while let Some(frame) = body.frame().await {
@@ -169,10 +131,4 @@ async fn call(args: &TakeoverArgs, back: bool) -> Result<bool, String> {
         }
     }
     Ok(ok)
-}
-
-fn read_token(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path)
-        .map(|t| t.trim().to_string())
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))
 }
