@@ -248,6 +248,13 @@ pub(super) async fn list(shared: &Arc<Shared>, prefix: &str, options: &ListOptio
         Err(Error::Expired { .. }) => None,
         answer => {
             shared.reads.cached.fetch_add(1, Ordering::Relaxed);
+            if let (Ok(page), Some((group, plural))) = (&answer, resource.trim_matches('/').split_once('/')) {
+                crate::metrics::global().watch_cache.update(group, plural, |f| {
+                    f.lists += 1;
+                    f.fetched += page.fetched as u64;
+                    f.returned += page.items.len() as u64;
+                });
+            }
             Some(answer)
         }
     }

@@ -483,3 +483,34 @@ async fn the_cache_counts_each_object_as_its_bytes_plus_a_constant() {
     let two = store.get("/mem/r/ns/o001").await.unwrap().unwrap().value;
     assert_eq!(one.as_ptr(), two.as_ptr());
 }
+
+#[tokio::test]
+async fn the_cache_reports_kubernetes_watch_cache_metrics() {
+    use crate::store::Freshness;
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    // Figures are process-wide: this test's resource is its own.
+    let figures = || crate::metrics::global().watch_cache.figures("metrics.cache", "r");
+    store.create("/metrics.cache/r/a", b("1")).await.unwrap();
+    store.get("/metrics.cache/r/a").await.unwrap();
+    cached(&store, 1).await;
+    assert_eq!(figures().initializations, 1);
+    let second = store.create("/metrics.cache/r/b", b("22")).await.unwrap();
+    wait_for(|| figures().revision >= second, "the cache to apply the second create").await;
+    assert!(figures().events >= 1, "the create after the load was received");
+    let not_older = ListOptions { freshness: Freshness::NotOlderThan(second), ..Default::default() };
+    let listed = store.list("/metrics.cache/r/", not_older).await.unwrap();
+    assert_eq!(listed.items.len(), 2);
+    let after = figures();
+    assert_eq!((after.lists, after.fetched, after.returned), (1, 2, 2));
+    let text = crate::metrics::render(crate::metrics::Format::Prometheus);
+    for line in [
+        "apiserver_watch_cache_initializations_total{group=\"metrics.cache\",resource=\"r\"} 1",
+        "apiserver_cache_list_total{group=\"metrics.cache\",resource=\"r\",index=\"\"} 1",
+        "apiserver_cache_list_returned_objects_total{group=\"metrics.cache\",resource=\"r\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    assert!(text.contains("apiserver_watch_cache_resource_version{group=\"metrics.cache\",resource=\"r\"} "));
+    assert!(text.contains("apiserver_watch_cache_events_received_total{group=\"metrics.cache\",resource=\"r\"} "));
+}
