@@ -183,8 +183,10 @@ pub trait Store: Send + Sync + 'static {
     fn update(&self, key: &str, expected: Revision, value: Bytes) -> impl Future<Output = Result<Revision>> + Send;
 
     /// Each update as `update` makes it (each succeeds or fails on its own), committed
-    /// together where the backend can (sled: one batch, one sync); results in order. For
-    /// writers of many objects at once (the storage-version migrator's pages).
+    /// together where the backend can (sled: one batch, one sync; etcd: concurrent
+    /// transactions); results in the order of `updates`, whose keys must be distinct (two
+    /// updates of one key are decided in no particular order). For writers of many objects at
+    /// once (the storage-version migrator's pages).
     fn update_many(&self, updates: Vec<Update>) -> impl Future<Output = Vec<Result<Revision>>> + Send {
         async move {
             let writes = updates.iter().map(|u| self.update(&u.key, u.expected, u.value.clone()));
