@@ -133,7 +133,7 @@ fn create_throughput(runtime: &tokio::runtime::Runtime, admission: Admission) ->
     })
 }
 
-/// Nanoseconds per write of the admission steps alone (`handles` first, as the API layer calls
+/// Nanoseconds per write of the admission steps alone (`begin` first, as the API layer calls
 /// it; mutating then validating).
 fn admission_step(runtime: &tokio::runtime::Runtime, admission: &Admission, object: &Value) -> f64 {
     let registry = registry();
@@ -173,9 +173,9 @@ fn admission_step_loop(
 ) {
     runtime.block_on(async {
         for _ in 0..PROBES {
-            if admission.handles("stable.example.com", "crontabs") {
-                admission.mutate(request, Some(object), None).await.unwrap();
-                admission.validate(request, Some(object), None).await.unwrap();
+            if let Some(step) = admission.begin("stable.example.com", "crontabs") {
+                step.mutate(request, Some(object), None).await.unwrap();
+                step.validate(request, Some(object), None).await.unwrap();
             }
         }
     })

@@ -7,7 +7,9 @@
 mod helm_chart {
     pub mod high_availability;
     pub mod monitoring;
+    pub mod upgrade;
 }
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

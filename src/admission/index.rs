@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::hooks::Hook;
-use super::keys::Keys;
+use super::keys::{Keys, Probe};
 
 /// Every mutating and validating webhook, in kube-apiserver's order (configurations sorted by
 /// name, hooks in their order), with the index.
@@ -46,28 +46,39 @@ impl Index {
         self.uses_authorizer
     }
 
+    /// Where the mutating webhooks that name this group and resource are (read with
+    /// [`Index::mutating_in`]).
+    pub fn probe_mutating(&self, group: &str, resource: &str) -> Probe {
+        self.mutating_keys.probe(group, resource)
+    }
+
+    /// Where the validating webhooks that name this group and resource are.
+    pub fn probe_validating(&self, group: &str, resource: &str) -> Probe {
+        self.validating_keys.probe(group, resource)
+    }
+
     /// Whether any webhook names this group and resource (or a wildcard covering them).
     pub fn covers(&self, group: &str, resource: &str) -> bool {
         self.mutating_keys.covers(group, resource) || self.validating_keys.covers(group, resource)
     }
 
-    /// Whether any mutating webhook names this group and resource.
-    pub fn mutating_covers(&self, group: &str, resource: &str) -> bool {
-        self.mutating_keys.covers(group, resource)
+    /// The mutating webhooks a probe of this index found, in order.
+    pub fn mutating_in(&self, probe: Probe) -> Vec<Arc<Hook>> {
+        self.mutating_keys.positions(probe).filter_map(|p| self.mutating.get(p).cloned()).collect()
     }
 
-    /// Whether any validating webhook names this group and resource.
-    pub fn validating_covers(&self, group: &str, resource: &str) -> bool {
-        self.validating_keys.covers(group, resource)
+    /// The validating webhooks a probe of this index found, in order.
+    pub fn validating_in(&self, probe: Probe) -> Vec<Arc<Hook>> {
+        self.validating_keys.positions(probe).filter_map(|p| self.validating.get(p).cloned()).collect()
     }
 
     /// The mutating webhooks whose rules could match, in order.
     pub fn mutating_for(&self, group: &str, resource: &str) -> Vec<Arc<Hook>> {
-        self.mutating_keys.positions(group, resource).filter_map(|p| self.mutating.get(p).cloned()).collect()
+        self.mutating_in(self.probe_mutating(group, resource))
     }
 
     /// The validating webhooks whose rules could match, in order.
     pub fn validating_for(&self, group: &str, resource: &str) -> Vec<Arc<Hook>> {
-        self.validating_keys.positions(group, resource).filter_map(|p| self.validating.get(p).cloned()).collect()
+        self.validating_in(self.probe_validating(group, resource))
     }
 }

@@ -3,8 +3,9 @@
 //! validating admission webhooks, as kube-apiserver orders them. The configurations come from
 //! the main apiserver (read by `kube`, handed in whole through [`Admission::set_webhooks`]).
 //!
-//! The API layer asks through two calls, [`Admission::mutate`] and [`Admission::validate`],
-//! after a cheap [`Admission::handles`]; everything else is private to this module tree.
+//! The API layer asks through [`Admission::begin`] (one load of the configurations, one probe
+//! of their indexes: `None` when nothing applies) and the two steps of what it returns,
+//! [`Step::mutate`] and [`Step::validate`]; everything else is private to this module tree.
 //! Owns admission decisions and their Kubernetes wording; never touches storage, never serves
 //! HTTP, never reads requests' headers (identity arrives as `UserInfo`).
 
@@ -27,8 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use futures_util::future::BoxFuture;
+use arc_swap::{ArcSwap, Guard};
+use futures_util::future::{BoxFuture, Either};
 use serde_json::Value;
 
 use crate::core::status::StatusDetails;
@@ -36,6 +37,7 @@ use crate::core::user::UserInfo;
 use crate::definitions::Definition;
 
 pub use index::Index;
+use keys::Probe;
 pub use plugins::{KNOWN_PLUGINS, Plugins};
 
 /// How long a write waits for the first configurations before it is refused.
@@ -180,11 +182,41 @@ struct Configurations {
     mutating_policies: Arc<mutating_policy::compiled::MutatingPolicySet>,
 }
 
+/// What of the configurations may apply to one resource (one probe of each index; a plugin
+/// that does not run finds nothing).
+#[derive(Debug, Clone, Copy, Default)]
+struct Found {
+    mutating_hooks: Probe,
+    validating_hooks: Probe,
+    policies: Probe,
+    mutating_policies: Probe,
+}
+
+impl Found {
+    fn is_empty(&self) -> bool {
+        self.mutating_hooks.is_empty()
+            && self.validating_hooks.is_empty()
+            && self.policies.is_empty()
+            && self.mutating_policies.is_empty()
+    }
+}
+
 impl Configurations {
-    fn covers(&self, group: &str, resource: &str) -> bool {
-        self.webhooks.covers(group, resource)
-            || self.policies.covers(group, resource)
-            || self.mutating_policies.covers(group, resource)
+    fn find(&self, plugins: &Plugins, group: &str, resource: &str) -> Found {
+        let mut found = Found::default();
+        if plugins.mutating_webhooks {
+            found.mutating_hooks = self.webhooks.probe_mutating(group, resource);
+        }
+        if plugins.validating_webhooks {
+            found.validating_hooks = self.webhooks.probe_validating(group, resource);
+        }
+        if plugins.validating_policies {
+            found.policies = self.policies.probe(group, resource);
+        }
+        if plugins.mutating_policies {
+            found.mutating_policies = self.mutating_policies.probe(group, resource);
+        }
+        found
     }
 }
 
@@ -197,6 +229,9 @@ pub struct Admission {
     synced: AtomicBool,
     policies_synced: AtomicBool,
     mutating_policies_synced: AtomicBool,
+    /// Whether everything was read once (all the flags above and the quotas): one load on
+    /// every write instead of four. Only ever set, as they are.
+    all_synced: AtomicBool,
     /// Where policy params are read (none: policies with params fail to configure).
     params: Option<Arc<dyn policy::ParamSource>>,
     /// The server's authorizer, for CEL's `authorizer` (none: its checks error).
@@ -230,6 +265,7 @@ impl Admission {
             synced: AtomicBool::new(false),
             policies_synced: AtomicBool::new(!plugins.validating_policies),
             mutating_policies_synced: AtomicBool::new(!plugins.mutating_policies),
+            all_synced: AtomicBool::new(false),
             params: None,
             authorizer: None,
             namespaces,
@@ -296,18 +332,33 @@ impl Admission {
     }
 
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
+        if self.all_synced.load(Ordering::Acquire) {
+            return true;
+        }
+        let synced = self.synced.load(Ordering::SeqCst)
             && self.policies_synced.load(Ordering::SeqCst)
             && self.mutating_policies_synced.load(Ordering::SeqCst)
-            && self.quotas.as_ref().is_none_or(|q| q.is_synced())
+            && self.quotas.as_ref().is_none_or(|q| q.is_synced());
+        if synced {
+            self.all_synced.store(true, Ordering::Release);
+        }
+        synced
     }
 
-    /// Whether any admission step might apply to a resource: false means the write may skip
-    /// admission entirely (no allocation, one index probe).
-    pub fn handles(&self, group: &str, resource: &str) -> bool {
-        !self.is_synced()
-            || self.current.load().covers(group, resource)
-            || self.quotas.as_ref().is_some_and(|q| q.covers(group, resource))
+    /// The admission of one write to a resource, for both of its steps: the configurations
+    /// as they are now (one load) and what of them may apply (one probe of each index).
+    /// `None` when no admission step can apply: the write skips admission entirely (no
+    /// allocation).
+    pub fn begin(&self, group: &str, resource: &str) -> Option<Step<'_>> {
+        if !self.is_synced() {
+            return Some(Step { admission: self, read: None });
+        }
+        let current = self.current.load();
+        let found = current.find(&self.plugins, group, resource);
+        if found.is_empty() && !self.quotas.as_ref().is_some_and(|q| q.covers(group, resource)) {
+            return None;
+        }
+        Some(Step { admission: self, read: Some((current, found)) })
     }
 
     /// Waits for the first configurations as kube-apiserver's admission plugins do
@@ -326,35 +377,20 @@ impl Admission {
         Err(Error::Forbidden("not yet ready to handle request".to_string()))
     }
 
-    /// Mutating admission: MutatingAdmissionPolicies, then mutating webhooks, in order; when
-    /// either changed the object and an earlier step asked `reinvocationPolicy: IfNeeded`,
-    /// both run once more (k8s.io/apiserver's reinvoker). `object` is changed in place (in the
-    /// request version); `old` is the current object of updates.
-    pub async fn mutate(
+    /// [`Step::mutate`] over configurations read and probed.
+    async fn mutate_in(
         &self,
+        current: &Configurations,
+        found: Found,
         request: &Request<'_>,
         mut object: Option<&mut Value>,
         old: Option<&Value>,
     ) -> Result<Mutated, Error> {
-        self.ready().await?;
         let mut mutated = Mutated::default();
-        if !self.plugins.mutating_webhooks && !self.plugins.mutating_policies {
-            return Ok(mutated);
-        }
-        let (group, resource) = (request.target.group, request.target.resource);
-        let current = self.current.load();
-        let run_webhooks = self.plugins.mutating_webhooks && current.webhooks.mutating_covers(group, resource);
-        let run_policies = self.plugins.mutating_policies && current.mutating_policies.covers(group, resource);
-        if !run_webhooks && !run_policies {
-            return Ok(mutated);
-        }
-        // The guard is kept rather than turned into an Arc (two atomic operations fewer per
-        // write); arc-swap allows holding it across awaits, at the cost of a slower load
-        // elsewhere on this thread while it is held.
-        let index = run_webhooks.then_some(&current.webhooks);
-        let policies = run_policies.then_some(&current.mutating_policies);
-        let uses_authorizer =
-            index.is_some_and(|i| i.uses_authorizer()) || policies.is_some_and(|p| p.uses_authorizer());
+        let hooks = current.webhooks.mutating_in(found.mutating_hooks);
+        let policies = current.mutating_policies.found(found.mutating_policies);
+        let uses_authorizer = (!hooks.is_empty() && current.webhooks.uses_authorizer())
+            || (!policies.is_empty() && current.mutating_policies.uses_authorizer());
         let authorizer = self.authorizer_for(request, uses_authorizer);
         let params = self.params.as_deref();
         let mut policy_state = mutating_policy::Reinvocation::default();
@@ -366,9 +402,9 @@ impl Admission {
         for round in 0..2 {
             let reinvoking = round == 1;
             let mut should_reinvoke = false;
-            if let Some(policies) = policies {
+            if !policies.is_empty() {
                 let changed = mutating_policy::dispatch(
-                    policies,
+                    policies.clone(),
                     self.namespaces.as_ref(),
                     params,
                     request,
@@ -384,9 +420,9 @@ impl Admission {
                 changes += u64::from(changed);
                 should_reinvoke |= changed;
             }
-            if let Some(index) = index {
+            if !hooks.is_empty() {
                 let changed = mutating::dispatch(
-                    index,
+                    &hooks,
                     self.namespaces.as_ref(),
                     request,
                     object.as_deref_mut(),
@@ -408,42 +444,134 @@ impl Admission {
         Ok(mutated)
     }
 
-    /// Validating admission: ValidatingAdmissionPolicies, every matching webhook in
-    /// parallel, then (creates only) the
-    /// object-count quota, last as in kube-apiserver. `object` is absent on deletes. Returns
-    /// the webhooks' warnings.
-    pub async fn validate(
+    /// [`Step::validate`] over configurations read and probed.
+    async fn validate_in(
         &self,
+        current: &Configurations,
+        found: Found,
         request: &Request<'_>,
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<Vec<String>, Error> {
-        self.ready().await?;
         let mut warnings = Vec::new();
-        let (group, resource) = (request.target.group, request.target.resource);
-        let current = self.current.load();
-        // The guard is kept, as in `mutate`.
-        let policies = Some(current.policies.for_resource(group, resource))
-            .filter(|applicable| self.plugins.validating_policies && !applicable.is_empty());
-        let run_webhooks = self.plugins.validating_webhooks && current.webhooks.validating_covers(group, resource);
-        let index = run_webhooks.then_some(&current.webhooks);
-        let uses_authorizer =
-            index.is_some_and(|i| i.uses_authorizer()) || (policies.is_some() && current.policies.uses_authorizer());
+        let hooks = current.webhooks.validating_in(found.validating_hooks);
+        let uses_authorizer = (!hooks.is_empty() && current.webhooks.uses_authorizer())
+            || (!found.policies.is_empty() && current.policies.uses_authorizer());
         let authorizer = self.authorizer_for(request, uses_authorizer);
         let authorizer = authorizer.as_ref();
-        if let Some(policies) = policies {
+        if !found.policies.is_empty() {
+            let applicable = current.policies.found(found.policies);
             let params = self.params.as_deref();
             warnings.extend(
-                policy::dispatch(policies, self.namespaces.as_ref(), params, request, object, old, authorizer).await?,
+                policy::dispatch(applicable, self.namespaces.as_ref(), params, request, object, old, authorizer)
+                    .await?,
             );
         }
-        if let Some(index) = index {
-            warnings
-                .extend(validating::dispatch(index, self.namespaces.as_ref(), request, object, old, authorizer).await?);
+        if !hooks.is_empty() {
+            warnings.extend(
+                validating::dispatch(&hooks, self.namespaces.as_ref(), request, object, old, authorizer).await?,
+            );
         }
         if let (Some(quotas), Operation::Create) = (&self.quotas, request.operation) {
             quota::admit(quotas.as_ref(), request).await?;
         }
         Ok(warnings)
+    }
+}
+
+/// The admission of one write (from [`Admission::begin`]): the configurations as they were
+/// when it began, and what of them may apply to its resource, for both steps. Holding them
+/// costs nothing on other threads: a changed configuration is swapped in beside them.
+pub struct Step<'a> {
+    admission: &'a Admission,
+    /// `None` when the configurations were not read yet: each step then waits for them (as
+    /// kube-apiserver's plugins do) and reads them itself.
+    read: Option<(Guard<Arc<Configurations>>, Found)>,
+}
+
+impl Step<'_> {
+    /// Mutating admission: MutatingAdmissionPolicies, then mutating webhooks, in order; when
+    /// either changed the object and an earlier step asked `reinvocationPolicy: IfNeeded`,
+    /// both run once more (k8s.io/apiserver's reinvoker). `object` is changed in place (in the
+    /// request version); `old` is the current object of updates. Decided at once, without a
+    /// future to run, when nothing mutating applies.
+    pub fn mutate<'s>(
+        &'s self,
+        request: &'s Request<'s>,
+        object: Option<&'s mut Value>,
+        old: Option<&'s Value>,
+    ) -> impl Future<Output = Result<Mutated, Error>> + Send + 's {
+        match &self.read {
+            Some((_, found)) if found.mutating_hooks.is_empty() && found.mutating_policies.is_empty() => {
+                Either::Left(std::future::ready(Ok(Mutated::default())))
+            }
+            // Boxed: the decided case then moves a small value, not the whole future.
+            _ => Either::Right(Box::pin(async move {
+                match &self.read {
+                    Some((current, found)) => self.admission.mutate_in(current, *found, request, object, old).await,
+                    None => {
+                        self.admission.ready().await?;
+                        let current = self.admission.current.load();
+                        let target = &request.target;
+                        let found = current.find(&self.admission.plugins, target.group, target.resource);
+                        self.admission.mutate_in(&current, found, request, object, old).await
+                    }
+                }
+            })),
+        }
+    }
+
+    /// Validating admission: ValidatingAdmissionPolicies, every matching webhook in
+    /// parallel, then (creates only) the object-count quota, last as in kube-apiserver.
+    /// `object` is absent on deletes. Returns the webhooks' warnings. Decided at once, without
+    /// a future to run, when only policies apply and none needs anything fetched (params,
+    /// namespace labels, `namespaceObject`).
+    pub fn validate<'s>(
+        &'s self,
+        request: &'s Request<'s>,
+        object: Option<&'s Value>,
+        old: Option<&'s Value>,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send + 's {
+        if let Some(decided) = self.validate_now(request, object, old) {
+            return Either::Left(std::future::ready(decided));
+        }
+        // Boxed, as in `mutate`.
+        Either::Right(Box::pin(async move {
+            match &self.read {
+                Some((current, found)) => self.admission.validate_in(current, *found, request, object, old).await,
+                None => {
+                    self.admission.ready().await?;
+                    let current = self.admission.current.load();
+                    let target = &request.target;
+                    let found = current.find(&self.admission.plugins, target.group, target.resource);
+                    self.admission.validate_in(&current, found, request, object, old).await
+                }
+            }
+        }))
+    }
+
+    /// [`Step::validate`]'s decision when nothing must be awaited for it (`None`: something
+    /// must).
+    fn validate_now(
+        &self,
+        request: &Request<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Option<Result<Vec<String>, Error>> {
+        let (current, found) = self.read.as_ref()?;
+        let admission = self.admission;
+        let counted = || admission.quotas.as_ref().is_some_and(|q| quota::applies(q.as_ref(), request));
+        if !found.validating_hooks.is_empty() || (request.operation == Operation::Create && counted()) {
+            return None;
+        }
+        if found.policies.is_empty() {
+            return Some(Ok(Vec::new()));
+        }
+        let applicable = current.policies.found(found.policies);
+        if current.policies.may_await() && policy::awaits(applicable.clone(), request) {
+            return None;
+        }
+        let authorizer = admission.authorizer_for(request, current.policies.uses_authorizer());
+        Some(policy::dispatch_now(applicable, request, object, old, authorizer.as_ref()))
     }
 }

@@ -8,11 +8,11 @@
 //! validation of the result) are the API layer's, after this.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::hooks::Hook;
-use super::index::Index;
 use super::review::{self, CallError, Reviewed};
 use super::{Error, Mutated, NamespaceLabels, Request};
 
@@ -37,18 +37,17 @@ impl Reinvocation {
 /// webhook changed the object (so a reinvocation round is needed).
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
-    index: &Index,
+    hooks: &[Arc<Hook>],
     namespaces: &dyn NamespaceLabels,
     request: &Request<'_>,
     mut object: Option<&mut Value>,
     old: Option<&Value>,
-    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
+    authorizer: Option<&Arc<dyn crate::cel::policy::Authorize>>,
     state: &mut Reinvocation,
     reinvoking: bool,
     changes: u64,
     mutated: &mut Mutated,
 ) -> Result<bool, Error> {
-    let hooks = index.mutating_for(request.target.group, request.target.resource);
     if hooks.is_empty() {
         return Ok(false);
     }
@@ -57,7 +56,7 @@ pub async fn dispatch(
         state.require_reinvoking_previously_invoked();
     }
     let mut should_reinvoke = false;
-    for hook in &hooks {
+    for hook in hooks {
         let current = object.as_deref();
         let Some(version) = hook.should_call(request, namespaces, current, old, authorizer).await? else {
             continue;

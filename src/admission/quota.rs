@@ -125,12 +125,19 @@ fn charge(quotas: &[ResourceQuota], name: &str) -> Result<Vec<ResourceQuota>, Er
     Ok(charged)
 }
 
+/// Whether a create may be counted by the namespace's object-count quotas (when not,
+/// [`admit`] has nothing to do).
+pub fn applies(source: &dyn QuotaSource, request: &Request<'_>) -> bool {
+    let t = &request.target;
+    !t.namespace.is_empty() && t.subresource != "status" && source.covers(t.group, t.resource)
+}
+
 /// Admits a create against the namespace's object-count quotas.
 pub async fn admit(source: &dyn QuotaSource, request: &Request<'_>) -> Result<(), Error> {
-    let t = &request.target;
-    if t.namespace.is_empty() || t.subresource == "status" || !source.covers(t.group, t.resource) {
+    if !applies(source, request) {
         return Ok(());
     }
+    let t = &request.target;
     let name = count_name(t.group, t.resource);
     let mut quotas = source.quotas(t.namespace).await.map_err(Error::Internal)?;
     for attempt in 0..=RETRIES {

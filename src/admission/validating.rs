@@ -4,28 +4,29 @@
 //!
 //! Owns the validating fan-out; never changes the object.
 
+use std::sync::Arc;
+
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use super::index::Index;
+use super::hooks::Hook;
 use super::review::{self, CallError, Reviewed};
 use super::{Error, NamespaceLabels, Request};
 
 /// Runs the validating webhooks; returns their warnings.
 pub async fn dispatch(
-    index: &Index,
+    hooks: &[Arc<Hook>],
     namespaces: &dyn NamespaceLabels,
     request: &Request<'_>,
     object: Option<&Value>,
     old: Option<&Value>,
-    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
+    authorizer: Option<&Arc<dyn crate::cel::policy::Authorize>>,
 ) -> Result<Vec<String>, Error> {
-    let hooks = index.validating_for(request.target.group, request.target.resource);
     if hooks.is_empty() {
         return Ok(Vec::new());
     }
     let mut calls = Vec::new();
-    for hook in &hooks {
+    for hook in hooks {
         if let Some(version) = hook.should_call(request, namespaces, object, old, authorizer).await? {
             calls.push((hook, version));
         }

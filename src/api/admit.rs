@@ -1,14 +1,15 @@
 //! The API layer's side of admission: builds the attributes of a write (operation, resource,
 //! names, user, dry run, options) from a call and asks `admission` to mutate or validate,
-//! turning its refusals into `Status` errors. A resource no admission configuration names
-//! skips all of it after one index probe.
+//! turning its refusals into `Status` errors. What applies to a write is found once
+//! ([`begin`]) for both steps; a resource no admission configuration names skips all of it
+//! after one index probe.
 
 use serde_json::{Map, Value, json};
 
 use super::Api;
 use super::call::{Call, Subresource};
 use super::errors;
-use crate::admission::{Operation, Request, Target};
+use crate::admission::{Operation, Request, Step, Target};
 use crate::core::status::ApiError;
 
 /// What a write is, for admission.
@@ -77,41 +78,70 @@ fn request<'a>(call: &'a Call, write: &Write<'a>, options: &'a Value) -> Request
     }
 }
 
-fn handles(api: &Api, call: &Call) -> bool {
-    let definition = &call.served.definition;
-    api.admission().handles(&definition.group, &definition.plural)
+/// The admission of one write (from [`begin`]): what applies to its resource, found once
+/// for both steps, and the options object webhooks are sent.
+pub struct Admitting<'a> {
+    step: Step<'a>,
+    write: Write<'a>,
+    options: Value,
 }
 
-/// Mutating admission of a write; returns warnings and whether the object changed.
+/// Begins the admission of a write: `None` when no admission step can apply to its resource
+/// (one index probe, nothing allocated).
+pub fn begin<'a>(api: &'a Api, call: &Call, write: Write<'a>) -> Option<Admitting<'a>> {
+    let definition = &call.served.definition;
+    let step = api.admission().begin(&definition.group, &definition.plural)?;
+    Some(Admitting { step, write, options: options(call, &write) })
+}
+
+impl Admitting<'_> {
+    /// Mutating admission of the write; returns warnings and whether the object changed.
+    pub async fn mutate(
+        &self,
+        call: &Call,
+        object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<(Vec<String>, bool), ApiError> {
+        let request = request(call, &self.write, &self.options);
+        let mutated =
+            self.step.mutate(&request, object, old).await.map_err(|e| errors::admission(e, call, self.write.name))?;
+        Ok((mutated.warnings, mutated.changed))
+    }
+
+    /// Validating admission of the write; returns warnings.
+    pub async fn validate(
+        &self,
+        call: &Call,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        let request = request(call, &self.write, &self.options);
+        self.step.validate(&request, object, old).await.map_err(|e| errors::admission(e, call, self.write.name))
+    }
+}
+
+/// Mutating admission of a write that may not be admitted (`None`: nothing applies).
 pub async fn mutate(
-    api: &Api,
+    admitting: Option<&Admitting<'_>>,
     call: &Call,
-    write: Write<'_>,
     object: Option<&mut Value>,
     old: Option<&Value>,
 ) -> Result<(Vec<String>, bool), ApiError> {
-    if !handles(api, call) {
-        return Ok((Vec::new(), false));
+    match admitting {
+        Some(admitting) => admitting.mutate(call, object, old).await,
+        None => Ok((Vec::new(), false)),
     }
-    let options = options(call, &write);
-    let request = request(call, &write, &options);
-    let mutated =
-        api.admission().mutate(&request, object, old).await.map_err(|e| errors::admission(e, call, write.name))?;
-    Ok((mutated.warnings, mutated.changed))
 }
 
-/// Validating admission of a write; returns warnings.
+/// Validating admission of a write that may not be admitted (`None`: nothing applies).
 pub async fn validate(
-    api: &Api,
+    admitting: Option<&Admitting<'_>>,
     call: &Call,
-    write: Write<'_>,
     object: Option<&Value>,
     old: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
-    if !handles(api, call) {
-        return Ok(Vec::new());
+    match admitting {
+        Some(admitting) => admitting.validate(call, object, old).await,
+        None => Ok(Vec::new()),
     }
-    let options = options(call, &write);
-    let request = request(call, &write, &options);
-    api.admission().validate(&request, object, old).await.map_err(|e| errors::admission(e, call, write.name))
 }

@@ -64,8 +64,8 @@ async fn insert_written(
     // the validating webhooks.
     super::namespaces::check_create(api, call, objects::name(&object)).await?;
     let name = objects::name(&object).to_string();
-    let write = admit::Write::new(Operation::Create, &name, dry_run);
-    let (mut warnings, changed) = admit::mutate(api, call, write, Some(&mut object), None).await?;
+    let admitting = admit::begin(api, call, admit::Write::new(Operation::Create, &name, dry_run));
+    let (mut warnings, changed) = admit::mutate(admitting.as_ref(), call, Some(&mut object), None).await?;
     if changed {
         write::coerce(&call.served, &mut object)?;
     }
@@ -76,7 +76,7 @@ async fn insert_written(
     };
     let errors = objects::prepare_create(&mut object, &placement)?;
     warnings.extend(write::validate(&call.served, false, &object, None, errors)?);
-    warnings.extend(admit::validate(api, call, write, Some(&object), None).await?);
+    warnings.extend(admit::validate(admitting.as_ref(), call, Some(&object), None).await?);
     request_scope::end(Phase::Admission);
     let name = objects::name(&object).to_string();
     let (stored, encoded) = write::into_storage(&call.served, object)?;

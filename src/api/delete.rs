@@ -118,8 +118,9 @@ async fn delete_one(api: &Api, call: &Call, name: &str, options: &DeleteOptions)
         }
         // Deletes pass admission too: webhooks see the object as oldObject.
         let write = admit::Write::new(Operation::Delete, name, options.dry_run);
-        admit::mutate(api, &call, write, None, Some(&object)).await?;
-        admit::validate(api, &call, write, None, Some(&object)).await?;
+        let admitting = admit::begin(api, &call, write);
+        admit::mutate(admitting.as_ref(), &call, None, Some(&object)).await?;
+        admit::validate(admitting.as_ref(), &call, None, Some(&object)).await?;
         request_scope::end(Phase::Admission);
         let mut finalizers = objects::finalizers(&object);
         let policy_finalizer = match options.propagation_policy.as_deref() {

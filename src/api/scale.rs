@@ -200,8 +200,9 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         // Admission sees the Scale (autoscaling/v1) of the scale subresource, as in Kubernetes;
         // the main resource's webhooks are not asked again when it is written.
         let write = admit::Write { options_kind, ..admit::Write::new(Operation::Update, &call.name, dry_run) };
-        let (mut warnings, _) = admit::mutate(api, call, write, Some(&mut scale), Some(&old_scale)).await?;
-        warnings.extend(admit::validate(api, call, write, Some(&scale), Some(&old_scale)).await?);
+        let admitting = admit::begin(api, call, write);
+        let (mut warnings, _) = admit::mutate(admitting.as_ref(), call, Some(&mut scale), Some(&old_scale)).await?;
+        warnings.extend(admit::validate(admitting.as_ref(), call, Some(&scale), Some(&old_scale)).await?);
         let pinned = objects::resource_version(&scale).to_string();
         if !pinned.is_empty() && pinned != objects::resource_version(&old) {
             return Err(conflict());

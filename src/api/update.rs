@@ -114,10 +114,9 @@ pub async fn commit(
     // admission after the schema validated it, as in Kubernetes.
     let options_kind = admission.unwrap_or("UpdateOptions");
     let write = admit::Write { options_kind, ..admit::Write::new(Operation::Update, &call.name, dry_run) };
-    let (mut warnings, changed) = match admission {
-        Some(_) => admit::mutate(api, call, write, Some(&mut object), Some(old)).await.map_err(Some)?,
-        None => (Vec::new(), false),
-    };
+    let admitting = admission.and_then(|_| admit::begin(api, call, write));
+    let (mut warnings, changed) =
+        admit::mutate(admitting.as_ref(), call, Some(&mut object), Some(old)).await.map_err(Some)?;
     if changed {
         write::coerce(&call.served, &mut object).map_err(Some)?;
     }
@@ -125,9 +124,7 @@ pub async fn commit(
     super::ownership::keep_times_of_unchanged(old, &mut object);
     let status_only = call.subresource == Subresource::Status;
     warnings.extend(write::validate(&call.served, status_only, &object, Some(old), errors).map_err(Some)?);
-    if admission.is_some() {
-        warnings.extend(admit::validate(api, call, write, Some(&object), Some(old)).await.map_err(Some)?);
-    }
+    warnings.extend(admit::validate(admitting.as_ref(), call, Some(&object), Some(old)).await.map_err(Some)?);
     request_scope::end(Phase::Admission);
     let stored = store_update(api, call, current, old, &object, dry_run).await;
     request_scope::end(Phase::Store);

@@ -5,7 +5,9 @@
 //! definition served first), records the storage versions and accepted names in the store,
 //! builds the new catalog (discovery, OpenAPI) off the request path and swaps it in whole
 //! (`Api::replace_catalog`). What it found wrong is logged with its file and kept in
-//! `definitions::reload_status`.
+//! `definitions::reload_status`. With cluster definitions (`kube::cluster_definitions`), the
+//! main apiserver's selected CustomResourceDefinitions join the files' scan
+//! (`definitions::cluster`), and a change among them is one more reload.
 //!
 //! Owns the reload loop and the last served set. A definition that is no longer served keeps
 //! its objects in the store; this module never deletes objects.
@@ -16,11 +18,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{Api, Catalog};
+use crate::definitions::cluster::ClusterCache;
 use crate::definitions::reload::{self, Context, Plan, Served};
 use crate::definitions::reload_status::ReloadStatus;
 use crate::definitions::scan::FileCache;
 use crate::definitions::watch::{self, DefinitionsWatcher};
 use crate::definitions::{Problem, Registry};
+use crate::kube::cluster_definitions::ClusterDefinitions;
 use crate::lifecycle::stored_versions;
 use crate::store::Backend;
 
@@ -28,9 +32,12 @@ use crate::store::Backend;
 #[derive(Default)]
 struct State {
     cache: FileCache,
+    cluster_cache: ClusterCache,
     served: HashMap<String, Served>,
     /// Whether the first load was served.
     loaded: bool,
+    /// Whether the last plan had every cluster follower's list.
+    cluster_synced: bool,
     /// The served set was planned without the store's records (it could not be read at
     /// start): it is planned again, as a first load, once they can be read.
     provisional: bool,
@@ -42,26 +49,48 @@ pub struct LiveDefinitions {
     store: Backend,
     state: Arc<Mutex<State>>,
     status: Arc<ReloadStatus>,
+    cluster: Option<Arc<ClusterDefinitions>>,
 }
 
 impl LiveDefinitions {
     pub fn new(paths: Vec<PathBuf>, store: Backend, status: Arc<ReloadStatus>) -> LiveDefinitions {
-        LiveDefinitions { paths, store, state: Arc::default(), status }
+        LiveDefinitions { paths, store, state: Arc::default(), status, cluster: None }
+    }
+
+    /// Serves the main apiserver's definitions that `cluster` follows besides the files.
+    pub fn with_cluster(mut self, cluster: Option<Arc<ClusterDefinitions>>) -> LiveDefinitions {
+        self.cluster = cluster;
+        self
     }
 
     /// The first load: what the server starts serving.
     pub async fn load(&self) -> Registry {
-        match self.plan_and_record(false).await {
+        let registry = match self.plan_and_record(false).await {
             Some((mut plan, _)) => std::mem::take(&mut plan.registry),
             None => Registry::default(),
+        };
+        self.cluster_served();
+        registry
+    }
+
+    /// Tells the cluster's followers that what they all listed is served.
+    fn cluster_served(&self) {
+        if let Some(cluster) = &self.cluster
+            && self.state.lock().map(|s| s.cluster_synced).unwrap_or(false)
+        {
+            cluster.mark_served();
         }
     }
 
     /// Reads the files again and serves what they say, if anything changed. `since` is when
     /// the file events that asked for it began.
     pub async fn reload(&self, api: &Api, since: std::time::Instant) {
-        let Some((plan, Some(catalog))) = self.plan_and_record(true).await else { return };
+        let Some((plan, Some(catalog))) = self.plan_and_record(true).await else {
+            self.cluster_served();
+            return;
+        };
         api.replace_catalog(catalog);
+        self.cluster_served();
         tracing::info!(
             added = plan.added.len(),
             changed = plan.changed.len(),
@@ -109,13 +138,20 @@ impl LiveDefinitions {
             state.provisional = false;
         }
         let (paths, state) = (self.paths.clone(), self.state.clone());
+        let cluster = self.cluster.as_ref().map(|c| c.snapshot());
         let planned = tokio::task::spawn_blocking(move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let scan = state.cache.scan(&paths);
+            let (scan, conflicts) = match &cluster {
+                Some(cluster) => state.cluster_cache.combine(scan, &cluster.definitions),
+                None => (scan, Vec::new()),
+            };
+            state.cluster_synced = cluster.as_ref().is_some_and(|c| c.synced);
             let age = |name: &str| ages.get(name).copied();
             let stored = |name: &str| stored_versions.get(name).cloned().unwrap_or_default();
             let context = Context { age: &age, stored_versions: &stored };
             let mut plan = reload::plan(&state.served, &scan, &context);
+            plan.problems.extend(conflicts);
             let changed = !plan.is_unchanged() || !state.loaded;
             let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
             (plan, changed, catalog, ages, stored_versions)
@@ -196,6 +232,7 @@ impl LiveDefinitions {
             // What changed between the first load and the start of the watch.
             self.reload(&api, std::time::Instant::now()).await;
             let mut retry = tokio::time::interval(std::time::Duration::from_secs(1));
+            let cluster = self.cluster.clone();
             loop {
                 let status = self.status.clone();
                 let unloaded = !self.loaded();
@@ -216,9 +253,24 @@ impl LiveDefinitions {
                     () = status.asked_again() => self.reload(&api, std::time::Instant::now()).await,
                     // Until the store's records could be read, the files are read again.
                     _ = retry.tick(), if unloaded => self.reload(&api, std::time::Instant::now()).await,
+                    // The cluster's definitions changed: after a moment's quiet (a chart
+                    // upgrade changes several), read everything again.
+                    () = cluster_changed(cluster.as_deref()) => {
+                        let began = std::time::Instant::now();
+                        tokio::time::sleep(watch::QUIET).await;
+                        self.reload(&api, began).await;
+                    }
                 }
             }
         });
         Ok(())
+    }
+}
+
+/// Waits for a change among the cluster's definitions (forever without any).
+async fn cluster_changed(cluster: Option<&ClusterDefinitions>) {
+    match cluster {
+        Some(cluster) => cluster.changed().await,
+        None => std::future::pending().await,
     }
 }

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod auth_flags;
 pub mod backup;
 pub mod checks;
+pub mod cluster_definitions;
 pub mod delegation;
 pub mod delete_objects;
 pub mod live_definitions;
@@ -100,6 +101,14 @@ pub struct ServeArgs {
     /// Definition manifests: a file or a directory (repeatable). Multi-document YAML or JSON.
     #[arg(long = "definitions")]
     pub definitions: Vec<PathBuf>,
+    /// Also serve the main apiserver's CustomResourceDefinitions that this label selector
+    /// picks (e.g. crd-apiserver.io/serve=true), followed live; needs the main apiserver.
+    #[arg(long)]
+    pub cluster_definitions_selector: Option<String>,
+    /// Also serve these CustomResourceDefinitions of the main apiserver, by name
+    /// (<plural>.<group>, comma-separated, repeatable), followed live.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_definitions: Vec<String>,
     /// Storage: sled's directory or kube-apiserver's etcd flags.
     #[command(flatten)]
     pub storage: storage_flags::StorageFlags,

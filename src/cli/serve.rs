@@ -110,12 +110,15 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
     let store = args.storage.open(&resolved.storage, args.request_timeout).await?;
     // Definitions are served as the files say, from the first load on, and reloaded on change.
-    let reload_status = ReloadStatus::new();
-    let definitions = LiveDefinitions::new(resolved.definitions.clone(), store.clone(), reload_status.clone());
-    let registry = definitions.load().await;
-    let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     // The followers of the main apiserver, for /readyz's informer-sync.
     let informers = Arc::new(Informers::default());
+    // The main apiserver's definitions the flags select are served besides the files.
+    let cluster_definitions = super::cluster_definitions::start(&args, delegation.cluster.clone(), &informers)?;
+    let reload_status = ReloadStatus::new();
+    let definitions = LiveDefinitions::new(resolved.definitions.clone(), store.clone(), reload_status.clone())
+        .with_cluster(cluster_definitions);
+    let registry = definitions.load().await;
+    let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     let namespace_cache = delegation.namespaces.clone();
     informers.register("*v1.Namespace", move || namespace_cache.is_synced());
     let authentication_synced = informers.flag("*v1.ConfigMap");

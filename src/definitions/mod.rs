@@ -6,6 +6,7 @@
 
 pub mod build;
 pub mod builtin;
+pub mod cluster;
 pub mod conversion;
 pub mod load;
 pub mod model;

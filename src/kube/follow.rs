@@ -1,7 +1,8 @@
 //! Keeps a live copy of every object of one kind of the main apiserver (list, then watch from
 //! the list's resourceVersion; listed again when a watch fails or expires), handing the whole
-//! set to a callback after the first list and after every change, like an informer. A kind
-//! the main apiserver does not serve (404) is followed as an empty set.
+//! set to a callback after the first list and after every change, like an informer; or only
+//! the objects a label or field selector picks (`follow_selected`). A kind the main apiserver
+//! does not serve (404) is followed as an empty set.
 //!
 //! Owns the list+watch loop; what the objects mean is the callback's business.
 
@@ -19,15 +20,59 @@ use super::describe;
 const WATCH_SECONDS: u32 = 290;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Which objects a follower lists and watches: the API's label and field selectors.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub labels: Option<String>,
+    pub fields: Option<String>,
+}
+
+impl Selection {
+    fn list_params(&self) -> ListParams {
+        let mut params = ListParams::default();
+        if let Some(labels) = &self.labels {
+            params = params.labels(labels);
+        }
+        if let Some(fields) = &self.fields {
+            params = params.fields(fields);
+        }
+        params
+    }
+
+    fn watch_params(&self) -> WatchParams {
+        let mut params = WatchParams::default().timeout(WATCH_SECONDS);
+        if let Some(labels) = &self.labels {
+            params = params.labels(labels);
+        }
+        if let Some(fields) = &self.fields {
+            params = params.fields(fields);
+        }
+        params
+    }
+}
+
 /// Follows every object of `api`'s kind forever, calling `on_change` with all of them
 /// (ordered by namespace and name) whenever the set changes.
-pub async fn follow<K>(api: Api<K>, what: &'static str, on_change: impl Fn(Vec<K>) + Send + Sync)
+pub async fn follow<K>(api: Api<K>, what: &str, on_change: impl Fn(Vec<K>) + Send + Sync)
 where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    follow_selected(api, &Selection::default(), what, on_change).await;
+}
+
+/// [`follow`] for the objects `selection` picks: an object that stops matching leaves the set
+/// (the apiserver's watch says DELETED), one that starts matching joins it.
+pub async fn follow_selected<K>(
+    api: Api<K>,
+    selection: &Selection,
+    what: &str,
+    on_change: impl Fn(Vec<K>) + Send + Sync,
+) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let mut backoff = Duration::from_secs(1);
     loop {
-        match relist_and_watch(&api, &on_change).await {
+        match relist_and_watch(&api, selection, &on_change).await {
             Ok(()) => backoff = Duration::from_secs(1),
             // The main apiserver does not serve this kind (an older release): there is none of
             // it to follow; look again later in case it is turned on.
@@ -62,11 +107,15 @@ impl From<String> for Failure {
     }
 }
 
-async fn relist_and_watch<K>(api: &Api<K>, on_change: &(impl Fn(Vec<K>) + Send + Sync)) -> Result<(), Failure>
+async fn relist_and_watch<K>(
+    api: &Api<K>,
+    selection: &Selection,
+    on_change: &(impl Fn(Vec<K>) + Send + Sync),
+) -> Result<(), Failure>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let list = match api.list(&ListParams::default()).await {
+    let list = match api.list(&selection.list_params()).await {
         Ok(list) => list,
         Err(e) if super::status_code(&e) == Some(404) => return Err(Failure::NotServed),
         Err(e) => return Err(Failure::Other(describe(&e))),
@@ -75,7 +124,7 @@ where
     let mut objects: BTreeMap<(String, String), K> = list.items.into_iter().map(|o| (key_of(&o), o)).collect();
     on_change(objects.values().cloned().collect());
     loop {
-        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        let params = selection.watch_params();
         let stream = api.watch(&params, &version).await.map_err(|e| describe(&e))?;
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {

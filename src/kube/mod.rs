@@ -2,12 +2,14 @@
 //! watched), SubjectAccessReview and TokenReview (answering `auth::review`'s questions), and a
 //! cache of Namespaces (states and labels), and list+watch of whole kinds (`follow`: the
 //! admission configurations), ResourceQuotas for quota admission (`quotas`), and the params
-//! of admission policies (`params`).
+//! of admission policies (`params`), and the CustomResourceDefinitions the server is told to
+//! serve (`cluster_definitions`).
 //!
 //! Owns connections to kube-apiserver and nothing else: it decides nothing about requests
 //! (that is `auth`), serves nothing (that is `server`/`api`), and never touches storage.
 
 pub mod auth_configmap;
+pub mod cluster_definitions;
 pub mod follow;
 pub mod namespaces;
 pub mod params;

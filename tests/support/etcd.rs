@@ -1,10 +1,12 @@
 //! A real etcd for the end-to-end tests: Debian's `etcd` binary (package `etcd-server`, installed
-//! by hack/test.sh) on free loopback ports, in a temporary directory, killed when dropped.
+//! by hack/test.sh) on free loopback ports, in a temporary directory, killed when dropped; one
+//! member, or a cluster of several.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct TestEtcd {
@@ -17,6 +19,9 @@ pub struct TestEtcd {
     extra: Vec<String>,
     /// Client connections are TLS, with client certificates required.
     tls: bool,
+    /// The member's name and the `--initial-cluster` it was created with.
+    name: String,
+    initial_cluster: String,
 }
 
 /// The files of a TLS etcd: its CA, its serving certificate and key.
@@ -26,8 +31,18 @@ pub struct EtcdTls<'a> {
     pub key: &'a std::path::Path,
 }
 
+/// A free loopback port below Linux's ephemeral range (32768 and up), so that no outgoing
+/// connection can take it while a killed member is down and needs it back.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let seed = (std::process::id() % 12_000) as u16;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + seed.wrapping_add(n.wrapping_mul(37)) % 12_000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 impl TestEtcd {
@@ -49,15 +64,44 @@ impl TestEtcd {
     }
 
     fn new(extra: &[&str], tls: bool) -> TestEtcd {
+        let peer_port = free_port();
         TestEtcd {
             child: None,
             dir: tempfile::tempdir().unwrap(),
             client_port: free_port(),
-            peer_port: free_port(),
+            peer_port,
             metrics_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             tls,
+            name: "test".into(),
+            initial_cluster: format!("test=http://127.0.0.1:{peer_port}"),
         }
+    }
+
+    /// Starts a cluster of `size` members and waits until every one answers healthy (which
+    /// needs a quorum, so they are all launched before any is waited for).
+    pub fn cluster(size: usize) -> Vec<TestEtcd> {
+        let mut members: Vec<TestEtcd> = (0..size).map(|_| TestEtcd::new(&[], false)).collect();
+        let initial = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("m{i}=http://127.0.0.1:{}", m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (i, member) in members.iter_mut().enumerate() {
+            member.name = format!("m{i}");
+            member.initial_cluster = initial.clone();
+            member.launch();
+        }
+        for member in &mut members {
+            member.wait_healthy();
+        }
+        members
+    }
+
+    /// Whether this member leads its cluster now (etcd's `etcd_server_is_leader` metric).
+    pub fn is_leader(&self) -> bool {
+        self.plain_get("/metrics").lines().any(|l| l.trim() == "etcd_server_is_leader 1")
     }
 
     pub fn start() -> TestEtcd {
@@ -83,16 +127,22 @@ impl TestEtcd {
 
     /// Starts the member (again) and waits until it answers.
     pub fn resume(&mut self) {
+        self.launch();
+        self.wait_healthy();
+    }
+
+    fn launch(&mut self) {
         let client = self.endpoint();
         let metrics = format!("http://127.0.0.1:{}", self.metrics_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("etcd.log")).unwrap();
         let child = Command::new("etcd")
-            .args(["--name", "test", "--data-dir"])
+            .args(["--name", &self.name, "--data-dir"])
             .arg(self.data_dir())
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!("--initial-cluster={}", self.initial_cluster))
+            .args(["--initial-cluster-state", "new", "--initial-cluster-token", "crd-apiserver-test"])
             .arg(format!("--listen-metrics-urls={metrics}"))
             .args(&self.extra)
             .stdout(Stdio::null())
@@ -100,7 +150,6 @@ impl TestEtcd {
             .spawn()
             .expect("etcd must be installed (hack/test.sh installs Debian's etcd-server)");
         self.child = Some(child);
-        self.wait_healthy();
     }
 
     fn wait_healthy(&mut self) {
@@ -119,11 +168,16 @@ impl TestEtcd {
     }
 
     fn health_answer(&self) -> String {
+        self.plain_get("/health")
+    }
+
+    /// A GET on the member's plain-HTTP metrics port: the whole answer, or empty.
+    fn plain_get(&self, path: &str) -> String {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
             return String::new();
         };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        if stream.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        if stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).is_err() {
             return String::new();
         }
         let mut answer = String::new();

@@ -19,11 +19,12 @@ use serde_json::Value;
 
 use super::mutating::in_version;
 use super::policy::compiled::Compiled;
+use super::policy::compiled::ForResource;
 use super::policy::{ParamSource, namespace_object, params};
 use super::review::{Reviewed, request_json};
 use super::{Error, NamespaceLabels, Request};
 use crate::cel::policy::{Authorize, Outcome};
-use compiled::{Binding, MutatingPolicySet, Mutation, Policy};
+use compiled::{Binding, Mutation, Policy};
 
 /// One invocation of a policy: policy, binding and param (namespace/name) names.
 type Key = (String, String, String);
@@ -34,7 +35,7 @@ pub struct Reinvocation {
     previously_invoked: HashSet<Key>,
     reinvoke: HashSet<Key>,
     /// The count of changes to the object when this plugin last finished (see
-    /// [`super::Admission::mutate`]): a higher count later means another step changed it.
+    /// [`super::Step::mutate`]): a higher count later means another step changed it.
     last_output: Option<u64>,
 }
 
@@ -96,7 +97,7 @@ fn run(
 /// whether a policy changed it (so a reinvocation round is needed).
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
-    set: &MutatingPolicySet,
+    entries: ForResource<'_, Policy, Binding>,
     namespaces: &dyn NamespaceLabels,
     source: Option<&dyn ParamSource>,
     request: &Request<'_>,
@@ -108,7 +109,6 @@ pub async fn dispatch(
     changes: u64,
 ) -> Result<bool, Error> {
     let Some(object) = object else { return Ok(false) };
-    let entries = set.for_resource(request.target.group, request.target.resource);
     if entries.is_empty() {
         return Ok(false);
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 
 use super::matching::Matcher;
-use crate::admission::keys::{Keys, Positions};
+use crate::admission::keys::{Keys, Positions, Probe};
 use crate::cel::policy::{Expression, Want};
 
 /// The variables every policy expression may use, in slot order (`variables` comes last,
@@ -190,12 +190,14 @@ impl Indexable for Policy {
 pub struct Indexed<P, B> {
     pub entries: Vec<(Arc<P>, Vec<Arc<B>>)>,
     uses_authorizer: bool,
+    /// Whether dispatching may have to wait for something (see [`Indexed::may_await`]).
+    may_await: bool,
     keys: Keys,
 }
 
 impl<P, B> Default for Indexed<P, B> {
     fn default() -> Self {
-        Indexed { entries: Vec::new(), uses_authorizer: false, keys: Keys::default() }
+        Indexed { entries: Vec::new(), uses_authorizer: false, may_await: true, keys: Keys::default() }
     }
 }
 
@@ -224,14 +226,32 @@ impl<P: Indexable, B> Indexed<P, B> {
         self.uses_authorizer
     }
 
+    /// Whether dispatching some policy may have to wait for something (namespace labels,
+    /// `namespaceObject`, params); when not, no request needs to ask `policy::awaits`.
+    pub fn may_await(&self) -> bool {
+        self.may_await
+    }
+
     /// Whether a policy could apply to a group and resource.
     pub fn covers(&self, group: &str, resource: &str) -> bool {
         self.keys.covers(group, resource)
     }
 
+    /// Where the policies that could apply to a group and resource are (read with
+    /// [`Indexed::found`]).
+    pub fn probe(&self, group: &str, resource: &str) -> Probe {
+        self.keys.probe(group, resource)
+    }
+
+    /// The policies a probe of this set found, in the order they were added (allocating
+    /// nothing).
+    pub fn found(&self, probe: Probe) -> ForResource<'_, P, B> {
+        ForResource { entries: &self.entries, positions: self.keys.positions(probe) }
+    }
+
     /// The policies that could apply, in the order they were added (allocating nothing).
     pub fn for_resource(&self, group: &str, resource: &str) -> ForResource<'_, P, B> {
-        ForResource { entries: &self.entries, positions: self.keys.positions(group, resource) }
+        self.found(self.probe(group, resource))
     }
 }
 
@@ -283,6 +303,15 @@ impl PolicySet {
                 .collect();
             set.push(policy, attached);
         }
+        set.may_await = set.entries.iter().any(|(policy, bindings)| {
+            let selects_namespace = |m: &Result<Matcher, String>| m.as_ref().is_ok_and(Matcher::selects_namespace);
+            selects_namespace(&policy.constraints)
+                || policy.reads.namespace
+                || bindings.iter().any(|b| {
+                    b.resources.as_ref().is_some_and(selects_namespace)
+                        || (policy.param_kind.is_some() && b.param_ref.is_some())
+                })
+        });
         set
     }
 }

@@ -22,6 +22,7 @@ pub struct Decision {
 }
 
 /// The values an evaluation sees.
+#[derive(Clone, Copy)]
 pub struct Inputs<'a> {
     pub object: Option<&'a Value>,
     pub old: Option<&'a Value>,

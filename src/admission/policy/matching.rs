@@ -104,7 +104,12 @@ impl Matcher {
     /// Whether matching the request reads its namespace's labels; when not,
     /// [`Matcher::matches_request`] decides alone, without awaiting anything.
     pub fn reads_namespace(&self, request: &Request<'_>) -> bool {
-        !request.target.namespace.is_empty() && !self.namespace_selector.is_empty()
+        !request.target.namespace.is_empty() && self.selects_namespace()
+    }
+
+    /// Whether a namespace selector is set (matching namespaced requests reads labels).
+    pub fn selects_namespace(&self) -> bool {
+        !self.namespace_selector.is_empty()
     }
 
     /// [`Matcher::matches`] past the namespace selector.

@@ -101,6 +101,137 @@ pub(crate) async fn params(
     Ok(Params::Found(found))
 }
 
+/// What a dispatch collects: warnings, and denials waiting to be reported (the first wins).
+#[derive(Default)]
+struct Collected {
+    warnings: Vec<String>,
+    denied: Vec<Denied>,
+}
+
+impl Collected {
+    /// A policy or binding that could not be configured, under its failure policy.
+    fn config_error(&mut self, policy: &Policy, binding: Option<&Binding>, e: &str) {
+        if !policy.fail {
+            return;
+        }
+        let (what, name) = match binding {
+            None => ("policy", None),
+            Some(b) => ("binding", Some(b.name.clone())),
+        };
+        let message = format!("failed to configure {what}: {e}");
+        self.denied.push(Denied {
+            policy: policy.name.clone(),
+            binding: name,
+            decision: Decision { message, reason: String::new() },
+        });
+    }
+
+    /// Evaluates a policy for one binding and its params; its decisions routed by the
+    /// binding's validation actions.
+    fn evaluate(&mut self, policy: &Policy, binding: &Binding, params: &Params, inputs: Inputs<'_>) {
+        for param in params.iter() {
+            let inputs = Inputs { params: param, ..inputs };
+            for decision in evaluate::evaluate(policy, &inputs) {
+                if binding.warn {
+                    self.warnings.push(format!(
+                        "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                        policy.name, binding.name, decision.message
+                    ));
+                }
+                if binding.deny {
+                    self.denied.push(Denied {
+                        policy: policy.name.clone(),
+                        binding: Some(binding.name.clone()),
+                        decision,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The warnings, or the first denial as kube-apiserver words it.
+    fn finish(self) -> Result<Vec<String>, Error> {
+        let Some(first) = self.denied.into_iter().next() else { return Ok(self.warnings) };
+        let why = match &first.binding {
+            Some(binding) => format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{binding}' denied request: {}",
+                first.policy, first.decision.message
+            ),
+            None => format!("ValidatingAdmissionPolicy '{}' denied request: {}", first.policy, first.decision.message),
+        };
+        let reason = if first.decision.reason.is_empty() { "Invalid".to_string() } else { first.decision.reason };
+        let code = match reason.as_str() {
+            "Forbidden" => 403,
+            "Unauthorized" => 401,
+            "RequestEntityTooLarge" => 413,
+            _ => 422,
+        };
+        Err(Error::Policy { code, reason, why })
+    }
+}
+
+/// `request` as a policy's expressions see it (null when none reads it).
+fn request_value(policy: &Policy, request: &Request<'_>, version: &str) -> Value {
+    if policy.reads.request {
+        request_json("", request, &Reviewed { version, object: None, old: None })
+    } else {
+        Value::Null
+    }
+}
+
+/// Whether dispatching the policies that may apply must wait for something: namespace labels
+/// for a namespace selector, `namespaceObject`, or params. When not, [`dispatch_now`] decides
+/// (the same decisions as [`dispatch`], without a future).
+pub fn awaits(applicable: ForResource<'_, Policy, Binding>, request: &Request<'_>) -> bool {
+    let namespaced = !request.target.namespace.is_empty();
+    let reads_namespace = |m: &Result<matching::Matcher, String>| m.as_ref().is_ok_and(|m| m.reads_namespace(request));
+    applicable.into_iter().any(|(policy, bindings)| {
+        reads_namespace(&policy.constraints)
+            || (namespaced && policy.reads.namespace)
+            || bindings.iter().any(|b| {
+                b.resources.as_ref().is_some_and(reads_namespace)
+                    || (policy.param_kind.is_some() && b.param_ref.is_some())
+            })
+    })
+}
+
+/// [`dispatch`] when nothing must be waited for (see [`awaits`]).
+pub fn dispatch_now(
+    applicable: ForResource<'_, Policy, Binding>,
+    request: &Request<'_>,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
+) -> Result<Vec<String>, Error> {
+    let mut collected = Collected::default();
+    for (policy, bindings) in applicable {
+        let version = match &policy.constraints {
+            Err(e) => {
+                collected.config_error(policy, None, e);
+                continue;
+            }
+            Ok(matcher) => match matcher.matches_request(request, object, old) {
+                Some(version) => version,
+                None => continue,
+            },
+        };
+        let request_value = request_value(policy, request, version);
+        for binding in bindings {
+            match &binding.resources {
+                Some(Err(e)) => {
+                    collected.config_error(policy, Some(binding), e);
+                    continue;
+                }
+                Some(Ok(matcher)) if matcher.matches_request(request, object, old).is_none() => continue,
+                _ => {}
+            }
+            let inputs = Inputs { object, old, request: &request_value, params: None, namespace: None, authorizer };
+            collected.evaluate(policy, binding, &Params::Unused, inputs);
+        }
+    }
+    collected.finish()
+}
+
 /// What the policies that may apply (`applicable`, from [`compiled::Indexed::for_resource`])
 /// decided: warnings, or the first denial as an error.
 pub async fn dispatch(
@@ -112,28 +243,12 @@ pub async fn dispatch(
     old: Option<&Value>,
     authorizer: Option<&std::sync::Arc<dyn crate::cel::policy::Authorize>>,
 ) -> Result<Vec<String>, Error> {
-    let mut warnings = Vec::new();
-    let mut denied: Vec<Denied> = Vec::new();
-    let config_error = |denied: &mut Vec<Denied>, policy: &Policy, binding: Option<&Binding>, e: &str| {
-        if !policy.fail {
-            return;
-        }
-        let (what, name) = match binding {
-            None => ("policy", None),
-            Some(b) => ("binding", Some(b.name.clone())),
-        };
-        let message = format!("failed to configure {what}: {e}");
-        denied.push(Denied {
-            policy: policy.name.clone(),
-            binding: name,
-            decision: Decision { message, reason: String::new() },
-        });
-    };
+    let mut collected = Collected::default();
     let mut namespace_object: Option<Option<Value>> = None;
     for (policy, bindings) in applicable {
         let version = match &policy.constraints {
             Err(e) => {
-                config_error(&mut denied, policy, None, e);
+                collected.config_error(policy, None, e);
                 continue;
             }
             // Awaited only when matching reads the namespace (the common case decides here).
@@ -146,11 +261,7 @@ pub async fn dispatch(
                 None => continue,
             },
         };
-        let request_value = if policy.reads.request {
-            request_json("", request, &Reviewed { version, object: None, old: None })
-        } else {
-            Value::Null
-        };
+        let request_value = request_value(policy, request, version);
         if policy.reads.namespace && namespace_object.is_none() {
             namespace_object = Some(self::namespace_object(namespaces, request).await?);
         }
@@ -158,7 +269,7 @@ pub async fn dispatch(
         for binding in bindings {
             match &binding.resources {
                 Some(Err(e)) => {
-                    config_error(&mut denied, policy, Some(binding), e);
+                    collected.config_error(policy, Some(binding), e);
                     continue;
                 }
                 Some(Ok(matcher))
@@ -176,60 +287,23 @@ pub async fn dispatch(
                 match params(source, policy.param_kind.as_ref(), binding.param_ref.as_ref(), request).await {
                     Ok(p) => p,
                     Err(e) => {
-                        config_error(&mut denied, policy, Some(binding), &e);
+                        collected.config_error(policy, Some(binding), &e);
                         continue;
                     }
                 }
             };
-            for param in params.iter() {
-                let inputs = Inputs {
-                    object,
-                    old,
-                    request: &request_value,
-                    params: param,
-                    namespace: namespace_value.as_ref(),
-                    authorizer,
-                };
-                for decision in evaluate::evaluate(policy, &inputs) {
-                    if binding.warn {
-                        warnings.push(format!(
-                            "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
-                            policy.name, binding.name, decision.message
-                        ));
-                    }
-                    if binding.deny {
-                        denied.push(Denied {
-                            policy: policy.name.clone(),
-                            binding: Some(binding.name.clone()),
-                            decision,
-                        });
-                    }
-                }
-            }
+            let inputs = Inputs {
+                object,
+                old,
+                request: &request_value,
+                params: None,
+                namespace: namespace_value.as_ref(),
+                authorizer,
+            };
+            collected.evaluate(policy, binding, &params, inputs);
         }
     }
-    match denied.into_iter().next() {
-        None => Ok(warnings),
-        Some(first) => {
-            let why = match &first.binding {
-                Some(binding) => format!(
-                    "ValidatingAdmissionPolicy '{}' with binding '{binding}' denied request: {}",
-                    first.policy, first.decision.message
-                ),
-                None => {
-                    format!("ValidatingAdmissionPolicy '{}' denied request: {}", first.policy, first.decision.message)
-                }
-            };
-            let reason = if first.decision.reason.is_empty() { "Invalid".to_string() } else { first.decision.reason };
-            let code = match reason.as_str() {
-                "Forbidden" => 403,
-                "Unauthorized" => 401,
-                "RequestEntityTooLarge" => 413,
-                _ => 422,
-            };
-            Err(Error::Policy { code, reason, why })
-        }
-    }
+    collected.finish()
 }
 
 /// `namespaceObject`: the request's namespace as CEL sees it (none for cluster-scoped).

@@ -1,8 +1,15 @@
 //! The replica's one etcd watch: every change under the prefix, in revision order, into the
 //! history window that client watches are served from (so a thousand client watches cost etcd
-//! one). Progress notifications, asked for periodically and on demand, advance the seen
-//! revision while nothing under the prefix changes (writes elsewhere in etcd, other tenants),
-//! which is what bookmarks and "wait until fresh" follow.
+//! one).
+//!
+//! What the window has seen advances only with events the watch delivered, never with etcd's
+//! progress notifications: etcd releases without the fix of etcd-io/etcd#15220 (Debian's 3.4.23
+//! among them) may answer a progress request with a revision whose events they have not sent
+//! yet (a watch still catching up after it was reopened), and trusting it loses those events. When a revision must be known seen
+//! (a client watches from a list's revision, or the prefix has been idle for a while, so
+//! that reopening the watch would not fall behind a compaction), the feed writes a progress
+//! marker, one key beside the prefix (`PROGRESS_KEY`, never listed): its event proves every
+//! earlier one was delivered, because one watch delivers events in revision order.
 //!
 //! A broken stream is reopened from the revision after the last one seen, so no event is lost
 //! or repeated. If etcd compacted past that revision meanwhile, the window is reset: client
@@ -20,8 +27,12 @@ use super::store::Shared;
 use crate::store::history::Record;
 use crate::store::{Event, EventType, Revision};
 
-/// How often the feed asks etcd for progress while nobody asks sooner.
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+/// How long the prefix may go without an event before the feed writes a progress marker.
+const IDLE_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The progress marker's key after the prefix: beside the objects (which all start with `/`),
+/// inside the range the feed watches.
+pub(super) const PROGRESS_KEY: &str = "\0progress";
 
 /// Pause before reopening a broken watch.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
@@ -76,30 +87,42 @@ async fn reset_after_compaction(shared: &Shared) {
 /// Follows one etcd watch stream until it ends.
 async fn follow(shared: &Arc<Shared>) -> Ended {
     let from = shared.history().durable() + 1;
+    // From the progress marker to the end of the objects' keys: `<prefix>\0…` up to `<prefix>0`
+    // (the byte after `/`), so also the restore record and the election's keys, which `record`
+    // passes over.
     let options = WatchOptions::new()
-        .with_prefix()
+        .with_range(format!("{}0", shared.prefix))
         .with_prev_key()
-        .with_progress_notify()
         .with_start_revision(shared.etcd_rev(from));
     let mut client = shared.client.watch_client().max_decoding_message_size(super::store::MAX_RESPONSE_BYTES);
-    let key = format!("{}/", shared.prefix);
+    let key = format!("{}\0", shared.prefix);
+    // The watcher half is kept for as long as the stream is read: dropping it ends the stream.
     let stream = match tokio::time::timeout(shared.timeout, client.watch(key, Some(options))).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Ended::Failed(describe(&e)),
         Err(_) => return Ended::Failed("opening the watch timed out".into()),
     };
-    let (mut requests, mut responses) = stream.split();
-    // Progress requests go out from their own task: reading the stream is never interrupted.
-    let asker = {
+    let (_watcher, mut responses) = stream.split();
+    // Progress markers go out from their own task: reading the stream is never interrupted.
+    let marker = {
         let shared = shared.clone();
         tokio::spawn(async move {
+            let mut durable_then = shared.history().durable();
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep(PROGRESS_INTERVAL) => {}
+                    _ = tokio::time::sleep(IDLE_PROGRESS_INTERVAL) => {
+                        let durable = shared.history().durable();
+                        let idle = durable == durable_then;
+                        durable_then = durable;
+                        if !idle {
+                            continue;
+                        }
+                    }
                     _ = shared.progress_wanted.notified() => {}
                 }
-                if requests.request_progress().await.is_err() {
-                    return;
+                let mut kv = shared.kv();
+                if let Err(e) = shared.call(kv.put(shared.full_key(PROGRESS_KEY), Vec::new(), None)).await {
+                    tracing::warn!(error = %e, "writing the etcd progress marker failed");
                 }
             }
         })
@@ -115,7 +138,7 @@ async fn follow(shared: &Arc<Shared>) -> Ended {
             Err(e) => break Ended::Failed(describe(&e)),
         }
     };
-    asker.abort();
+    marker.abort();
     ended
 }
 
@@ -128,22 +151,7 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
         return Err(Ended::Failed(format!("etcd canceled the watch: {}", response.cancel_reason())));
     }
     let events = response.events();
-    if events.is_empty() {
-        // A progress notification: every event up to the header's revision was sent. The
-        // response confirming the watch's creation says nothing of the kind.
-        if !response.created()
-            && let Some(header) = response.header()
-        {
-            let at = shared.rev(header.revision());
-            let mut history = shared.history();
-            if at > history.durable() {
-                history.make_durable(at);
-                drop(history);
-                shared.publish(at);
-            }
-        }
-        return Ok(());
-    }
+    // A response without events (the watch's creation) says nothing about what was sent.
     let records: Vec<Record> = events.iter().filter_map(|e| record(shared, e)).collect();
     let Some(last) = events.last().and_then(|e| e.kv()).map(|kv| shared.rev(kv.mod_revision())) else {
         return Ok(());
@@ -159,10 +167,11 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
     Ok(())
 }
 
-/// One etcd event as the storage contract describes it.
+/// One etcd event as the storage contract describes it; none for the keys beside the
+/// objects (progress marker, restore record, election).
 fn record(shared: &Shared, event: &etcd_client::Event) -> Option<Record> {
     let kv = event.kv()?;
-    let key = shared.strip(kv.key())?;
+    let key = shared.strip(kv.key()).filter(|key| key.starts_with('/'))?;
     let prev = event.prev_kv();
     let prev_value = prev.map(|p| Bytes::copy_from_slice(p.value()));
     let prev_revision = prev.map_or(0, |p| shared.rev(p.mod_revision()));

@@ -19,6 +19,8 @@ mod election;
 #[cfg(feature = "etcd")]
 mod feed;
 #[cfg(feature = "etcd")]
+mod members;
+#[cfg(feature = "etcd")]
 mod restore;
 #[cfg(feature = "etcd")]
 mod store;

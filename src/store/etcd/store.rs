@@ -37,6 +37,10 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// watch cache does before answering "Too large resource version".
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a wait for an etcd revision gives the feed before it writes a progress marker:
+/// long enough for an event already on its way.
+const FRESHNESS_GRACE: Duration = Duration::from_millis(5);
+
 /// State shared by the store's handles and its background tasks.
 pub(super) struct Shared {
     pub client: Client,
@@ -46,7 +50,7 @@ pub(super) struct Shared {
     pub history: Mutex<History>,
     /// The revision every event of the history window has been seen up to.
     pub seen: watch::Sender<Revision>,
-    /// Asks the feed for a progress notification now.
+    /// Asks the feed for a progress marker now (`feed`).
     pub progress_wanted: Notify,
     /// Why etcd cannot be used right now; `None` while it answers.
     pub fault: Mutex<Option<String>>,
@@ -118,14 +122,31 @@ impl Shared {
         });
     }
 
-    /// Waits (at most `limit`) until the feed has seen `revision`.
+    /// Waits (at most `limit`) until the feed has seen `revision`, which is the revision of an
+    /// event under the prefix (a write's own): its event is on the way.
     pub async fn wait_until_seen(&self, revision: Revision, limit: Duration) -> bool {
         if *self.seen.borrow() >= revision {
             return true;
         }
-        self.progress_wanted.notify_one();
         let mut seen = self.seen.subscribe();
         matches!(tokio::time::timeout(limit, seen.wait_for(|r| *r >= revision)).await, Ok(Ok(_)))
+    }
+
+    /// Waits (at most `limit`) until the feed has seen `revision`, any etcd revision (a list's,
+    /// which may be past the prefix's last event): unless the feed gets there on its own within
+    /// `FRESHNESS_GRACE`, it is asked for a progress marker, whose event comes after
+    /// `revision`. Waiters meanwhile share one marker.
+    pub async fn wait_until_fresh(&self, revision: Revision, limit: Duration) -> bool {
+        if *self.seen.borrow() >= revision {
+            return true;
+        }
+        let mut seen = self.seen.subscribe();
+        if let Ok(Ok(_)) = tokio::time::timeout(FRESHNESS_GRACE.min(limit), seen.wait_for(|r| *r >= revision)).await {
+            return true;
+        }
+        self.progress_wanted.notify_one();
+        let rest = limit.saturating_sub(FRESHNESS_GRACE);
+        matches!(tokio::time::timeout(rest, seen.wait_for(|r| *r >= revision)).await, Ok(Ok(_)))
     }
 }
 
@@ -163,6 +184,7 @@ impl EtcdStore {
         if !options.compaction_interval.is_zero() {
             tasks.push(super::upkeep::spawn_compactor(shared.clone(), options.compaction_interval));
         }
+        tasks.extend(super::members::spawn(shared.clone(), &options).await);
         let leadership = match options.election {
             Some(timing) => {
                 let (leadership, task) = super::election::spawn(shared.client.clone(), &shared.prefix, timing);
@@ -389,7 +411,7 @@ impl Store for EtcdStore {
 
     async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
         if from > self.current_revision() {
-            self.shared.wait_until_seen(from, CATCH_UP_TIMEOUT).await;
+            self.shared.wait_until_fresh(from, CATCH_UP_TIMEOUT).await;
         }
         let mut history = self.shared.history();
         history.prune_closed_watchers();

@@ -65,6 +65,32 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     assert_eq!(a.count("/g/").await.unwrap(), 1);
 }
 
+/// A tenant whose prefix is idle while another writes: its lists are at etcd's revision, past
+/// its own last event, and a client watching from such a list's revision is served at once
+/// (the feed writes a progress marker, never listed, rather than trusting etcd's progress
+/// notifications) and gets what follows.
+#[tokio::test]
+async fn a_watch_from_a_list_of_an_idle_prefix_starts_and_continues() {
+    let etcd = TestEtcd::start();
+    let idle = open(&etcd).await;
+    let busy = EtcdStore::open(EtcdOptions { prefix: "/busy".into(), ..options(&etcd) }).await.unwrap();
+    let first = idle.create("/g/r/a", b("1")).await.unwrap();
+    for i in 0..20 {
+        busy.create(&format!("/g/r/{i}"), b("x")).await.unwrap();
+    }
+    let listed = idle.list("/", ListOptions::default()).await.unwrap();
+    assert!(listed.revision > first, "the list is at etcd's revision, past the prefix's last event");
+    assert_eq!(listed.items.len(), 1, "only the object, never the progress marker");
+    let mut watch = tokio::time::timeout(Duration::from_secs(2), idle.watch("/g/r/", listed.revision))
+        .await
+        .expect("the watch opened before the catch-up timeout")
+        .unwrap();
+    let next = idle.create("/g/r/b", b("2")).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap();
+    assert_eq!((event.kind, event.revision, event.key.as_str()), (EventType::Added, next, "/g/r/b"));
+    assert_eq!(idle.list("/", ListOptions::default()).await.unwrap().items.len(), 2);
+}
+
 #[tokio::test]
 async fn compacted_revisions_are_expired() {
     let etcd = TestEtcd::start();

@@ -75,7 +75,9 @@ pub async fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, Str
                 ),
             }
         }
-        ("resourcequotas", _) => super::stored_api::serve(state, attrs, query, body),
+        ("resourcequotas" | "secrets" | "serviceaccounts" | "services", _) => {
+            super::stored_api::serve(state, attrs, query, body)
+        }
         ("namespaces", "delete") => match state.delete_namespace(&attrs.name) {
             Some(ns) => respond::json(200, &ns),
             None => respond::not_found("namespaces", &attrs.name),
@@ -170,7 +172,7 @@ pub fn watch(
             tokio::select! {
                 _ = &mut deadline => return,
                 event = live.recv() => {
-                    let Ok(Event { revision, resource: r, kind, object }) = event else { return };
+                    let Ok(Event { revision, resource: r, kind, object, .. }) = event else { return };
                     if revision <= last || r != resource || !keep(&object) {
                         continue;
                     }

@@ -15,7 +15,15 @@ fn resource(name: &str, singular: &str, kind: &str, namespaced: bool, verbs: &[&
     json!({"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind, "verbs": verbs, "shortNames": short})
 }
 
-/// The double's own group versions and their resources.
+/// The verbs kube-apiserver lists for most built-in resources.
+const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+/// Services have no `deletecollection` in kube-apiserver.
+const SERVICE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+/// The double's own group versions and their resources, as kube-apiserver v1.33 lists them.
+/// Of the kinds a Helm chart of ours renders (listed so that helm can map every kind it
+/// renders), all but APIServices are stored objects (`stored_api`); APIServices live in the
+/// aggregator's registry and are not served over HTTP.
 fn own() -> Vec<(&'static str, Vec<Value>)> {
     vec![
         (
@@ -37,8 +45,57 @@ fn own() -> Vec<(&'static str, Vec<Value>)> {
                     &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
                     &["cm"],
                 ),
+                resource("secrets", "secret", "Secret", true, ALL_VERBS, &[]),
+                resource("serviceaccounts", "serviceaccount", "ServiceAccount", true, ALL_VERBS, &["sa"]),
+                resource("services", "service", "Service", true, SERVICE_VERBS, &["svc"]),
             ],
         ),
+        (
+            "apiextensions.k8s.io/v1",
+            vec![
+                {
+                    let mut crds = resource(
+                        "customresourcedefinitions",
+                        "customresourcedefinition",
+                        "CustomResourceDefinition",
+                        false,
+                        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                        &["crd", "crds"],
+                    );
+                    crds["categories"] = json!(["api-extensions"]);
+                    crds
+                },
+                json!({"name": "customresourcedefinitions/status", "singularName": "", "namespaced": false, "kind": "CustomResourceDefinition", "verbs": ["get", "patch", "update"]}),
+            ],
+        ),
+        (
+            "apps/v1",
+            vec![
+                resource("deployments", "deployment", "Deployment", true, ALL_VERBS, &["deploy"]),
+                resource("statefulsets", "statefulset", "StatefulSet", true, ALL_VERBS, &["sts"]),
+            ],
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            vec![
+                resource("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, ALL_VERBS, &[]),
+                resource("clusterroles", "clusterrole", "ClusterRole", false, ALL_VERBS, &[]),
+                resource("rolebindings", "rolebinding", "RoleBinding", true, ALL_VERBS, &[]),
+                resource("roles", "role", "Role", true, ALL_VERBS, &[]),
+            ],
+        ),
+        (
+            "policy/v1",
+            vec![resource(
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                "PodDisruptionBudget",
+                true,
+                ALL_VERBS,
+                &["pdb"],
+            )],
+        ),
+        ("apiregistration.k8s.io/v1", vec![resource("apiservices", "apiservice", "APIService", false, ALL_VERBS, &[])]),
         (
             "authentication.k8s.io/v1",
             vec![resource("tokenreviews", "tokenreview", "TokenReview", false, &["create"], &[])],
@@ -142,13 +199,29 @@ fn aggregated_resources(gv: &str, resources: &[Value]) -> Value {
     let (group, version) = gv.split_once('/').unwrap_or(("", gv));
     let items: Vec<Value> = resources
         .iter()
+        .filter(|r| !r["name"].as_str().unwrap_or_default().contains('/'))
         .map(|r| {
-            json!({
+            let mut item = json!({
                 "resource": r["name"], "singularResource": r["singularName"],
                 "responseKind": {"group": group, "version": version, "kind": r["kind"]},
                 "scope": if r["namespaced"] == true { "Namespaced" } else { "Cluster" },
                 "verbs": r["verbs"], "shortNames": r["shortNames"],
-            })
+            });
+            if let Some(categories) = r.get("categories") {
+                item["categories"] = categories.clone();
+            }
+            let prefix = format!("{}/", r["name"].as_str().unwrap_or_default());
+            let subresources: Vec<Value> = resources
+                .iter()
+                .filter_map(|s| {
+                    let sub = s["name"].as_str()?.strip_prefix(&prefix)?;
+                    Some(json!({"subresource": sub, "responseKind": {"group": group, "version": version, "kind": s["kind"]}, "verbs": s["verbs"]}))
+                })
+                .collect();
+            if !subresources.is_empty() {
+                item["subresources"] = json!(subresources);
+            }
+            item
         })
         .collect();
     json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": [{"version": version, "resources": items, "freshness": "Current"}]})

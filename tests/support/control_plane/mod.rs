@@ -9,11 +9,13 @@
 //! too) and `/openapi/v2` (JSON or protobuf) are served by merging the backend's, `/openapi/v3`
 //! by merging the backend's index and proxying its documents. Behind: the
 //! `extension-apiserver-authentication` ConfigMap (get, watch), SubjectAccessReview (from a
-//! rule table, counted, with an outage switch), TokenReview, and Namespaces; and one pass of
-//! the namespace controller on request (`run_namespace_controller`).
+//! rule table, counted, with an outage switch), TokenReview, Namespaces, and
+//! CustomResourceDefinitions (`crd_api`, with an outage switch); and one pass of the namespace
+//! controller on request (`run_namespace_controller`).
 
 pub mod aggregator;
 pub mod core_api;
+pub mod crd_api;
 pub mod discovery;
 pub mod namespace_controller;
 pub mod openapi;
@@ -242,6 +244,60 @@ impl ControlPlane {
         }
         self.set_auth_configmap(Some(self.standard_configmap()));
         old
+    }
+
+    /// While `down`, the CustomResourceDefinition API answers 503 and its open watches end.
+    pub fn set_crd_outage(&self, down: bool) {
+        self.state().crd_outage.store(down, Ordering::SeqCst);
+    }
+
+    /// Creates a CustomResourceDefinition (checked and defaulted as kube-apiserver does, then
+    /// established by its controllers); the stored object, or the refusal's message.
+    pub fn create_crd(&self, crd: Value) -> Result<Value, String> {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        crd_api::create(self.state(), crd, false).map_err(|f| f.message)?;
+        Ok(crd_api::get(self.state(), &name).unwrap_or_default())
+    }
+
+    /// Reads a definition, lets `change` edit it, and updates it at the resourceVersion read
+    /// (as `helm upgrade` or `kubectl edit` do).
+    pub fn update_crd(&self, name: &str, change: impl FnOnce(&mut Value)) -> Result<Value, String> {
+        let mut crd = crd_api::get(self.state(), name).ok_or_else(|| format!("no CustomResourceDefinition {name}"))?;
+        change(&mut crd);
+        crd_api::update(self.state(), name, crd, false, false).map_err(|f| f.message)
+    }
+
+    /// Deletes a definition as `kubectl delete` does (finalized at once).
+    pub fn delete_crd(&self, name: &str) -> Result<Value, String> {
+        crd_api::delete(self.state(), name, b"").map_err(|f| f.message)
+    }
+
+    pub fn crd(&self, name: &str) -> Option<Value> {
+        crd_api::get(self.state(), name)
+    }
+
+    /// Stores a definition without kube-apiserver's checks (one an older release accepted).
+    pub fn put_crd_unchecked(&self, crd: Value) -> Value {
+        crd_api::put_unchecked(self.state(), crd)
+    }
+
+    /// Compacts CustomResourceDefinition history at the current revision: watches and list pages
+    /// from an older resourceVersion answer 410 Expired, as after etcd's compaction.
+    pub fn compact_crds(&self) {
+        let revision = lock(&self.state().objects).revision;
+        self.state().crd_compacted.store(revision, Ordering::SeqCst);
+    }
+
+    /// Ends every open CustomResourceDefinition watch (as a restart of the apiserver does);
+    /// clients watch again from their last resourceVersion.
+    pub fn end_crd_watches(&self) {
+        self.state().crd_watch_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How often CustomResourceDefinition watches get a bookmark (kube-apiserver: a minute).
+    pub fn set_crd_bookmark_interval(&self, every: std::time::Duration) {
+        let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        self.state().crd_bookmark_ms.store(ms, Ordering::SeqCst);
     }
 
     pub fn set_sar_outage(&self, down: bool) {

@@ -251,3 +251,15 @@ pub fn default_rules() -> Vec<Rule> {
 
 /// The identity kube-controller-manager's namespace controller acts as.
 pub const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+
+/// The grant `--cluster-definitions` needs: reading CustomResourceDefinitions (not in the
+/// default rules: the chart grants it only when asked).
+pub fn definitions_reader() -> Rule {
+    Rule::resources(
+        "crd-apiserver:cluster-definitions",
+        vec![Subject::User(SERVICE_ACCOUNT.into())],
+        &["get", "list", "watch"],
+        &["apiextensions.k8s.io"],
+        &["customresourcedefinitions"],
+    )
+}

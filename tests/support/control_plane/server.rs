@@ -18,7 +18,7 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{core_api, discovery, openapi, reviews, stored_api};
+use super::{core_api, crd_api, discovery, openapi, reviews, stored_api};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -104,7 +104,11 @@ async fn handle(
         return openapi::v3_document(&plane.state, backend.as_deref(), &parts, body, &user, remote).await;
     }
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let headers = Headers { accept: header("accept").unwrap_or_default(), if_none_match: header("if-none-match") };
+    let headers = Headers {
+        accept: header("accept").unwrap_or_default(),
+        if_none_match: header("if-none-match"),
+        content_type: header("content-type").unwrap_or_default(),
+    };
     let method = request.method().clone();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -117,6 +121,7 @@ async fn handle(
 struct Headers {
     accept: String,
     if_none_match: Option<String>,
+    content_type: String,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -152,9 +157,13 @@ async fn route(
         ),
         ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
         (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
-        (_, ["apis", "admissionregistration.k8s.io", "v1", _, ..]) => {
-            stored_api::serve(&plane.state, attrs, query, body)
+        (_, ["apis", crd_api::GROUP, "v1", _, ..]) => {
+            crd_api::serve(&plane.state, attrs, query, accept, &headers.content_type, body)
         }
+        (
+            _,
+            ["apis", "admissionregistration.k8s.io" | "apps" | "rbac.authorization.k8s.io" | "policy", "v1", _, ..],
+        ) => stored_api::serve(&plane.state, attrs, query, body),
         _ => respond::path_not_found(),
     }
 }

@@ -28,6 +28,9 @@ pub struct Event {
     pub resource: &'static str,
     pub kind: &'static str,
     pub object: Value,
+    /// The object before this change (CustomResourceDefinitions only: their watches filter by
+    /// labels, and an object leaving or entering a selection is seen through it).
+    pub previous: Option<Value>,
 }
 
 #[derive(Default)]
@@ -38,6 +41,8 @@ pub struct Objects {
     pub namespaces: BTreeMap<String, Value>,
     /// Admission configurations and ResourceQuotas by (resource, namespace, name).
     pub stored: BTreeMap<(&'static str, String, String), Value>,
+    /// CustomResourceDefinitions by name (`crd_api`).
+    pub crds: BTreeMap<String, Value>,
     pub log: Vec<Event>,
 }
 
@@ -70,6 +75,17 @@ pub struct State {
     pub status_races: AtomicUsize,
     /// Stored resources this double does not serve (404), as an older kube-apiserver.
     pub unserved: Mutex<Vec<&'static str>>,
+    /// While set, the CustomResourceDefinition API answers 503 and its watches end (the main
+    /// apiserver unreachable, as the project's server sees it).
+    pub crd_outage: AtomicBool,
+    /// How often a CustomResourceDefinition watch that allows bookmarks gets one (kube-apiserver:
+    /// about every minute).
+    pub crd_bookmark_ms: std::sync::atomic::AtomicU64,
+    /// The revision up to which CustomResourceDefinition history was compacted (etcd's
+    /// compaction): watches and pages from before it answer 410 Expired.
+    pub crd_compacted: std::sync::atomic::AtomicU64,
+    /// Bumped to end every open CustomResourceDefinition watch (as an apiserver restart does).
+    pub crd_watch_epoch: std::sync::atomic::AtomicU64,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,13 +117,23 @@ impl State {
             status_updates: AtomicUsize::new(0),
             status_races: AtomicUsize::new(0),
             unserved: Mutex::new(Vec::new()),
+            crd_outage: AtomicBool::new(false),
+            crd_bookmark_ms: std::sync::atomic::AtomicU64::new(60_000),
+            crd_compacted: std::sync::atomic::AtomicU64::new(0),
+            crd_watch_epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    fn record(&self, objects: &mut Objects, resource: &'static str, kind: &'static str, mut object: Value) -> Value {
+    pub fn record(
+        &self,
+        objects: &mut Objects,
+        resource: &'static str,
+        kind: &'static str,
+        mut object: Value,
+    ) -> Value {
         objects.revision += 1;
         object["metadata"]["resourceVersion"] = json!(objects.revision.to_string());
-        let event = Event { revision: objects.revision, resource, kind, object: object.clone() };
+        let event = Event { revision: objects.revision, resource, kind, object: object.clone(), previous: None };
         objects.log.push(event.clone());
         let _ = self.events.send(event);
         object

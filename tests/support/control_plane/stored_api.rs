@@ -1,7 +1,10 @@
 //! Objects the double stores as kube-apiserver does, with resourceVersions from the double's
 //! global counter and watch events: the admission configurations of
 //! `admissionregistration.k8s.io/v1` (webhook configurations, Validating and Mutating
-//! AdmissionPolicies and their bindings, as Kubernetes 1.36 serves them; v1beta1 is not served) and core/v1 ResourceQuotas (with the `status` subresource, whose updates
+//! AdmissionPolicies and their bindings, as Kubernetes 1.36 serves them; v1beta1 is not served), the kinds our Helm chart renders (Secrets, which helm's `lookup` reads, ServiceAccounts,
+//! Services, Deployments, StatefulSets, RBAC objects, PodDisruptionBudgets: stored and
+//! nothing more; the double's authorizer takes its rules from the test, not from stored RBAC
+//! objects) and core/v1 ResourceQuotas (with the `status` subresource, whose updates
 //! are compare-and-swap on `metadata.resourceVersion`). Get, list, watch, create, update,
 //! delete.
 
@@ -31,6 +34,16 @@ pub const RESOURCES: &[(&str, &str, &str, bool)] = &[
     ("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBindingList", "admissionregistration.k8s.io/v1", false),
     ("resourcequotas", "ResourceQuotaList", "v1", true),
     ("configmaps", "ConfigMapList", "v1", true),
+    ("secrets", "SecretList", "v1", true),
+    ("serviceaccounts", "ServiceAccountList", "v1", true),
+    ("services", "ServiceList", "v1", true),
+    ("deployments", "DeploymentList", "apps/v1", true),
+    ("statefulsets", "StatefulSetList", "apps/v1", true),
+    ("clusterroles", "ClusterRoleList", "rbac.authorization.k8s.io/v1", false),
+    ("clusterrolebindings", "ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", false),
+    ("roles", "RoleList", "rbac.authorization.k8s.io/v1", true),
+    ("rolebindings", "RoleBindingList", "rbac.authorization.k8s.io/v1", true),
+    ("poddisruptionbudgets", "PodDisruptionBudgetList", "policy/v1", true),
 ];
 
 /// A list of stored objects in a namespace picked by an equality label selector
