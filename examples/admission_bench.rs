@@ -205,7 +205,8 @@ fn main() {
     // Rounds of the throughput runs (argument; default 3; 0 measures the steps alone).
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     // A second argument runs one step alone, for instruction counts under callgrind
-    // (hack/callgrind-admission.sh): `vap`, `map`, `none` or `schema`.
+    // (hack/callgrind-admission.sh): `vap`, `map`, `none`, `hooks10`, `hooks100` (10 or 100
+    // non-matching webhook configurations) or `schema`.
     let only = std::env::args().nth(2);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c", "namespace": "default"},
@@ -233,6 +234,8 @@ fn main() {
             "schema" => schema_rule(&object),
             "vap" => admission_step(&runtime, &admission(0, Policy::Validating), &object),
             "map" => admission_step(&runtime, &admission(0, Policy::Mutating), &object),
+            "hooks10" => admission_step(&runtime, &admission(10, Policy::None), &object),
+            "hooks100" => admission_step(&runtime, &admission(100, Policy::None), &object),
             _ => admission_step(&runtime, &admission(0, Policy::None), &object),
         };
         println!("{only}: {ns:.0} ns");

@@ -2,15 +2,18 @@
 # The etcd backend beside etcd itself and beside sled, in one run on one machine: creates and
 # gets over 1, 8 and 32 HTTPS connections, lists of 2,000 objects, watch fan-out, against the
 # release server on sled and on etcd (a fresh single-member etcd on loopback ports, fsync on,
-# as deployed); then etcd's own rate for the same operations (examples/etcd_load: conditional
-# puts, gets, 2,000-key ranges) at the same concurrency with values the size the server stores.
-# Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]
+# as deployed), once with every read going to etcd (--watch-cache=false) and once answered by the
+# watch-fed cache, back to back; then etcd's own rate for the same operations
+# (examples/etcd_load: conditional puts, gets, 2,000-key ranges) at the same concurrency with
+# values the size the server stores; then the cache's resident memory per object
+# (examples/etcd_cache_memory).
+# Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]   (SERVERS="sled etcd-direct etcd" by default)
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
 cd "$(dirname "$0")/.."
 seconds="${1:-5}"
 command -v etcd >/dev/null || { echo "etcd is required (Debian: apt-get install etcd-server)" >&2; exit 1; }
-cargo build --release --quiet --features etcd --bin crd-apiserver --example load --example watchload --example etcd_load
+cargo build --release --quiet --features etcd --bin crd-apiserver --example load --example watchload --example etcd_load --example etcd_cache_memory
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 binary="$target/release/crd-apiserver"
 work=$(mktemp -d)
@@ -26,17 +29,24 @@ etcd --data-dir "$work/etcd" --listen-client-urls "$endpoint" --advertise-client
   --initial-cluster "default=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
 
-run_server() { # BACKEND
+run_server() { # sled | etcd-direct | etcd
   local dir="$work/$1"
   mkdir -p "$dir" && cp -r manifests "$dir/"
   unset port
-  if [ "$1" = etcd ]; then
-    dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" --etcd-compaction-interval=0
-  else
-    dev_server "$dir" "$binary"
-  fi
+  case "$1" in
+    etcd-direct) dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
+      --etcd-compaction-interval=0 --etcd-prefix=/bench-direct --watch-cache=false ;;
+    etcd) dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
+      --etcd-compaction-interval=0 --etcd-prefix=/bench-cached ;;
+    *) dev_server "$dir" "$binary" ;;
+  esac
   tls=(--port "$port" --ca "$dir/certs/dev/serving-ca.crt" --cert "$dir/certs/dev/admin.crt" --key "$dir/certs/dev/admin.key")
-  echo "== crd-apiserver on $1"
+  case "$1" in
+    etcd-direct) echo "== crd-apiserver on etcd, --watch-cache=false (every read from etcd)" ;;
+    etcd) echo "== crd-apiserver on etcd, reads from the watch-fed cache" ;;
+    *) echo "== crd-apiserver on $1" ;;
+  esac
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for conns in 1 8 32; do
     "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get
   done
@@ -50,10 +60,16 @@ run_server() { # BACKEND
   kill "$server"; wait "$server" 2>/dev/null || true; server=""
 }
 
-run_server sled
-run_server etcd
+for name in ${SERVERS:-sled etcd-direct etcd}; do
+  run_server "$name"
+done
 echo "== etcd itself"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+sample=/bench-cached/
+case " ${SERVERS:-etcd} " in *" etcd "*) ;; *) sample=/bench-direct/ ;; esac
 for conns in 1 8 32; do
   "$target"/release/examples/etcd_load --endpoint "$endpoint" --connections "$conns" --seconds "$seconds" \
-    --sample-prefix /crd-apiserver/
+    --sample-prefix "$sample"
 done
+echo "== the cache's memory"
+"$target"/release/examples/etcd_cache_memory --endpoint "$endpoint" --objects 20000 --value-bytes 1400

@@ -3,6 +3,7 @@
 # shared machine): runs a release build under callgrind, then counts N creates, N gets and a
 # few lists of 2,000 objects, each over one keep-alive connection (curl), TLS included.
 # Usage: hack/callgrind-requests.sh [BINARY] [N]      (BINARY: a crd-apiserver release build)
+# SERVE_FLAGS="--storage-backend=etcd3 --etcd-servers=..." measures another backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
@@ -15,7 +16,8 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -
 cp -r manifests "$work/"
 source hack/lib/dev-server.sh
 port=$((20000 + RANDOM % 20000))
-start() { dev_server "$work" "$@" "$binary"; }
+# shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
+start() { dev_server "$work" "$@" "$binary" -- ${SERVE_FLAGS:-}; }
 certs="$work/certs/dev"
 client=(curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key")
 coll="https://127.0.0.1:$port/apis/stable.example.com/v1/namespaces/bench/crontabs"

@@ -223,3 +223,61 @@ fn etcd_over_tls_with_client_certificates_and_wrong_credentials_refused_at_start
     assert!(anonymous.get("/readyz").map(|r| r.status != 200).unwrap_or(true), "ready without etcd");
     assert!(refused.log().contains("--etcd-certfile"));
 }
+
+#[test]
+fn reads_on_one_replica_show_what_another_acknowledged_with_kubernetes_resource_version_rules() {
+    let etcd = TestEtcd::start();
+    let a = start_on(&etcd, &[]);
+    let b = start_on(&etcd, &[]);
+    let direct = start_on(&etcd, &["--watch-cache=false"]);
+    let (on_a, on_b, on_direct) = (Client::admin(&a), Client::admin(&b), Client::admin(&direct));
+    // The first read of the resource makes b cache it; later reads are answered by its cache.
+    assert_eq!(on_b.get(CRONTABS).unwrap().status, 200);
+    for i in 0..30 {
+        let name = format!("ryw-{i}");
+        let created = on_a.send_json("POST", CRONTABS, &crontab(&name));
+        assert_eq!(created.status, 201);
+        let rv = created.json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        for (server, client) in [("b", &on_b), ("direct", &on_direct)] {
+            // resourceVersion unset: consistent, so the write acknowledged by a is there.
+            let got = client.get(&format!("{CRONTABS}/{name}")).unwrap();
+            assert_eq!(got.status, 200, "{server}, write {i}: {}", got.text());
+            assert_eq!(got.json()["metadata"]["resourceVersion"], rv.as_str(), "{server}, write {i}");
+            let list = client.get(CRONTABS).unwrap().json();
+            let list_rv: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+            assert!(list_rv >= rv.parse().unwrap(), "{server}, write {i}");
+            assert!(list["items"].as_array().unwrap().iter().any(|o| o["metadata"]["name"] == name.as_str()));
+            // resourceVersion="N": not older than N.
+            let at_least = client.get(&format!("{CRONTABS}/{name}?resourceVersion={rv}")).unwrap();
+            assert_eq!(at_least.status, 200, "{server}, write {i}");
+        }
+    }
+    // resourceVersion="0": any state the cache holds; the object is there by now.
+    let any = on_b.get(&format!("{CRONTABS}/ryw-0?resourceVersion=0")).unwrap();
+    assert_eq!(any.status, 200);
+    // A revision no replica has reached: Kubernetes' "Too large resource version" after a wait.
+    let began = Instant::now();
+    let future = on_b.get(&format!("{CRONTABS}/ryw-0?resourceVersion=99999999")).unwrap();
+    assert_eq!(future.status, 504, "{}", future.text());
+    assert_eq!(future.json()["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+    assert!(began.elapsed() >= Duration::from_secs(2), "answered after {:?}", began.elapsed());
+    // Pages of a list at one revision, across replicas, while a writes on.
+    let first = on_b.get(&format!("{CRONTABS}?limit=7")).unwrap().json();
+    let list_rv = first["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut names: Vec<String> =
+        first["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().into()).collect();
+    let mut token = first["metadata"]["continue"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+    let mut n = 0;
+    while let Some(next) = token {
+        n += 1;
+        assert_eq!(on_a.send_json("POST", CRONTABS, &crontab(&format!("later-{n}"))).status, 201);
+        let reader = if n % 2 == 0 { &on_b } else { &on_direct };
+        let page = reader.get(&format!("{CRONTABS}?limit=7&continue={next}")).unwrap().json();
+        assert_eq!(page["metadata"]["resourceVersion"], list_rv.as_str(), "page {n}: {page}");
+        names.extend(page["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().into()));
+        token = page["metadata"]["continue"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+    }
+    let mut expected: Vec<String> = (0..30).map(|i| format!("ryw-{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "the pages hold the list at its revision, none of the later writes");
+}

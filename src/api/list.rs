@@ -15,7 +15,7 @@ use super::present;
 use super::selectors::{FieldSelector, LabelSelector, field_text};
 use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
-use crate::store::{self, ListOptions, Revision, Store, key};
+use crate::store::{self, Freshness, ListOptions, Revision, Store, key};
 
 /// Items read per store call when selectors filter what comes back.
 const FILTERED_PAGE: usize = 500;
@@ -134,6 +134,8 @@ struct Start {
     revision: Option<Revision>,
     /// Wait for the store to reach this revision first (NotOlderThan semantics).
     at_least: Option<Revision>,
+    /// How fresh the latest state must be when no revision is given.
+    freshness: Freshness,
     start_after: Option<String>,
     /// What followed the previous page of this list (at `revision`), from its token.
     remaining: Option<u64>,
@@ -150,13 +152,25 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
         let start_after = format!("{}{}", key_root(call), token.start);
         // A count is only good at the revision it was made at.
         let remaining = token.remaining.filter(|_| token.revision.is_some());
-        return Ok(Start { revision: token.revision, at_least: None, start_after: Some(start_after), remaining });
+        return Ok(Start {
+            revision: token.revision,
+            at_least: None,
+            freshness: Freshness::Consistent,
+            start_after: Some(start_after),
+            remaining,
+        });
     }
     if call.query.get("sendInitialEvents").is_some() {
         return Err(list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list"));
     }
     match (rv, rvm) {
-        ("", "") => Ok(Start { revision: None, at_least: None, start_after: None, remaining: None }),
+        ("", "") => Ok(Start {
+            revision: None,
+            at_least: None,
+            freshness: Freshness::Consistent,
+            start_after: None,
+            remaining: None,
+        }),
         ("", _) => Err(list_options_invalid(
             "resourceVersionMatch",
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
@@ -169,13 +183,21 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
                     "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
-            Ok(Start { revision: Some(revision), at_least: None, start_after: None, remaining: None })
+            Ok(Start {
+                revision: Some(revision),
+                at_least: None,
+                freshness: Freshness::Consistent,
+                start_after: None,
+                remaining: None,
+            })
         }
         (rv, "" | "NotOlderThan") => {
             let revision = parse_revision(rv)?;
             Ok(Start {
                 revision: None,
                 at_least: (revision > 0).then_some(revision),
+                // "0" (any state) and "N" (not older than N) may be answered from a cache.
+                freshness: Freshness::NotOlderThan(revision),
                 start_after: None,
                 remaining: None,
             })
@@ -249,6 +271,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
             start_after: start_after.clone(),
             limit: page_limit,
             count_remaining: count_remaining && counted_before.is_none(),
+            freshness: start.freshness,
         };
         let page = api.store().list(&prefix, options).await.map_err(|e| match e {
             store::Error::Expired { .. } if call.query.has("continue") => ApiError::expired(TOO_OLD_CONTINUE),

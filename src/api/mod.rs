@@ -61,9 +61,20 @@ pub struct Catalog {
 impl Catalog {
     /// The catalog of `registry` with the server's own read-only resources added.
     pub fn new(registry: Registry) -> Catalog {
+        Catalog::build(registry, None)
+    }
+
+    /// [`Catalog::new`], reusing what `previous` built for every group whose definitions are
+    /// the same `Arc`s (a reload that changed one definition encodes only its group's
+    /// documents again, plus those listing every group).
+    pub fn next(previous: &Catalog, registry: Registry) -> Catalog {
+        Catalog::build(registry, Some(previous))
+    }
+
+    fn build(registry: Registry, previous: Option<&Catalog>) -> Catalog {
         let registry = registry.with_builtin();
-        let discovery = Discovery::build(&registry);
-        let openapi = openapi::Documents::build(&registry);
+        let discovery = Discovery::build_from(&registry, previous.map(|p| &p.discovery));
+        let openapi = openapi::Documents::build_from(&registry, previous.map(|p| &p.openapi));
         Catalog { registry, discovery, openapi }
     }
 }
@@ -135,7 +146,7 @@ impl Api {
 
     /// Serves a new set of definitions from now on.
     pub fn replace_registry(&self, registry: Registry) {
-        self.replace_catalog(Catalog::new(registry));
+        self.replace_catalog(Catalog::next(&self.catalog(), registry));
     }
 
     /// Serves a catalog built off the request path from now on. Requests in flight finish with

@@ -116,10 +116,16 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
     let prefix = call.prefix();
     let mut initial = Vec::new();
     let start = if params.initial_events {
-        if let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty() && *rv != "0") {
-            wait_for_revision(api, call, parse_revision(rv)?).await?;
+        let mut options = ListOptions::default();
+        if let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty()) {
+            let revision = parse_revision(rv)?;
+            if revision > 0 {
+                wait_for_revision(api, call, revision).await?;
+            }
+            // "0" starts from any state, "N" from one not older than N: a cache may answer.
+            options.freshness = store::Freshness::NotOlderThan(revision);
         }
-        let page = api.store().list(&prefix, ListOptions::default()).await.map_err(|e| errors::storage(e, call, ""))?;
+        let page = api.store().list(&prefix, options).await.map_err(|e| errors::storage(e, call, ""))?;
         for kv in page.items {
             let object = present::from_storage(call, &kv.value, kv.revision)?;
             if filter.matches(&object) {

@@ -65,7 +65,7 @@ impl LiveDefinitions {
 
     /// The first load: what the server starts serving.
     pub async fn load(&self) -> Registry {
-        let registry = match self.plan_and_record(false).await {
+        let registry = match self.plan_and_record(None).await {
             Some((mut plan, _)) => std::mem::take(&mut plan.registry),
             None => Registry::default(),
         };
@@ -85,7 +85,7 @@ impl LiveDefinitions {
     /// Reads the files again and serves what they say, if anything changed. `since` is when
     /// the file events that asked for it began.
     pub async fn reload(&self, api: &Api, since: std::time::Instant) {
-        let Some((plan, Some(catalog))) = self.plan_and_record(true).await else {
+        let Some((plan, Some(catalog))) = self.plan_and_record(Some(api.catalog())).await else {
             self.cluster_served();
             return;
         };
@@ -111,12 +111,14 @@ impl LiveDefinitions {
     }
 
     /// Scans, plans and, when the served set changes (or on the first load), records the
-    /// accepted names and builds the catalog (when `with_catalog`), off the request path.
-    /// `None` when nothing changed.
-    async fn plan_and_record(&self, with_catalog: bool) -> Option<(Plan, Option<Catalog>)> {
-        let ages = super::accepted_names::ages(&self.store).await;
+    /// accepted names and builds the catalog (when given the one served now, whose unchanged
+    /// parts it reuses), off the request path. `None` when nothing changed.
+    async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
+        // Both records at once (each a listing of the store).
+        let (ages, stored_versions) =
+            tokio::join!(super::accepted_names::ages(&self.store), stored_versions::read_all(&self.store));
         let (first, provisional) = self.state.lock().map(|s| (!s.loaded, s.provisional)).unwrap_or((false, false));
-        let (stored_versions, unread) = match stored_versions::read_all(&self.store).await {
+        let (stored_versions, unread) = match stored_versions {
             Ok(all) => (all, false),
             Err(e) if first => {
                 // A store that cannot be read at start (a full disk keeps it closed): serve
@@ -153,7 +155,10 @@ impl LiveDefinitions {
             let mut plan = reload::plan(&state.served, &scan, &context);
             plan.problems.extend(conflicts);
             let changed = !plan.is_unchanged() || !state.loaded;
-            let catalog = (changed && with_catalog).then(|| Catalog::new(std::mem::take(&mut plan.registry)));
+            let catalog = match serving {
+                Some(serving) if changed => Some(Catalog::next(&serving, std::mem::take(&mut plan.registry))),
+                _ => None,
+            };
             (plan, changed, catalog, ages, stored_versions)
         })
         .await;

@@ -46,6 +46,10 @@ pub struct StorageFlags {
     /// is disabled.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
+    /// With etcd3: answer gets and lists from the replica's watch-fed cache where
+    /// Kubernetes' consistency rules allow it. false: every read goes to etcd.
+    #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
     /// With etcd3: elect one replica to run the work that must run once (the namespace
     /// sweeper, storage-version migrations, the serveddefinitions status). false: this
     /// replica always runs it (only for a single replica).
@@ -105,6 +109,7 @@ impl StorageFlags {
             cert_file: self.etcd_certfile.clone(),
             key_file: self.etcd_keyfile.clone(),
             compaction_interval: self.etcd_compaction_interval,
+            watch_cache: self.watch_cache,
             request_timeout,
         }
     }

@@ -5,6 +5,8 @@
 //! Owns the built-in definitions' manifests; they take the same load path as any file, so
 //! discovery, OpenAPI, Tables and `kubectl explain` treat them like any other. Read-only.
 
+use std::sync::{Arc, OnceLock};
+
 use serde_json::{Value, json};
 
 use super::model::Definition;
@@ -57,6 +59,13 @@ pub fn served_definitions_manifest() -> Value {
             }],
         },
     })
+}
+
+/// Every built-in definition, loaded once per process: the same `Arc`s in every registry, so
+/// that a reload of the files leaves them (and their watches) as they are.
+pub fn shared() -> &'static [Arc<Definition>] {
+    static SHARED: OnceLock<Vec<Arc<Definition>>> = OnceLock::new();
+    SHARED.get_or_init(|| definitions().into_iter().map(Arc::new).collect())
 }
 
 /// Every built-in definition, served read-only.

@@ -70,8 +70,19 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
         if meta.is_dir() {
             let entries = std::fs::read_dir(path)
                 .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot list: {e}")]))?;
-            let mut found: Vec<PathBuf> =
-                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_manifest(p) && p.is_file()).collect();
+            // The entry's type is known without a look at the file, but for a symbolic link (a
+            // ConfigMap volume's files are links into `..data`), which is followed.
+            let regular = |entry: &std::fs::DirEntry, path: &Path| match entry.file_type() {
+                Ok(kind) if !kind.is_symlink() => kind.is_file(),
+                _ => path.is_file(),
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| {
+                    let path = entry.path();
+                    (is_manifest(&path) && regular(&entry, &path)).then_some(path)
+                })
+                .collect();
             found.sort();
             files.extend(found);
         } else {

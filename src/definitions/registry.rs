@@ -36,6 +36,9 @@ pub struct Registry {
     by_group: BTreeMap<String, HashMap<String, HashMap<String, Served>>>,
     /// Served versions of each group, by Kubernetes version priority.
     group_versions: BTreeMap<String, Vec<String>>,
+    /// The definitions of each group, in load order: what the group's discovery and OpenAPI
+    /// documents are built from (the same `Arc`s, the same documents).
+    group_definitions: HashMap<String, Vec<Arc<Definition>>>,
 }
 
 impl Registry {
@@ -97,12 +100,12 @@ impl Registry {
     /// The same registry plus the server's own read-only resources (`builtin`), unless a
     /// definition of the files already uses their group. Every served registry goes through this.
     pub fn with_builtin(mut self) -> Registry {
-        for builtin in super::builtin::definitions() {
+        for builtin in super::builtin::shared() {
             if let Some(taken) = self.definitions.iter().find(|d| d.group == builtin.group) {
                 tracing::warn!(definition = %taken.name, "the group {} of the server's own resources is taken by a definition of the files; {} is not served", builtin.group, builtin.name);
                 continue;
             }
-            self.insert(Arc::new(builtin));
+            self.insert(builtin.clone());
         }
         for versions in self.group_versions.values_mut() {
             versions.sort_by(|a, b| version_order::by_priority(a, b));
@@ -120,6 +123,7 @@ impl Registry {
                 .insert(definition.plural.clone(), Served::new(definition.clone(), version.clone()));
             self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
         }
+        self.group_definitions.entry(definition.group.clone()).or_default().push(definition.clone());
         self.definitions.push(definition);
     }
 
@@ -138,6 +142,11 @@ impl Registry {
         self.group_versions.iter().map(|(g, v)| (g.as_str(), v.as_slice()))
     }
 
+    /// The definitions of a group, in load order (served versions or not).
+    pub fn definitions_of(&self, group: &str) -> &[Arc<Definition>] {
+        self.group_definitions.get(group).map_or(&[], Vec::as_slice)
+    }
+
     /// Served versions of a group, preferred first.
     pub fn versions_of(&self, group: &str) -> Option<&[String]> {
         self.group_versions.get(group).map(Vec::as_slice)
@@ -150,6 +159,12 @@ impl Registry {
         out.sort_by(|a, b| a.definition.plural.cmp(&b.definition.plural));
         out
     }
+}
+
+/// Whether two lists hold the very same definitions (`Arc`s), in the same order: then
+/// everything built from one holds for the other.
+pub fn same_definitions(a: &[Arc<Definition>], b: &[Arc<Definition>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| Arc::ptr_eq(a, b))
 }
 
 #[cfg(test)]

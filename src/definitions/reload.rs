@@ -204,9 +204,10 @@ fn accept_names(
             continue;
         }
         problems.extend(clashes);
+        let accepted: HashSet<*const super::Definition> = registry.definitions().iter().map(Arc::as_ptr).collect();
         let served = candidates
             .into_iter()
-            .filter(|c| registry.definitions().iter().any(|d| Arc::ptr_eq(d, &c.served.loaded.definition)))
+            .filter(|c| accepted.contains(&Arc::as_ptr(&c.served.loaded.definition)))
             .map(|c| (c.served.name().to_string(), c.served))
             .collect();
         return (registry, served);

@@ -1,12 +1,14 @@
-//! Reading the `--definitions` paths again and again: every manifest file is read on each
-//! scan, but only files whose bytes changed are parsed, checked and compiled again; the others
-//! give back the very definitions (the same `Arc`s) they gave before, so that an unchanged
-//! definition is recognised by identity and its watches go on.
+//! Reading the `--definitions` paths again and again: every manifest file is looked at on each
+//! scan and read unless its metadata (file, length, times) is what it was when it was last
+//! read and it had been still for a second then; only files whose bytes changed are parsed,
+//! checked and compiled again; the others give back the very definitions (the same `Arc`s) they
+//! gave before, so that an unchanged definition is recognised by identity and its watches go on.
 //!
 //! Owns the cache of loaded files. Must not decide what is served (`live::plan` does).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::load::{Loaded, Problem, load_text, manifest_files};
 
@@ -38,51 +40,144 @@ pub enum Scan {
     Failed(Problem),
 }
 
+/// How long a file must have been still before its metadata alone vouches for its bytes: a
+/// file changed within the same tick of the file system's clock as it was last read keeps its
+/// metadata, so it is read again until it has been still this long (as git treats "racily
+/// clean" entries).
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// What a file's metadata says of it: the file (device and inode, through symbolic links, so
+/// that a ConfigMap volume's swap is a new file), its length, and when it or its contents last
+/// changed (`ctime` cannot be set back by a writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    /// Whether the file had been still for [`SETTLED`] when it was looked at (`looked_at`).
+    fn settled_at(&self, looked_at: SystemTime) -> bool {
+        let Some(limit) = looked_at.duration_since(UNIX_EPOCH).ok().and_then(|t| t.checked_sub(SETTLED)) else {
+            return false;
+        };
+        let before = |(seconds, nanos): (i64, i64)| match (u64::try_from(seconds), u32::try_from(nanos)) {
+            (Ok(seconds), Ok(nanos)) => Duration::new(seconds, nanos) < limit,
+            _ => false,
+        };
+        before(self.mtime) && before(self.ctime)
+    }
+}
+
+/// A file as the last scan saw it.
+#[derive(Debug)]
+struct Cached {
+    bytes: Vec<u8>,
+    /// Its metadata just before `bytes` were read, and when that was.
+    stamp: Option<Stamp>,
+    looked_at: SystemTime,
+    documents: Documents,
+}
+
 /// The files seen at the last scan, by path, with their bytes and what they gave.
 #[derive(Debug, Default)]
 pub struct FileCache {
-    files: HashMap<PathBuf, (Vec<u8>, Documents)>,
+    files: HashMap<PathBuf, Cached>,
+}
+
+/// What a scan found of one file.
+enum Found {
+    /// Metadata the same as when the cached bytes were read, the file still since.
+    Unchanged,
+    Read {
+        bytes: Result<Vec<u8>, String>,
+        stamp: Option<Stamp>,
+        changed: bool,
+    },
 }
 
 impl FileCache {
-    /// Reads every manifest under `paths`; changed files are loaded on every core.
+    /// Reads every manifest under `paths` whose metadata does not vouch for what was read
+    /// before; changed files are loaded on every core.
     pub fn scan(&mut self, paths: &[PathBuf]) -> Scan {
         let files = match manifest_files(paths) {
             Ok(files) => files,
             Err(problem) => return Scan::Failed(problem),
         };
-        let read: Vec<(PathBuf, Result<Vec<u8>, String>)> = files
+        let looked_at = SystemTime::now();
+        let found: Vec<(PathBuf, Found)> = files
             .into_iter()
             .map(|path| {
+                let stamp = Stamp::of(&path);
+                let cached = self.files.get(&path);
+                if let (Some(stamp), Some(cached)) = (stamp, cached)
+                    && cached.stamp == Some(stamp)
+                    && stamp.settled_at(cached.looked_at)
+                {
+                    return (path, Found::Unchanged);
+                }
                 let bytes = std::fs::read(&path).map_err(|e| format!("cannot read: {e}"));
-                (path, bytes)
+                let changed = match (&bytes, cached) {
+                    (Ok(bytes), Some(cached)) => *bytes != cached.bytes,
+                    _ => true,
+                };
+                (path, Found::Read { bytes, stamp, changed })
             })
             .collect();
-        let changed: Vec<&(PathBuf, Result<Vec<u8>, String>)> = read
+        let changed: Vec<(&Path, &Result<Vec<u8>, String>)> = found
             .iter()
-            .filter(|(path, bytes)| match (bytes, self.files.get(path)) {
-                (Ok(bytes), Some((seen, _))) => bytes != seen,
-                _ => true,
+            .filter_map(|(path, found)| match found {
+                Found::Read { bytes, changed: true, .. } => Some((path.as_path(), bytes)),
+                _ => None,
             })
             .collect();
         let loaded = crate::core::parallel::map(&changed, |(path, bytes)| match bytes {
             Ok(bytes) => load_text(path, bytes),
             Err(message) => vec![Err(Problem::new(path.display().to_string(), None, vec![message.clone()]))],
         });
-        let mut fresh: HashMap<&Path, Documents> = changed.iter().map(|(path, _)| path.as_path()).zip(loaded).collect();
-        let mut files = HashMap::with_capacity(read.len());
-        let mut scanned = Vec::with_capacity(read.len());
-        for (path, bytes) in &read {
-            let documents = match fresh.remove(path.as_path()) {
-                Some(documents) => documents,
-                None => self.files.get(path).map(|(_, documents)| documents.clone()).unwrap_or_default(),
+        let fresh: HashMap<PathBuf, Documents> =
+            changed.iter().map(|(path, _)| path.to_path_buf()).zip(loaded).collect();
+        let mut previous = std::mem::take(&mut self.files);
+        let mut scanned = Vec::with_capacity(found.len());
+        for (path, found) in found {
+            let documents = match fresh.get(&path) {
+                Some(documents) => documents.clone(),
+                // (A path given twice was moved on the first time.)
+                None => previous
+                    .get(&path)
+                    .or_else(|| self.files.get(&path))
+                    .map(|c| c.documents.clone())
+                    .unwrap_or_default(),
             };
-            if let Ok(bytes) = bytes {
-                files.insert(path.clone(), (bytes.clone(), documents.clone()));
+            match found {
+                Found::Unchanged => {
+                    if let Some(cached) = previous.remove(&path) {
+                        self.files.insert(path.clone(), cached);
+                    }
+                }
+                Found::Read { bytes: Ok(bytes), stamp, .. } => {
+                    let cached = Cached { bytes, stamp, looked_at, documents: documents.clone() };
+                    self.files.insert(path.clone(), cached);
+                }
+                Found::Read { bytes: Err(_), .. } => {}
             }
-            scanned.push(ScannedFile { path: path.clone(), documents });
+            scanned.push(ScannedFile { path, documents });
         }
-        self.files = files;
         Scan::Files(scanned)
     }
 }
@@ -123,6 +218,40 @@ spec:
         std::fs::write(&file, CRONTAB.replace("CronTab", "CronTab2")).unwrap();
         let changed = cache.scan(&[dir.path().to_path_buf()]);
         assert_eq!(definitions(&changed)[0].definition.kind, "CronTab2");
+    }
+
+    #[test]
+    fn a_file_rewritten_at_once_with_the_same_length_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("crontab.yaml");
+        std::fs::write(&file, CRONTAB).unwrap();
+        let mut cache = FileCache::default();
+        let paths = [dir.path().to_path_buf()];
+        assert_eq!(definitions(&cache.scan(&paths))[0].definition.kind, "CronTab");
+        // Same length, within the same tick of the file system's clock most likely.
+        std::fs::write(&file, CRONTAB.replace("CronTab", "CronTac")).unwrap();
+        assert_eq!(definitions(&cache.scan(&paths))[0].definition.kind, "CronTac");
+        // A ConfigMap volume's swap: another file under the same path.
+        let other = dir.path().join("other");
+        std::fs::write(&other, CRONTAB.replace("CronTab", "CronTad")).unwrap();
+        std::fs::rename(&other, &file).unwrap();
+        assert_eq!(definitions(&cache.scan(&paths))[0].definition.kind, "CronTad");
+    }
+
+    #[test]
+    fn metadata_vouches_only_for_files_still_for_a_while() {
+        let now = SystemTime::now();
+        let at = |t: SystemTime| {
+            let t = t.duration_since(UNIX_EPOCH).unwrap();
+            (i64::try_from(t.as_secs()).unwrap(), i64::from(t.subsec_nanos()))
+        };
+        let stamp = |changed: SystemTime| Stamp { dev: 1, ino: 2, len: 3, mtime: at(changed), ctime: at(changed) };
+        assert!(stamp(now - Duration::from_secs(2)).settled_at(now));
+        assert!(!stamp(now - Duration::from_millis(10)).settled_at(now));
+        assert!(!stamp(now + Duration::from_secs(5)).settled_at(now), "a time ahead of the clock vouches for nothing");
+        let mut recent_ctime = stamp(now - Duration::from_secs(2));
+        recent_ctime.ctime = at(now);
+        assert!(!recent_ctime.settled_at(now), "mtime set back by a writer");
     }
 
     #[test]

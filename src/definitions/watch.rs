@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 /// How long the files must stay quiet before they are read: a burst of events (an editor's
 /// save, a ConfigMap update, several replacements) makes one reload.
-pub const QUIET: Duration = Duration::from_millis(25);
+pub const QUIET: Duration = Duration::from_millis(10);
 /// The longest a change waits for a quiet moment: files rewritten without pause are still
 /// read this often.
 pub const MOST_DELAY: Duration = Duration::from_millis(250);

@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::etcd::EtcdStore;
 use super::sled::SledStore;
-use super::{ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
+use super::{Freshness, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 
 /// One of the storage backends, dispatched statically.
 #[derive(Clone)]
@@ -67,6 +67,13 @@ impl Store for Backend {
         match self {
             Backend::Sled(s) => s.get(key).await,
             Backend::Etcd(s) => s.get(key).await,
+        }
+    }
+
+    async fn get_fresh(&self, key: &str, freshness: Freshness) -> Result<Option<Versioned>> {
+        match self {
+            Backend::Sled(s) => s.get_fresh(key, freshness).await,
+            Backend::Etcd(s) => s.get_fresh(key, freshness).await,
         }
     }
 

@@ -89,6 +89,7 @@ async fn lists_page_and_stay_consistent<S: Store>(store: &S) {
                     start_after: start.clone(),
                     limit: Some(4),
                     count_remaining: true,
+                    ..ListOptions::default()
                 },
             )
             .await

@@ -55,11 +55,27 @@ pub struct Update {
     pub value: Bytes,
 }
 
+/// How fresh a read of the latest state must be (Kubernetes' `resourceVersion` of gets and
+/// lists without `resourceVersionMatch=Exact`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Freshness {
+    /// Consistent (`resourceVersion=""`): every write acknowledged before the read began, by
+    /// any replica, is in it.
+    #[default]
+    Consistent,
+    /// Any state at or after this revision (`resourceVersion="N"`, NotOlderThan; `"0"`: any
+    /// state at all). A backend that keeps a cache may answer from it without asking its
+    /// server.
+    NotOlderThan(Revision),
+}
+
 /// Which part of a prefix to list, and at which revision.
 #[derive(Debug, Clone, Default)]
 pub struct ListOptions {
-    /// List as of this revision; `None` lists the latest state.
+    /// List as of this revision; `None` lists the latest state (as fresh as `freshness`).
     pub revision: Option<Revision>,
+    /// How fresh the latest state must be when `revision` is `None`.
+    pub freshness: Freshness,
     /// Start strictly after this key (pagination).
     pub start_after: Option<String>,
     /// At most this many items; `None` for all.
@@ -171,7 +187,15 @@ pub trait Store: Send + Sync + 'static {
     /// The latest durable revision. Watchers have been handed every event up to it.
     fn current_revision(&self) -> Revision;
 
+    /// The latest value of `key`, consistent (`Freshness::Consistent`).
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned>>> + Send;
+
+    /// The value of `key` in a state at least as fresh as `freshness` asks. Backends whose
+    /// reads are always the latest state answer as `get` does.
+    fn get_fresh(&self, key: &str, freshness: Freshness) -> impl Future<Output = Result<Option<Versioned>>> + Send {
+        let _ = freshness;
+        self.get(key)
+    }
 
     /// Lists keys starting with `prefix`, in key order, consistent at one revision.
     fn list(&self, prefix: &str, options: ListOptions) -> impl Future<Output = Result<ListResult>> + Send;

@@ -1,16 +1,20 @@
 //! Discovery documents, computed once per registry: `/api`, `/apis` (plain and aggregated
-//! v2/v2beta1), `/apis/<group>` and `/apis/<group>/<version>`.
+//! v2/v2beta1), `/apis/<group>` and `/apis/<group>/<version>`. A group's documents (and its
+//! encoded items of the documents of every group) are kept across registries for as long as the
+//! group's definitions are the same `Arc`s.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 mod types;
 
 use bytes::Bytes;
 
-use crate::definitions::registry::{Registry, Served};
+use crate::definitions::Definition;
+use crate::definitions::registry::{Registry, Served, same_definitions};
 use types::{
-    ApiGroup, ApiGroupDiscovery, ApiGroupList, ApiResource, ApiResourceDiscovery, ApiResourceList,
-    ApiSubresourceDiscovery, ApiVersionDiscovery, ApiVersions, GroupVersionForDiscovery, GroupVersionKind, NameOnly,
+    ApiGroup, ApiGroupDiscovery, ApiResource, ApiResourceDiscovery, ApiResourceList, ApiSubresourceDiscovery,
+    ApiVersionDiscovery, ApiVersions, GroupVersionForDiscovery, GroupVersionKind, NameOnly,
 };
 
 /// Verbs of a custom resource, in the order Kubernetes lists them.
@@ -50,51 +54,95 @@ pub struct Discovery {
     pub group_list: Document,
     pub aggregated_v2: Document,
     pub aggregated_v2beta1: Document,
-    groups: HashMap<String, Document>,
-    group_versions: HashMap<(String, String), Document>,
+    groups: HashMap<String, Arc<GroupDocuments>>,
+}
+
+/// The documents of one group and its parts of the documents of every group, built from the
+/// group's definitions: kept, as they are, while the group's definitions stay the same `Arc`s.
+#[derive(Debug)]
+struct GroupDocuments {
+    definitions: Vec<Arc<Definition>>,
+    /// `/apis/<group>`.
+    group: Document,
+    /// `/apis/<group>/<version>`, by version.
+    versions: HashMap<String, Document>,
+    /// Its item of the group list (no `kind`, no `apiVersion`), encoded.
+    list_item: Vec<u8>,
+    /// Its item of the aggregated documents, encoded.
+    aggregated_item: Vec<u8>,
+}
+
+impl GroupDocuments {
+    fn build(registry: &Registry, group: &str, versions: &[String]) -> GroupDocuments {
+        let entries: Vec<GroupVersionForDiscovery> = versions
+            .iter()
+            .map(|v| GroupVersionForDiscovery { group_version: format!("{group}/{v}"), version: v.clone() })
+            .collect();
+        let preferred = entries.first().cloned().unwrap_or_default();
+        let api_group = |kind, api_version| ApiGroup {
+            kind,
+            api_version,
+            name: group,
+            versions: entries.clone(),
+            preferred_version: preferred.clone(),
+        };
+        let mut documents = HashMap::new();
+        let mut aggregated_versions = Vec::new();
+        for version in versions {
+            let served = registry.resources(group, version);
+            let list = ApiResourceList {
+                kind: "APIResourceList",
+                api_version: "v1",
+                group_version: format!("{group}/{version}"),
+                resources: served.iter().flat_map(|s| api_resources(s)).collect(),
+            };
+            documents.insert(version.clone(), Document::new(&list));
+            aggregated_versions.push(ApiVersionDiscovery {
+                version,
+                resources: served.iter().map(|s| aggregated_resource(s)).collect(),
+                freshness: "Current",
+            });
+        }
+        // Each group is encoded once, for both aggregated documents.
+        let item = ApiGroupDiscovery { metadata: NameOnly { name: group }, versions: aggregated_versions };
+        GroupDocuments {
+            definitions: registry.definitions_of(group).to_vec(),
+            group: Document::new(&api_group("APIGroup", "v1")),
+            versions: documents,
+            // The group list's items carry no kind or apiVersion.
+            list_item: serde_json::to_vec(&api_group("", "")).unwrap_or_default(),
+            aggregated_item: serde_json::to_vec(&item).unwrap_or_default(),
+        }
+    }
 }
 
 impl Discovery {
     pub fn build(registry: &Registry) -> Discovery {
+        Discovery::build_from(registry, None)
+    }
+
+    /// The documents of `registry`, reusing those of `previous` for every group whose
+    /// definitions are the same (a reload changes one definition among many: only its group's
+    /// documents and the documents of every group are encoded again).
+    pub fn build_from(registry: &Registry, previous: Option<&Discovery>) -> Discovery {
         let mut groups = HashMap::new();
-        let mut group_versions = HashMap::new();
-        let mut group_list = Vec::new();
+        let mut list_items = Vec::new();
         let mut aggregated = Vec::new();
         for (group, versions) in registry.groups() {
-            let entries: Vec<GroupVersionForDiscovery> = versions
-                .iter()
-                .map(|v| GroupVersionForDiscovery { group_version: format!("{group}/{v}"), version: v.clone() })
-                .collect();
-            let preferred = entries.first().cloned().unwrap_or_default();
-            let api_group = |kind, api_version| ApiGroup {
-                kind,
-                api_version,
-                name: group,
-                versions: entries.clone(),
-                preferred_version: preferred.clone(),
+            let kept = previous
+                .and_then(|p| p.groups.get(group))
+                .filter(|p| same_definitions(&p.definitions, registry.definitions_of(group)));
+            let documents = match kept {
+                Some(documents) => documents.clone(),
+                None => Arc::new(GroupDocuments::build(registry, group, versions)),
             };
-            groups.insert(group.to_string(), Document::new(&api_group("APIGroup", "v1")));
-            // The group list's items carry no kind or apiVersion.
-            group_list.push(api_group("", ""));
-            let mut aggregated_versions = Vec::new();
-            for version in versions {
-                let served = registry.resources(group, version);
-                let list = ApiResourceList {
-                    kind: "APIResourceList",
-                    api_version: "v1",
-                    group_version: format!("{group}/{version}"),
-                    resources: served.iter().flat_map(|s| api_resources(s)).collect(),
-                };
-                group_versions.insert((group.to_string(), version.clone()), Document::new(&list));
-                aggregated_versions.push(ApiVersionDiscovery {
-                    version,
-                    resources: served.iter().map(|s| aggregated_resource(s)).collect(),
-                    freshness: "Current",
-                });
+            groups.insert(group.to_string(), documents);
+        }
+        for (group, _) in registry.groups() {
+            if let Some(documents) = groups.get(group) {
+                list_items.push(documents.list_item.as_slice());
+                aggregated.push(documents.aggregated_item.as_slice());
             }
-            // Each group is encoded once, for both aggregated documents.
-            let item = ApiGroupDiscovery { metadata: NameOnly { name: group }, versions: aggregated_versions };
-            aggregated.push(serde_json::to_vec(&item).unwrap_or_default());
         }
         let api_versions =
             ApiVersions { kind: "APIVersions", versions: Vec::new(), server_address_by_client_cidrs: None };
@@ -102,38 +150,48 @@ impl Discovery {
             api_versions: Document::new(&api_versions),
             api_aggregated_v2: aggregated_doc("v2", &[]),
             api_aggregated_v2beta1: aggregated_doc("v2beta1", &[]),
-            group_list: Document::new(&ApiGroupList { kind: "APIGroupList", api_version: "v1", groups: group_list }),
+            group_list: list_doc(&list_items),
             aggregated_v2: aggregated_doc("v2", &aggregated),
             aggregated_v2beta1: aggregated_doc("v2beta1", &aggregated),
             groups,
-            group_versions,
         }
     }
 
     pub fn group(&self, group: &str) -> Option<&Document> {
-        self.groups.get(group)
+        self.groups.get(group).map(|g| &g.group)
     }
 
     pub fn group_version(&self, group: &str, version: &str) -> Option<&Document> {
-        self.group_versions.get(&(group.to_string(), version.to_string()))
+        self.groups.get(group)?.versions.get(version)
     }
 }
 
-/// An `APIGroupDiscoveryList` of encoded items, members in the Go type's order: `kind`,
-/// `apiVersion`, `metadata` (an empty `ListMeta`, written as `{}`), `items`.
-fn aggregated_doc(version: &str, items: &[Vec<u8>]) -> Document {
-    let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
-    body.extend_from_slice(b"{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"apidiscovery.k8s.io/");
-    body.extend_from_slice(version.as_bytes());
-    body.extend_from_slice(b"\",\"metadata\":{},\"items\":[");
+/// Encoded items, comma-separated, between `head` and `tail`.
+fn joined(head: &[u8], items: &[&[u8]], tail: &[u8]) -> Document {
+    let mut body = Vec::with_capacity(head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + tail.len());
+    body.extend_from_slice(head);
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             body.push(b',');
         }
         body.extend_from_slice(item);
     }
-    body.extend_from_slice(b"]}");
+    body.extend_from_slice(tail);
     Document::of_bytes(body)
+}
+
+/// The `metav1.APIGroupList` of encoded items (`kind`, `apiVersion`, `groups`).
+fn list_doc(items: &[&[u8]]) -> Document {
+    joined(br#"{"kind":"APIGroupList","apiVersion":"v1","groups":["#, items, b"]}")
+}
+
+/// An `APIGroupDiscoveryList` of encoded items, members in the Go type's order: `kind`,
+/// `apiVersion`, `metadata` (an empty `ListMeta`, written as `{}`), `items`.
+fn aggregated_doc(version: &str, items: &[&[u8]]) -> Document {
+    let head = format!(
+        r#"{{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/{version}","metadata":{{}},"items":["#
+    );
+    joined(head.as_bytes(), items, b"]}")
 }
 
 fn verbs_of(definition: &crate::definitions::Definition) -> &'static [&'static str] {

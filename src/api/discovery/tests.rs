@@ -84,3 +84,57 @@ fn documents_are_written_in_the_order_of_kubernetes_types() {
         r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[]}"#
     );
 }
+
+/// A definition `<plural>.<group>` with one version.
+fn definition(plural: &str, group: &str, kind: &str, version: &str) -> crate::definitions::Definition {
+    let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": kind},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    definition_from_value(raw, "test").unwrap()
+}
+
+fn every_document(discovery: &Discovery, registry: &Registry) -> Vec<String> {
+    let mut texts: Vec<String> = [
+        &discovery.api_versions,
+        &discovery.group_list,
+        &discovery.aggregated_v2,
+        &discovery.aggregated_v2beta1,
+        &discovery.api_aggregated_v2,
+    ]
+    .into_iter()
+    .map(|d| format!("{} {}", d.etag, text(d)))
+    .collect();
+    for (group, versions) in registry.groups() {
+        texts.push(text(discovery.group(group).unwrap()));
+        for version in versions {
+            texts.push(text(discovery.group_version(group, version).unwrap()));
+        }
+    }
+    texts
+}
+
+#[test]
+fn a_rebuild_keeps_the_documents_of_unchanged_groups_and_equals_a_full_build() {
+    use std::sync::Arc;
+    let foos = Arc::new(definition("foos", "a.example.com", "Foo", "v1"));
+    let bars = Arc::new(definition("bars", "b.example.com", "Bar", "v1"));
+    let (before, _) = Registry::build_shared(vec![foos.clone(), bars.clone()]);
+    let previous = Discovery::build(&before);
+    // bars gains a version: only its group changes.
+    let bars2 = Arc::new(definition("bars", "b.example.com", "Bar", "v2"));
+    let (after, _) = Registry::build_shared(vec![foos, bars2]);
+    let rebuilt = Discovery::build_from(&after, Some(&previous));
+    assert_eq!(every_document(&rebuilt, &after), every_document(&Discovery::build(&after), &after));
+    let kept = |d: &Discovery| d.group_version("a.example.com", "v1").unwrap().body.as_ptr();
+    assert_eq!(kept(&rebuilt), kept(&previous), "the unchanged group's documents are reused");
+    assert!(rebuilt.group_version("b.example.com", "v2").is_some());
+    assert!(rebuilt.group_version("b.example.com", "v1").is_none());
+    assert_ne!(rebuilt.aggregated_v2.etag, previous.aggregated_v2.etag);
+    // A group that is gone is gone.
+    let (only_foos, _) = Registry::build_shared(vec![after.definitions()[0].clone()]);
+    let shrunk = Discovery::build_from(&only_foos, Some(&rebuilt));
+    assert!(shrunk.group("b.example.com").is_none());
+    assert_eq!(every_document(&shrunk, &only_foos), every_document(&Discovery::build(&only_foos), &only_foos));
+}

@@ -1,7 +1,7 @@
 //! Discovery documents as typed values whose fields serialize in the order of Kubernetes' Go
-//! types (`metav1.APIGroupList`, `APIGroup`, `APIResourceList`, `APIVersions` and
+//! types (`metav1.APIGroup`, `APIResourceList`, `APIVersions` and the items of
 //! `apidiscovery.k8s.io`'s `APIGroupDiscoveryList`), with their `omitempty` rules, so that the
-//! bytes match kube-apiserver's. A `serde_json::Value` map would sort the keys instead.
+//! bytes match kube-apiserver's (the lists around the items are written by `discovery`). A `serde_json::Value` map would sort the keys instead.
 //!
 //! Only types: building them from the registry is `discovery`'s job.
 
@@ -21,17 +21,8 @@ pub struct ApiVersions {
     pub server_address_by_client_cidrs: Option<Vec<String>>,
 }
 
-/// `metav1.APIGroupList` (`/apis`).
-#[derive(Debug, Serialize)]
-pub struct ApiGroupList<'a> {
-    pub kind: &'static str,
-    #[serde(rename = "apiVersion")]
-    pub api_version: &'static str,
-    pub groups: Vec<ApiGroup<'a>>,
-}
-
-/// `metav1.APIGroup` (`/apis/<group>`, and the items of the group list without `kind` and
-/// `apiVersion`).
+/// `metav1.APIGroup` (`/apis/<group>`, and the items of the group list, `metav1.APIGroupList`,
+/// without `kind` and `apiVersion`; `discovery` writes the list around them).
 #[derive(Debug, Serialize)]
 pub struct ApiGroup<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]

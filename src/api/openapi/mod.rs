@@ -5,14 +5,15 @@
 //!
 //! Documents are built on first request and kept for the registry's lifetime: a registry of
 //! thousands of definitions must not pay for documents nobody reads. Their hashes (used in the
-//! index and as entity tags) come from the definitions, so the index is cheap.
+//! index and as entity tags) come from the definitions, so the index is cheap. A group's
+//! hashes and documents are kept across registries while its definitions are the same `Arc`s.
 
 mod v2;
 pub mod v2_proto;
 mod v3;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use schemars::generate::SchemaSettings;
@@ -20,7 +21,8 @@ use serde_json::{Map, Value, json};
 
 use crate::core::gvr::GroupVersion;
 use crate::core::paths;
-use crate::definitions::registry::{Registry, Served};
+use crate::definitions::Definition;
+use crate::definitions::registry::{Registry, Served, same_definitions};
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 
@@ -56,9 +58,18 @@ struct GroupVersionDocs {
     v3: OnceLock<Document>,
 }
 
+/// The group versions of one group, kept across registries (with the v3 documents built so far)
+/// while the group's definitions are the same `Arc`s.
+struct GroupDocs {
+    definitions: Vec<Arc<Definition>>,
+    /// By version.
+    versions: BTreeMap<String, GroupVersionDocs>,
+}
+
 /// The OpenAPI documents of one registry.
 pub struct Documents {
-    group_versions: BTreeMap<(String, String), GroupVersionDocs>,
+    /// By group.
+    groups: BTreeMap<String, Arc<GroupDocs>>,
     v3_index: Document,
     v2: OnceLock<Document>,
     v2_protobuf: OnceLock<Document>,
@@ -86,27 +97,52 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
     hex_sha512(&text)
 }
 
-impl Documents {
-    pub fn build(registry: &Registry) -> Documents {
-        let mut group_versions = BTreeMap::new();
-        let mut index = Map::new();
-        for (group, versions) in registry.groups() {
-            for version in versions {
+impl GroupDocs {
+    fn build(registry: &Registry, group: &str, versions: &[String]) -> GroupDocs {
+        let versions = versions
+            .iter()
+            .map(|version| {
                 let resources: Vec<Served> = registry.resources(group, version).into_iter().cloned().collect();
                 let hash = source_hash(group, version, &resources);
+                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new() })
+            })
+            .collect();
+        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions }
+    }
+}
+
+impl Documents {
+    pub fn build(registry: &Registry) -> Documents {
+        Documents::build_from(registry, None)
+    }
+
+    /// The documents of `registry`, reusing those of `previous` (hashes and the v3 documents
+    /// built so far) for every group whose definitions are the same; the index and the v2
+    /// document are those of the whole registry.
+    pub fn build_from(registry: &Registry, previous: Option<&Documents>) -> Documents {
+        let mut groups = BTreeMap::new();
+        let mut index = Map::new();
+        for (group, versions) in registry.groups() {
+            let kept = previous
+                .and_then(|p| p.groups.get(group))
+                .filter(|p| same_definitions(&p.definitions, registry.definitions_of(group)));
+            let docs = match kept {
+                Some(docs) => docs.clone(),
+                None => Arc::new(GroupDocs::build(registry, group, versions)),
+            };
+            // In the order of version priority.
+            for version in versions {
+                let Some(entry) = docs.versions.get(version) else { continue };
                 let gv = GroupVersion::new(group, version.as_str());
                 index.insert(
                     paths::openapi_v3_key(&gv),
-                    json!({"serverRelativeURL": paths::openapi_v3_url(&gv, &hash)}),
-                );
-                group_versions.insert(
-                    (group.to_string(), version.clone()),
-                    GroupVersionDocs { resources, hash, v3: OnceLock::new() },
+                    json!({"serverRelativeURL": paths::openapi_v3_url(&gv, &entry.hash)}),
                 );
             }
+            groups.insert(group.to_string(), docs);
         }
         Documents {
-            group_versions,
+            groups,
             v3_index: encode(&json!({"paths": index})),
             v2: OnceLock::new(),
             v2_protobuf: OnceLock::new(),
@@ -119,7 +155,7 @@ impl Documents {
 
     /// The v3 document of a group version.
     pub fn v3(&self, group: &str, version: &str) -> Option<&Document> {
-        let entry = self.group_versions.get(&(group.to_string(), version.to_string()))?;
+        let entry = self.groups.get(group)?.versions.get(version)?;
         Some(entry.v3.get_or_init(|| {
             let refs: Vec<&Served> = entry.resources.iter().collect();
             let body = Bytes::from(
@@ -133,9 +169,11 @@ impl Documents {
     pub fn v2(&self) -> &Document {
         self.v2.get_or_init(|| {
             let all: Vec<(&str, &str, &[Served])> = self
-                .group_versions
+                .groups
                 .iter()
-                .map(|((g, v), e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
+                .flat_map(|(g, docs)| {
+                    docs.versions.iter().map(move |(v, e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
+                })
                 .collect();
             let body = Bytes::from(v2::document(&all, shared()));
             let hash = hex_sha512(&body);
@@ -308,6 +346,34 @@ mod tests {
     fn names_follow_kubernetes() {
         assert_eq!(definition_name("stable.example.com", "v1", "CronTab"), "com.example.stable.v1.CronTab");
         assert_eq!(upper_camel("stable.example.com"), "StableExampleCom");
+    }
+
+    #[test]
+    fn a_rebuild_keeps_the_documents_of_unchanged_groups_and_equals_a_full_build() {
+        use crate::definitions::load::definition_from_value;
+        let definition = |plural: &str, group: &str, version: &str| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": "Thing"},
+                    "versions": [{"name": version, "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        let foos = definition("foos", "a.example.com", "v1");
+        let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", "b.example.com", "v1")]);
+        let previous = Documents::build(&before);
+        let kept = previous.v3("a.example.com", "v1").unwrap().body.as_ptr();
+        let (after, _) = Registry::build_shared(vec![foos, definition("bars", "b.example.com", "v1beta1")]);
+        let rebuilt = Documents::build_from(&after, Some(&previous));
+        let full = Documents::build(&after);
+        assert_eq!(rebuilt.v3_index().body, full.v3_index().body);
+        assert_eq!(rebuilt.v2().body, full.v2().body);
+        assert_eq!(rebuilt.v3("a.example.com", "v1").unwrap().body.as_ptr(), kept, "built once, kept");
+        assert_eq!(
+            rebuilt.v3("b.example.com", "v1beta1").unwrap().body,
+            full.v3("b.example.com", "v1beta1").unwrap().body
+        );
+        assert!(rebuilt.v3("b.example.com", "v1").is_none());
     }
 
     #[test]

@@ -172,6 +172,7 @@ async fn one_pass(
             start_after: read_after.clone(),
             limit: Some(options.page_size.max(1)),
             count_remaining: false,
+            ..ListOptions::default()
         };
         let page = store.list(&prefix, page_options).await?;
         let last = page.items.last().map(|kv| kv.key.clone());

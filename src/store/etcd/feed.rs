@@ -53,10 +53,13 @@ pub(super) fn spawn(shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
                         compacted,
                         "the etcd watch fell behind a compaction; watches restart and clients list again"
                     );
+                    shared.cache.set_live(false);
                     reset_after_compaction(&shared).await;
                 }
                 Ended::Failed(cause) => {
                     tracing::warn!(%cause, "the etcd watch broke; reopening it");
+                    // Reads go to etcd until the watch is open again.
+                    shared.cache.set_live(false);
                     tokio::time::sleep(RETRY_DELAY).await;
                 }
             }
@@ -72,6 +75,8 @@ async fn reset_after_compaction(shared: &Shared) {
         match shared.call(kv.get(shared.prefix.clone(), Some(probe))).await {
             Ok(response) => {
                 let now = response.header().map_or(0, |h| shared.rev(h.revision()));
+                // Events were lost: every cached resource is listed again on its next read.
+                shared.cache.reset(now);
                 shared.history().reset(now);
                 shared.publish(now);
                 return;
@@ -151,6 +156,10 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
         return Err(Ended::Failed(format!("etcd canceled the watch: {}", response.cancel_reason())));
     }
     let events = response.events();
+    if response.created() {
+        // Open again from the revision after the last one applied: nothing was missed.
+        shared.cache.set_live(true);
+    }
     // A response without events (the watch's creation) says nothing about what was sent.
     let records: Vec<Record> = events.iter().filter_map(|e| record(shared, e)).collect();
     let Some(last) = events.last().and_then(|e| e.kv()).map(|kv| shared.rev(kv.mod_revision())) else {
@@ -160,9 +169,12 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
     if last <= history.durable() {
         return Ok(());
     }
-    history.push_pending(records);
+    // The window first, then the cache: a read at an older revision takes the window's values
+    // over the cache's, so the window must never be behind the cache.
+    history.push_pending(records.clone());
     history.make_durable(last);
     drop(history);
+    shared.cache.apply(&records, last);
     shared.publish(last);
     Ok(())
 }

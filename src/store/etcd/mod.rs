@@ -3,15 +3,18 @@
 //! history.
 //!
 //! The one seam of the `etcd` cargo feature: with it, `EtcdStore` talks to etcd (writes are
-//! transactions comparing `mod_revision`, lists are etcd ranges at one revision, and one etcd
-//! watch per replica feeds the shared `history` window that every client watch is served
-//! from); without it, `EtcdStore` cannot be built and `open` says so.
+//! transactions comparing `mod_revision`, and one etcd watch per replica feeds the shared
+//! `history` window that every client watch is served from, and the `cache` that gets and
+//! lists are answered from where Kubernetes' consistency rules allow it (`reads`; etcd
+//! ranges otherwise)); without it, `EtcdStore` cannot be built and `open` says so.
 //!
 //! Owns talking to etcd. Never sees schemas, CEL, HTTP or Kubernetes object structure.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[cfg(feature = "etcd")]
+mod cache;
 #[cfg(feature = "etcd")]
 mod connect;
 #[cfg(feature = "etcd")]
@@ -20,6 +23,8 @@ mod election;
 mod feed;
 #[cfg(feature = "etcd")]
 mod members;
+#[cfg(feature = "etcd")]
+mod reads;
 #[cfg(feature = "etcd")]
 mod restore;
 #[cfg(feature = "etcd")]
@@ -31,9 +36,11 @@ mod tests;
 #[cfg(feature = "etcd")]
 mod upkeep;
 #[cfg(feature = "etcd")]
+pub use cache::{ENTRY_OVERHEAD, Stats as CachedObjects};
+#[cfg(feature = "etcd")]
 pub use restore::restore;
 #[cfg(feature = "etcd")]
-pub use store::EtcdStore;
+pub use store::{CacheStats, EtcdStore};
 
 #[cfg(not(feature = "etcd"))]
 mod disabled;
@@ -58,6 +65,8 @@ pub struct EtcdOptions {
     pub key_file: Option<PathBuf>,
     /// How often the replicas compact etcd's history (0: never; someone else does).
     pub compaction_interval: Duration,
+    /// Answer reads from the watch-fed cache where allowed (`--watch-cache`).
+    pub watch_cache: bool,
     /// Longest time one etcd call may take before the request fails (504).
     pub request_timeout: Duration,
     /// How the replicas elect the one that runs the run-once work; `None`: this one always
@@ -75,6 +84,7 @@ impl Default for EtcdOptions {
             key_file: None,
             compaction_interval: Duration::from_secs(300),
             election: None,
+            watch_cache: true,
             request_timeout: Duration::from_secs(10),
         }
     }

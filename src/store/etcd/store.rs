@@ -1,7 +1,8 @@
-//! `EtcdStore`: the storage contract on etcd. Reads and writes go to etcd (writes as
-//! transactions comparing the key's `mod_revision`, so a conflict is decided by etcd even
-//! between replicas); watches are served from the replica's history window, which one etcd
-//! watch (`feed`) fills.
+//! `EtcdStore`: the storage contract on etcd. Writes go to etcd as transactions comparing the
+//! key's `mod_revision`, so a conflict is decided by etcd even between replicas; gets and lists
+//! are answered by the replica's cache where Kubernetes' consistency rules allow it (`reads`)
+//! and by etcd otherwise; watches are served from the replica's history window. One etcd
+//! watch (`feed`) fills the window and the cache.
 //!
 //! A write is acknowledged once etcd committed it (etcd's own fsync and quorum) and the
 //! replica's feed has seen it, so that the writer's next watch or list at that revision needs
@@ -17,14 +18,16 @@ use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, Tx
 use tokio::sync::{Notify, watch};
 
 use super::EtcdOptions;
+use super::cache::{Cache, Stats};
 use super::connect::{self, etcd_revision, revision, storage_error};
+use super::reads::{self, ReadCounts, Rounds};
 use super::restore::Meta;
 use crate::store::history::{History, HistoryLimits};
 use crate::store::leadership::Leadership;
-use crate::store::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
+use crate::store::{Error, Freshness, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
 
 /// Most keys fetched by one etcd range when a list asks for all of them.
-const LIST_CHUNK: usize = 1000;
+pub(super) const LIST_CHUNK: usize = 1000;
 
 /// Largest etcd response accepted: a page of `LIST_CHUNK` values of etcd's largest size.
 pub(super) const MAX_RESPONSE_BYTES: usize = 2 << 30;
@@ -59,6 +62,13 @@ pub(super) struct Shared {
     /// The newest revision known to be compacted away.
     pub compacted: AtomicU64,
     pub tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Every object of the resources read so far, fed by the watch (`cache`, `reads`).
+    pub cache: Cache,
+    /// The shared reads of etcd's current revision that consistent reads wait for.
+    pub rounds: Rounds,
+    pub reads: ReadCounts,
+    /// `--watch-cache`: false sends every read to etcd.
+    pub watch_cache: bool,
     /// What the last restore into this prefix left (`restore`): the store's revisions are
     /// etcd's plus its offset, and reads below its `restored_at` are `Expired`.
     pub restore: Meta,
@@ -150,6 +160,18 @@ impl Shared {
     }
 }
 
+/// What the replica's cache holds, and how reads were answered since the store opened.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheStats {
+    pub cache: Stats,
+    /// Gets and list pages answered from the cache.
+    pub cached_reads: u64,
+    /// Gets and list pages of cacheable keys read from etcd (cache not ready, or too slow).
+    pub direct_reads: u64,
+    /// Reads of etcd's current revision made for consistent reads.
+    pub revision_reads: u64,
+}
+
 /// The etcd-backed store. Cheap to clone.
 #[derive(Clone)]
 pub struct EtcdStore {
@@ -178,6 +200,10 @@ impl EtcdStore {
             db_size: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
+            cache: Cache::new(start),
+            rounds: Rounds::new(),
+            reads: ReadCounts::default(),
+            watch_cache: options.watch_cache,
             restore,
         });
         let mut tasks = vec![super::feed::spawn(shared.clone()), super::upkeep::spawn_probe(shared.clone())];
@@ -202,10 +228,89 @@ impl EtcdStore {
         for task in self.shared.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             task.abort();
         }
+        self.shared.cache.set_live(false);
         // Client watches end, as they do when a sled store closes.
         let mut history = self.shared.history();
         let at = history.durable();
         history.reset(at);
+    }
+
+    /// What the replica's cache holds and how reads were answered.
+    pub fn cache_stats(&self) -> CacheStats {
+        let reads = &self.shared.reads;
+        CacheStats {
+            cache: self.shared.cache.stats(),
+            cached_reads: reads.cached.load(Ordering::Relaxed),
+            direct_reads: reads.direct.load(Ordering::Relaxed),
+            revision_reads: reads.revision_reads.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn get_direct(&self, key: &str) -> Result<Option<Versioned>> {
+        let mut kv = self.shared.kv();
+        let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
+        Ok(response.kvs().first().map(|kv| Versioned {
+            revision: self.shared.rev(kv.mod_revision()),
+            value: Bytes::copy_from_slice(kv.value()),
+        }))
+    }
+
+    /// A list straight from etcd: ranges at one revision, page by page.
+    async fn list_direct(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
+        let full_prefix = self.shared.full_key(prefix);
+        let end = prefix_end(&full_prefix);
+        let mut cursor = match &options.start_after {
+            Some(after) => {
+                let mut k = self.shared.full_key(after).into_bytes();
+                k.push(0);
+                k
+            }
+            None => full_prefix.clone().into_bytes(),
+        };
+        let mut at = options.revision;
+        let mut items = Vec::new();
+        let mut more = false;
+        let mut remaining = None;
+        loop {
+            let want = options.limit.map_or(LIST_CHUNK, |l| l.saturating_sub(items.len()).clamp(1, LIST_CHUNK));
+            let mut get = GetOptions::new().with_range(end.clone()).with_limit(i64::try_from(want).unwrap_or(1));
+            if let Some(r) = at {
+                get = get.with_revision(self.shared.etcd_rev(r));
+            }
+            let mut kv = self.shared.kv();
+            let response =
+                self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
+            if at.is_none() {
+                at = response.header().map(|h| self.shared.rev(h.revision()));
+            }
+            for kv in response.kvs() {
+                let Some(key) = self.shared.strip(kv.key()) else { continue };
+                items.push(KeyValue {
+                    key,
+                    revision: self.shared.rev(kv.mod_revision()),
+                    value: Bytes::copy_from_slice(kv.value()),
+                });
+            }
+            if !response.more() {
+                break;
+            }
+            if options.limit.is_some_and(|l| items.len() >= l) {
+                more = true;
+                // etcd counts the whole range from the cursor, this response's items included.
+                let after = response.count().saturating_sub(response.kvs().len() as i64);
+                remaining = options.count_remaining.then(|| u64::try_from(after).unwrap_or(0));
+                break;
+            }
+            match response.kvs().last() {
+                Some(last) => {
+                    cursor = last.key().to_vec();
+                    cursor.push(0);
+                }
+                None => break,
+            }
+        }
+        let revision = at.ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))?;
+        Ok(ListResult { revision, items, more, remaining })
     }
 
     /// Whether this replica runs the run-once work now.
@@ -263,7 +368,7 @@ impl EtcdStore {
 }
 
 /// The first key after every key starting with `prefix` (etcd's range end for a prefix).
-fn prefix_end(prefix: &str) -> Vec<u8> {
+pub(super) fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
@@ -281,76 +386,34 @@ impl Store for EtcdStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
-        let mut kv = self.shared.kv();
-        let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
-        Ok(response.kvs().first().map(|kv| Versioned {
-            revision: self.shared.rev(kv.mod_revision()),
-            value: Bytes::copy_from_slice(kv.value()),
-        }))
+        self.get_fresh(key, Freshness::Consistent).await
+    }
+
+    async fn get_fresh(&self, key: &str, freshness: Freshness) -> Result<Option<Versioned>> {
+        match reads::get(&self.shared, key, freshness).await {
+            Some(found) => Ok(found),
+            None => self.get_direct(key).await,
+        }
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
-        let full_prefix = self.shared.full_key(prefix);
-        let end = prefix_end(&full_prefix);
-        let mut cursor = match &options.start_after {
-            Some(after) => {
-                let mut k = self.shared.full_key(after).into_bytes();
-                k.push(0);
-                k
-            }
-            None => full_prefix.clone().into_bytes(),
-        };
-        let mut at = options.revision;
         // etcd still has the revisions of a restore's writes, but the data is whole only
         // from `restored_at` on.
-        if let Some(requested) = at
+        if let Some(requested) = options.revision
             && requested < self.shared.restore.restored_at
         {
             return Err(Error::Expired { requested, oldest: self.shared.restore.restored_at });
         }
-        let mut items = Vec::new();
-        let mut more = false;
-        let mut remaining = None;
-        loop {
-            let want = options.limit.map_or(LIST_CHUNK, |l| l.saturating_sub(items.len()).clamp(1, LIST_CHUNK));
-            let mut get = GetOptions::new().with_range(end.clone()).with_limit(i64::try_from(want).unwrap_or(1));
-            if let Some(r) = at {
-                get = get.with_revision(self.shared.etcd_rev(r));
-            }
-            let mut kv = self.shared.kv();
-            let response =
-                self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
-            if at.is_none() {
-                at = response.header().map(|h| self.shared.rev(h.revision()));
-            }
-            for kv in response.kvs() {
-                let Some(key) = self.shared.strip(kv.key()) else { continue };
-                items.push(KeyValue {
-                    key,
-                    revision: self.shared.rev(kv.mod_revision()),
-                    value: Bytes::copy_from_slice(kv.value()),
-                });
-            }
-            if !response.more() {
-                break;
-            }
-            if options.limit.is_some_and(|l| items.len() >= l) {
-                more = true;
-                // etcd counts the whole range from the cursor, this response's items included.
-                let after = response.count().saturating_sub(response.kvs().len() as i64);
-                remaining = options.count_remaining.then(|| u64::try_from(after).unwrap_or(0));
-                break;
-            }
-            match response.kvs().last() {
-                Some(last) => {
-                    cursor = last.key().to_vec();
-                    cursor.push(0);
-                }
-                None => break,
-            }
+        if let Some(page) = reads::list(&self.shared, prefix, &options).await {
+            let page = page.map_err(|e| self.revision_error(e, options.revision))?;
+            return Ok(ListResult {
+                revision: page.revision,
+                items: page.items,
+                more: page.more,
+                remaining: page.remaining,
+            });
         }
-        let revision = at.ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))?;
-        Ok(ListResult { revision, items, more, remaining })
+        self.list_direct(prefix, options).await
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {

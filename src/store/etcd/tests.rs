@@ -95,6 +95,10 @@ async fn a_watch_from_a_list_of_an_idle_prefix_starts_and_continues() {
 async fn compacted_revisions_are_expired() {
     let etcd = TestEtcd::start();
     let store = open(&etcd).await;
+    // Cached first: the window still holds `first` after etcd compacted it, yet a list at it
+    // is expired, as etcd answers.
+    store.list("/c/r/", ListOptions::default()).await.unwrap();
+    cached(&store, 1).await;
     let first = store.create("/c/r/a", b("1")).await.unwrap();
     let second = store.update("/c/r/a", first, b("2")).await.unwrap();
     store.create("/c/r/b", b("1")).await.unwrap();
@@ -103,8 +107,10 @@ async fn compacted_revisions_are_expired() {
     let old = store.list("/c/r/", ListOptions { revision: Some(first), ..Default::default() }).await;
     assert!(matches!(old, Err(Error::Expired { requested, .. }) if requested == first), "{old:?}");
     // The compacted revision itself still reads.
+    let before = store.cache_stats();
     let at = store.list("/c/r/", ListOptions { revision: Some(second), ..Default::default() }).await.unwrap();
     assert_eq!(at.items.len(), 1);
+    assert_eq!(store.cache_stats().cached_reads, before.cached_reads + 1);
 }
 
 #[tokio::test]
@@ -274,4 +280,202 @@ async fn a_restore_keeps_revisions_above_the_backups_and_an_interrupted_one_is_r
     let at = store.list("/g/r/", ListOptions { revision: Some(listed.revision), ..Default::default() }).await.unwrap();
     assert_eq!(at.items.iter().find(|kv| kv.key == first.key).unwrap().value, b("{}"));
     store.close();
+}
+
+/// Waits until `store` caches `n` resources (each is loaded on its first read).
+async fn cached(store: &EtcdStore, resources: usize) {
+    wait_for(|| store.cache_stats().cache.resources >= resources, "the resource to be cached").await;
+}
+
+#[tokio::test]
+async fn a_consistent_read_on_one_replica_sees_every_write_acknowledged_by_another() {
+    let etcd = TestEtcd::start();
+    let a = open(&etcd).await;
+    let b_replica = open(&etcd).await;
+    assert!(b_replica.get("/ryw/r/ns/x").await.unwrap().is_none());
+    cached(&b_replica, 1).await;
+    let before = b_replica.cache_stats();
+    let mut revision = 0;
+    for i in 0..100 {
+        let key = format!("/ryw/r/ns/o{}", i % 10);
+        // Each write is acknowledged by A; B's very next consistent read must show it.
+        let (deleted, written) = match b_replica.get(&key).await.unwrap() {
+            None => (false, a.create(&key, b(&i.to_string())).await.unwrap()),
+            Some(old) if i % 7 == 0 => (true, a.delete(&key, Some(old.revision)).await.unwrap().0),
+            Some(old) => (false, a.update(&key, old.revision, b(&i.to_string())).await.unwrap()),
+        };
+        revision = written;
+        let seen = b_replica.get(&key).await.unwrap();
+        let listed = b_replica.list("/ryw/r/ns/", ListOptions::default()).await.unwrap();
+        assert!(listed.revision >= revision);
+        let in_list = listed.items.iter().find(|kv| kv.key == key).map(|kv| (kv.revision, kv.value.clone()));
+        if deleted {
+            assert!(seen.is_none() && in_list.is_none(), "deletion {i} on A not seen by B");
+        } else {
+            let seen = seen.unwrap_or_else(|| panic!("write {i} on A not seen by B"));
+            assert_eq!((seen.revision, seen.value), (revision, b(&i.to_string())), "write {i}");
+            assert_eq!(in_list, Some((revision, b(&i.to_string()))), "write {i} not listed");
+        }
+    }
+    let after = b_replica.cache_stats();
+    // Every one of those reads came from B's cache, with at most one read of etcd's revision
+    // each.
+    assert_eq!(after.direct_reads, before.direct_reads);
+    assert_eq!(after.cached_reads - before.cached_reads, 300);
+    assert!(after.revision_reads - before.revision_reads <= 300);
+    assert!(after.cache.revision >= revision);
+}
+
+#[tokio::test]
+async fn concurrent_consistent_reads_share_revision_reads() {
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    store.create("/share/r/a", b("1")).await.unwrap();
+    store.get("/share/r/a").await.unwrap();
+    cached(&store, 1).await;
+    let before = store.cache_stats();
+    let reads: Vec<_> = (0..200)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.get("/share/r/a").await.unwrap().unwrap().value })
+        })
+        .collect();
+    for read in reads {
+        assert_eq!(read.await.unwrap(), b("1"));
+    }
+    let after = store.cache_stats();
+    assert_eq!(after.cached_reads - before.cached_reads, 200);
+    let rounds = after.revision_reads - before.revision_reads;
+    assert!(rounds < 100, "200 concurrent reads made {rounds} revision reads");
+}
+
+#[tokio::test]
+async fn reads_not_older_than_a_revision_are_answered_by_the_cache_without_asking_etcd() {
+    use crate::store::Freshness;
+    let etcd = TestEtcd::start();
+    let a = open(&etcd).await;
+    let b_replica = open(&etcd).await;
+    let first = a.create("/rv0/r/x", b("1")).await.unwrap();
+    assert!(b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(0)).await.unwrap().is_some());
+    cached(&b_replica, 1).await;
+    let before = b_replica.cache_stats();
+    // resourceVersion="0": whatever the cache holds, at once.
+    let any = b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(0)).await.unwrap().unwrap();
+    assert!(any.revision >= first);
+    let listed = b_replica.list("/rv0/r/", ListOptions { freshness: Freshness::NotOlderThan(0), ..Default::default() });
+    assert_eq!(listed.await.unwrap().items.len(), 1);
+    // resourceVersion="N": the cache once it has reached N, still without a revision read.
+    let second = a.update("/rv0/r/x", first, b("2")).await.unwrap();
+    let fresh = b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(second)).await.unwrap().unwrap();
+    assert_eq!((fresh.revision, fresh.value), (second, b("2")));
+    let after = b_replica.cache_stats();
+    assert_eq!(after.revision_reads, before.revision_reads, "no read of etcd's revision");
+    assert_eq!((after.cached_reads - before.cached_reads, after.direct_reads), (3, before.direct_reads));
+    // A consistent read asks etcd for its revision.
+    b_replica.get("/rv0/r/x").await.unwrap();
+    assert!(b_replica.cache_stats().revision_reads > before.revision_reads);
+}
+
+#[tokio::test]
+async fn pages_of_a_list_read_from_the_cache_stay_at_their_revision_while_writes_go_on() {
+    let etcd = TestEtcd::start();
+    let writer = open(&etcd).await;
+    let reader = open(&etcd).await;
+    for i in 0..60 {
+        writer.create(&format!("/page/r/ns/o{i:02}"), b("0")).await.unwrap();
+    }
+    reader.list("/page/r/", ListOptions { limit: Some(1), ..Default::default() }).await.unwrap();
+    cached(&reader, 1).await;
+    let before = reader.cache_stats();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writing = {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let key = format!("/page/r/ns/o{:02}", n % 70);
+                let _ = match writer.get(&key).await.unwrap() {
+                    None => writer.create(&key, b(&n.to_string())).await,
+                    Some(old) if n % 3 == 0 => writer.delete(&key, Some(old.revision)).await.map(|(r, _)| r),
+                    Some(old) => writer.update(&key, old.revision, b(&n.to_string())).await,
+                };
+            }
+            n
+        })
+    };
+    let options = |start_after, revision| ListOptions {
+        revision,
+        start_after,
+        limit: Some(7),
+        count_remaining: true,
+        ..Default::default()
+    };
+    let first = reader.list("/page/r/ns/", options(None, None)).await.unwrap();
+    let at = first.revision;
+    let mut items = first.items.clone();
+    let mut remaining = first.remaining;
+    let mut pages = 1;
+    let mut more = first.more;
+    while more {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let page = reader.list("/page/r/ns/", options(items.last().map(|kv| kv.key.clone()), Some(at))).await.unwrap();
+        assert_eq!(page.revision, at);
+        assert_eq!(remaining.map(|r| r as usize), Some(page.items.len() + page.remaining.unwrap_or(0) as usize));
+        remaining = page.remaining;
+        items.extend(page.items);
+        more = page.more;
+        pages += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writing.await.unwrap();
+    assert!(writes > 10, "the writer made only {writes} writes");
+    assert!(reader.current_revision() > at, "writes went on while the pages were read");
+    // etcd's own range at that revision.
+    let mut kv = writer.client().kv_client();
+    let range = etcd_client::GetOptions::new().with_prefix().with_revision(i64::try_from(at).unwrap());
+    let expected = kv.get("/crd-apiserver/page/r/ns/", Some(range)).await.unwrap();
+    let expected: Vec<_> = expected
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().trim_start_matches("/crd-apiserver").to_string(),
+                kv.mod_revision() as u64,
+                kv.value().to_vec(),
+            )
+        })
+        .collect();
+    let got: Vec<_> = items.iter().map(|kv| (kv.key.clone(), kv.revision, kv.value.to_vec())).collect();
+    assert_eq!(got, expected);
+    let after = reader.cache_stats();
+    assert_eq!(after.cached_reads - before.cached_reads, pages, "every page came from the cache");
+}
+
+#[tokio::test]
+async fn the_cache_counts_each_object_as_its_bytes_plus_a_constant() {
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    let value = Bytes::from(vec![b'v'; 1000]);
+    for i in 0..300 {
+        store.create(&format!("/mem/r/ns/o{i:03}"), value.clone()).await.unwrap();
+    }
+    store.get("/mem/r/ns/o000").await.unwrap();
+    cached(&store, 1).await;
+    let per_object = "ns/o000".len() + 1000 + super::ENTRY_OVERHEAD;
+    let stats = store.cache_stats().cache;
+    assert_eq!((stats.objects, stats.bytes), (300, 300 * per_object));
+    // Updates replace, deletes release; objects of resources never read are not held.
+    let kept = store.get("/mem/r/ns/o000").await.unwrap().unwrap();
+    store.update("/mem/r/ns/o000", kept.revision, Bytes::from(vec![b'v'; 10])).await.unwrap();
+    for i in 200..300 {
+        store.delete(&format!("/mem/r/ns/o{i:03}"), None).await.unwrap();
+    }
+    store.create("/other/r/x", value.clone()).await.unwrap();
+    let stats = store.cache_stats().cache;
+    assert_eq!((stats.objects, stats.bytes), (200, 200 * per_object - 990));
+    // The cached value is the one the watch delivered, not a copy per read.
+    let one = store.get("/mem/r/ns/o001").await.unwrap().unwrap().value;
+    let two = store.get("/mem/r/ns/o001").await.unwrap().unwrap().value;
+    assert_eq!(one.as_ptr(), two.as_ptr());
 }
