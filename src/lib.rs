@@ -20,3 +20,4 @@ pub mod metrics;
 pub mod schema;
 pub mod server;
 pub mod store;
+pub mod takeover;

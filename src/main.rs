@@ -27,6 +27,8 @@ fn main() -> anyhow::Result<()> {
         Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
         Command::Backup(args) => std::process::exit(cli::backup::run_backup(&args)),
         Command::Restore(args) => std::process::exit(cli::backup::run_restore(&args)),
+        Command::Takeover(args) => std::process::exit(cli::takeover::run(&args, false)),
+        Command::Handback(args) => std::process::exit(cli::takeover::run(&args, true)),
         Command::DevPki(args) => {
             let pki = cli::pki::DevPki::ensure(&args.dir)?;
             let kubeconfig = pki.write_kubeconfig(&format!("https://127.0.0.1:{}", args.port))?;

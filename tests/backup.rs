@@ -11,7 +11,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use support::cluster::TestCluster;
 use support::control_plane::rbac::{Rule, Subject, User};
 use support::http::Client;
-use support::{CRONTAB_CRD, TestServer};
+use support::{CRONTAB_CRD, TestServer, printed, run_binary};
 
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
@@ -28,18 +28,10 @@ fn crontab(name: &str) -> Value {
            "spec": {"cronSpec": "* * * * */5", "image": format!("image-of-{name}")}})
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(support::binary()).args(args).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 /// A backup through the server's `/backup`, as the development admin.
 fn backup_through(server: &TestServer, file: &Path) -> Output {
     let pki = &server.pki;
-    run(&[
+    run_binary(&[
         "backup",
         "--server",
         &format!("https://127.0.0.1:{}", server.port),
@@ -112,7 +104,7 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("crontabs.backup");
     let out = backup_through(&server, &file);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     std::thread::sleep(std::time::Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
@@ -148,7 +140,7 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
     assert_eq!(expected.len(), in_backup.len());
 
     // Without credentials the backup is refused, and no file is left.
-    let anonymous = run(&[
+    let anonymous = run_binary(&[
         "backup",
         "--server",
         &format!("https://127.0.0.1:{}", server.port),
@@ -159,25 +151,26 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
     ]);
     assert!(!anonymous.status.success());
     assert!(
-        text(&anonymous).contains("the server answered 401") || text(&anonymous).contains("answered 403"),
+        printed(&anonymous).contains("the server answered 401") || printed(&anonymous).contains("answered 403"),
         "{}",
-        text(&anonymous)
+        printed(&anonymous)
     );
     assert!(!work.path().join("anonymous").exists() && !work.path().join("anonymous.partial").exists());
 
     // The running server's own store cannot be read or restored into behind its back.
     let data = server.data_dir();
-    let locked = run(&["backup", "--storage", data.to_str().unwrap(), "-o", work.path().join("x").to_str().unwrap()]);
-    assert!(!locked.status.success() && text(&locked).contains("--server"), "{}", text(&locked));
-    let busy = run(&["restore", file.to_str().unwrap(), "--storage", data.to_str().unwrap(), "--replace"]);
-    assert!(!busy.status.success() && text(&busy).contains("stop the server"), "{}", text(&busy));
+    let locked =
+        run_binary(&["backup", "--storage", data.to_str().unwrap(), "-o", work.path().join("x").to_str().unwrap()]);
+    assert!(!locked.status.success() && printed(&locked).contains("--server"), "{}", printed(&locked));
+    let busy = run_binary(&["restore", file.to_str().unwrap(), "--storage", data.to_str().unwrap(), "--replace"]);
+    assert!(!busy.status.success() && printed(&busy).contains("stop the server"), "{}", printed(&busy));
 
     // Restored into a new store, a new server serves exactly the backup.
     let mut restored = TestServer::prepare(&[CRONTAB_CRD], None);
     let target = restored.data_dir();
-    let out = run(&["restore", file.to_str().unwrap(), "--storage", target.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains(&format!("restored {} objects", lines.len())), "{}", text(&out));
+    let out = run_binary(&["restore", file.to_str().unwrap(), "--storage", target.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", printed(&out));
+    assert!(printed(&out).contains(&format!("restored {} objects", lines.len())), "{}", printed(&out));
     restored.spawn(&[]);
     let client = Client::admin(&restored);
     assert_eq!(objects(&client), expected);
@@ -202,14 +195,14 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
     restored.stop();
 
     // A store that holds objects is refused unless told.
-    let again = run(&["restore", file.to_str().unwrap(), "--storage", target.to_str().unwrap()]);
-    assert!(!again.status.success() && text(&again).contains("not empty"), "{}", text(&again));
+    let again = run_binary(&["restore", file.to_str().unwrap(), "--storage", target.to_str().unwrap()]);
+    assert!(!again.status.success() && printed(&again).contains("not empty"), "{}", printed(&again));
 
     // A stopped server's store is backed up directly, and a cut copy is refused.
     server.stop();
     let offline = work.path().join("offline.backup");
-    let out = run(&["backup", "--storage", data.to_str().unwrap(), "-o", offline.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = run_binary(&["backup", "--storage", data.to_str().unwrap(), "-o", offline.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", printed(&out));
     let (header, lines) = read_backup(&offline);
     assert!(header["revision"].as_u64().unwrap() >= newest_acknowledged);
     let crontabs = lines.iter().filter(|l| l["key"].as_str().unwrap().starts_with("/stable.example.com/")).count();
@@ -218,12 +211,12 @@ fn an_online_backup_restores_into_a_new_server_and_old_resource_versions_expire(
     let cut = work.path().join("cut.backup");
     std::fs::write(&cut, &bytes[..bytes.len() - 40]).unwrap();
     let fresh = work.path().join("fresh");
-    let refused = run(&["restore", cut.to_str().unwrap(), "--storage", fresh.to_str().unwrap()]);
-    assert!(!refused.status.success(), "{}", text(&refused));
+    let refused = run_binary(&["restore", cut.to_str().unwrap(), "--storage", fresh.to_str().unwrap()]);
+    assert!(!refused.status.success(), "{}", printed(&refused));
     assert!(
-        text(&refused).contains("truncated") && text(&refused).contains("nothing was restored"),
+        printed(&refused).contains("truncated") && printed(&refused).contains("nothing was restored"),
         "{}",
-        text(&refused)
+        printed(&refused)
     );
     assert!(!fresh.exists(), "the store was touched");
 }
@@ -236,7 +229,7 @@ fn in_a_cluster_the_backup_path_is_authorized_by_subject_access_review() {
         let token_file = work.path().join(format!("{token}.token"));
         std::fs::write(&token_file, token).unwrap();
         let file = work.path().join(format!("{token}.backup"));
-        let out = run(&[
+        let out = run_binary(&[
             "backup",
             "--server",
             &format!("https://127.0.0.1:{}", cluster.server.port),
@@ -253,9 +246,9 @@ fn in_a_cluster_the_backup_path_is_authorized_by_subject_access_review() {
     let (refused, file) = backup_as("viewer-token");
     assert!(!refused.status.success());
     assert!(
-        text(&refused).contains("403 Forbidden: forbidden: User \"viewer\" cannot get path \"/backup\""),
+        printed(&refused).contains("403 Forbidden: forbidden: User \"viewer\" cannot get path \"/backup\""),
         "{}",
-        text(&refused)
+        printed(&refused)
     );
     assert!(!file.exists());
     cluster.plane.add_user("operator-token", User::new("operator", &["backup-operators"]));
@@ -266,7 +259,7 @@ fn in_a_cluster_the_backup_path_is_authorized_by_subject_access_review() {
         &["/backup"],
     ));
     let (out, file) = backup_as("operator-token");
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     let (header, _) = read_backup(&file);
     assert_eq!(header["format"], "crd-apiserver-backup");
 }

@@ -9,26 +9,17 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use support::etcd::TestEtcd;
 use support::http::Client;
-use support::{CRONTAB_CRD, TestServer};
+use support::{CRONTAB_CRD, TestServer, printed, run_binary};
 
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
 fn crontab(name: &str) -> Value {
     json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name},
            "spec": {"cronSpec": "* * * * */5", "image": format!("image-of-{name}")}})
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(support::binary()).args(args).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn rv(value: &Value) -> u64 {
@@ -80,16 +71,16 @@ fn etcd_to_sled() {
     // Read from etcd directly while the server on it runs.
     let mut args = vec!["backup".to_string(), "-o".into(), file.to_str().unwrap().into()];
     args.extend(flags.clone());
-    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", text(&out));
+    let out = run_binary(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", printed(&out));
     let taken = header(&file);
     assert_eq!(taken["backend"], "etcd");
     assert!(taken["state"].as_array().unwrap().len() >= 2, "storedVersions and accepted names: {taken}");
     assert!(taken["revision"].as_u64().unwrap() >= list_rv);
 
     let mut target = TestServer::prepare(&[CRONTAB_CRD], None);
-    let out = run(&["restore", file.to_str().unwrap(), "--storage", target.data_dir().to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = run_binary(&["restore", file.to_str().unwrap(), "--storage", target.data_dir().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", printed(&out));
     target.spawn(&[]);
     let client = Client::admin(&target);
     assert_eq!(objects(&client), expected);
@@ -114,7 +105,7 @@ fn sled_to_etcd() {
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("sled.backup");
     let pki = &source.pki;
-    let out = run(&[
+    let out = run_binary(&[
         "backup",
         "--server",
         &format!("https://127.0.0.1:{}", source.port),
@@ -127,7 +118,7 @@ fn sled_to_etcd() {
         "-o",
         file.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     let revision = header(&file)["revision"].as_u64().unwrap();
 
     let etcd = TestEtcd::start();
@@ -136,10 +127,10 @@ fn sled_to_etcd() {
         let mut args = vec!["restore".to_string(), file.to_str().unwrap().into(), "--bump-revision=5000".into()];
         args.extend(flags.clone());
         args.extend(extra.iter().map(|s| s.to_string()));
-        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        run_binary(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let out = restore(&[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     let mut target = TestServer::prepare(&[CRONTAB_CRD], None);
     target.spawn(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     let client = Client::admin(&target);
@@ -170,12 +161,12 @@ fn sled_to_etcd() {
 
     // The prefix now holds keys: refused without --replace, replaced with it.
     let refused = restore(&[]);
-    assert!(!refused.status.success() && text(&refused).contains("--replace"), "{}", text(&refused));
+    assert!(!refused.status.success() && printed(&refused).contains("--replace"), "{}", printed(&refused));
     let newest = rv(&client.get(CRONTABS).unwrap().json());
     let mut target = target;
     target.stop();
     let out = restore(&["--replace"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     target.spawn(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     let client = Client::admin(&target);
     assert_eq!(objects(&client), expected, "the object written after the first restore is gone");

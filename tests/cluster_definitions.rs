@@ -188,13 +188,19 @@ fn conflicts_and_invalid_definitions_are_reported_and_not_served() {
     // its status and the log.
     let resources = c.admin.ok(&["api-resources", "--api-group=stable.example.com", "--no-headers"]);
     assert!(resources.contains("ct ") && !resources.contains("cluster-ct"), "{resources}");
-    let status =
-        c.raw.get("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/crontabs.stable.example.com").unwrap().json();
-    let error = status["status"]["lastReloadError"].as_str().unwrap_or_default().to_string();
-    assert!(
-        error.starts_with("cluster:customresourcedefinitions/crontabs.stable.example.com: CustomResourceDefinition \"crontabs.stable.example.com\" is invalid: also defined in "),
-        "{status}"
-    );
+    // The status object is written by the lifecycle controller after the reload: wait for it.
+    let expected = "cluster:customresourcedefinitions/crontabs.stable.example.com: CustomResourceDefinition \"crontabs.stable.example.com\" is invalid: also defined in ";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let status =
+            c.raw.get("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/crontabs.stable.example.com").unwrap().json();
+        let error = status["status"]["lastReloadError"].as_str().unwrap_or_default().to_string();
+        if error.starts_with(expected) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert!(log.contains("also defined in"), "{log}");
 
     // Fixed in the cluster: served.

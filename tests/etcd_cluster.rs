@@ -9,17 +9,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::api::{ListParams, PostParams};
 use support::control_plane::ControlPlane;
 use support::control_plane::rbac::User;
 use support::etcd::TestEtcd;
+use support::informer::{Informer, create_acknowledged, crontab, crontabs};
 use support::{CRONTAB_CRD, TestServer};
 
 fn replica(plane: &ControlPlane, endpoints: &str) -> TestServer {
@@ -27,22 +23,6 @@ fn replica(plane: &ControlPlane, endpoints: &str) -> TestServer {
     let servers = format!("--etcd-servers={endpoints}");
     server.spawn(&["--storage-backend=etcd3", &servers]);
     server
-}
-
-fn crontab(name: &str) -> DynamicObject {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name},
-        "spec": {"cronSpec": "* * * * */5", "image": name}
-    }))
-    .unwrap()
-}
-
-/// What the informer saw: resourceVersions applied per name, and how many times it listed.
-#[derive(Default)]
-struct Seen {
-    applied: BTreeMap<String, Vec<String>>,
-    lists: usize,
-    synced: bool,
 }
 
 fn wait_for(what: &str, within: Duration, done: impl Fn() -> bool) {
@@ -66,33 +46,8 @@ fn losing_etcd_members_under_writes_loses_no_acknowledged_write() {
     let kubeconfig = plane.token_kubeconfig("admin-token");
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let api: Api<DynamicObject> = runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-        let gvk = GroupVersionKind::gvk("stable.example.com", "v1", "CronTab");
-        let resource = ApiResource::from_gvk_with_plural(&gvk, "crontabs");
-        Api::namespaced_with(kube::Client::try_from(config).unwrap(), "default", &resource)
-    });
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let informer = {
-        let (api, seen) = (api.clone(), seen.clone());
-        runtime.spawn(async move {
-            let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-            while let Some(event) = events.next().await {
-                let mut seen = seen.lock().unwrap();
-                match event {
-                    Ok(Event::Init) => seen.lists += 1,
-                    Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                        let rv = o.metadata.resource_version.unwrap_or_default();
-                        seen.applied.entry(o.metadata.name.unwrap_or_default()).or_default().push(rv);
-                    }
-                    Ok(Event::InitDone) => seen.synced = true,
-                    Ok(Event::Delete(_)) | Err(_) => {}
-                }
-            }
-        })
-    };
-    wait_for("the informer's first list", Duration::from_secs(10), || seen.lock().unwrap().synced);
+    let api = runtime.block_on(crontabs(&kubeconfig));
+    let informer = Informer::start(&runtime, &api);
 
     // Creates through the aggregator. A failed attempt is retried; AlreadyExists on a retry
     // means the failed attempt was written after all: acknowledged either way.
@@ -114,25 +69,8 @@ fn losing_etcd_members_under_writes_loses_no_acknowledged_write() {
             killed.push(follower);
         }
         let name = format!("c{i:03}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match runtime.block_on(api.create(&PostParams::default(), &crontab(&name))) {
-                Ok(created) => {
-                    acknowledged.insert(name.clone(), created.metadata.resource_version.unwrap());
-                    break;
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 => {
-                    let stored = runtime.block_on(api.get(&name)).unwrap();
-                    acknowledged.insert(name.clone(), stored.metadata.resource_version.unwrap());
-                    break;
-                }
-                Err(e) => {
-                    failed_attempts += 1;
-                    assert!(Instant::now() < deadline, "{name} still failing: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
+        let rv = create_acknowledged(&runtime, &api, &name, &mut failed_attempts);
+        acknowledged.insert(name, rv);
     }
     assert_eq!(killed.len(), 2);
     assert_ne!(killed[0], killed[1]);
@@ -165,32 +103,10 @@ fn losing_etcd_members_under_writes_loses_no_acknowledged_write() {
     assert_eq!(stored, acknowledged);
 
     // The informer saw each exactly once, at that version, having listed only once.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let missing: Vec<String> = {
-            let seen = seen.lock().unwrap();
-            acknowledged.keys().filter(|name| !seen.applied.contains_key(*name)).cloned().collect()
-        };
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the informer missed {missing:?}\nfirst replica:\n{}\nsecond replica:\n{}",
-            first.log(),
-            second.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    {
-        let seen = seen.lock().unwrap();
-        assert_eq!(seen.lists, 1, "the informer listed again");
-        for (name, rv) in &acknowledged {
-            assert_eq!(seen.applied[name], std::slice::from_ref(rv), "{name}: events {:?}", seen.applied[name]);
-        }
-    }
-    informer.abort();
+    informer.assert_saw_each_once(&acknowledged, || {
+        format!("first replica:\n{}\nsecond replica:\n{}", first.log(), second.log())
+    });
+    drop(informer);
 
     // Both replicas serve on two of three members.
     wait_for("both replicas ready", Duration::from_secs(10), || {

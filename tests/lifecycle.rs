@@ -376,6 +376,72 @@ fn a_migration_killed_halfway_resumes_and_every_concurrent_write_wins() {
     assert_eq!(list["items"].as_array().unwrap().len(), OBJECTS);
 }
 
+#[test]
+fn objects_rewritten_by_a_migration_reach_watchers_as_modified_events() {
+    const OBJECTS: usize = 300;
+    let cluster = TestCluster::start_with(
+        &[&crontab(&[("v1beta1", true, true, false, None)])],
+        &["--storage-migration-rate=200"],
+    );
+    cluster.grant("carol", &["*"], "stable.example.com", &["*"], None);
+    cluster.grant("carol", &["get", "list", "watch"], "crd-apiserver.io", &["serveddefinitions"], None);
+    cluster.user("carol", &[]);
+    let client = support::http::Client::to_plane(&cluster.plane, "carol-token");
+    create_many(&client, "v1beta1", OBJECTS);
+
+    // Live, v1 becomes the storage version: the migration rewrites every object.
+    replace(
+        &cluster.server.definitions_dir().join("00.yaml"),
+        &crontab(&[("v1beta1", true, false, false, None), ("v1", true, true, false, None)]),
+    );
+    cluster.plane.register("stable.example.com", "v1");
+    let collection = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    eventually("v1 served", || (client.get(collection).ok()?.status == 200).then_some(()));
+    let by_name = |list: &Value| -> std::collections::BTreeMap<String, Value> {
+        let items = list["items"].as_array().unwrap();
+        items.iter().map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o.clone())).collect()
+    };
+    let listed = client.get(collection).unwrap().json();
+    let before = by_name(&listed);
+    assert_eq!(before.len(), OBJECTS);
+    let from = listed["metadata"]["resourceVersion"].as_str().unwrap();
+    // Watched from the list until well after the migration ended.
+    let watch = std::thread::scope(|scope| {
+        let watching =
+            scope.spawn(|| client.get(&format!("{collection}?watch=1&resourceVersion={from}&timeoutSeconds=20")));
+        eventually("the migration to be done", || (migration(&client)["migration"]["state"] == "Done").then_some(()));
+        watching.join().unwrap().unwrap()
+    });
+    assert_eq!(watch.status, 200);
+    let after = by_name(&client.get(collection).unwrap().json());
+
+    // Every object the migration rewrote after the list came as one MODIFIED event, with its
+    // new resourceVersion and nothing else changed; no other event came.
+    let mut events = std::collections::BTreeMap::new();
+    for line in watch.text().lines().filter(|l| !l.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(event["type"], "MODIFIED", "{event}");
+        let object = &event["object"];
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(events.insert(name.clone(), object.clone()).is_none(), "{name} rewritten twice");
+    }
+    let rewritten: Vec<&String> = after
+        .iter()
+        .filter(|(name, o)| o["metadata"]["resourceVersion"] != before[*name]["metadata"]["resourceVersion"])
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!rewritten.is_empty(), "nothing was left to migrate when the watch began");
+    assert_eq!(events.keys().collect::<Vec<_>>(), rewritten);
+    for (name, object) in &events {
+        assert_eq!(object, &after[name], "the event shows the object as it is now");
+        assert_eq!(
+            without(object.clone(), &[]),
+            without(before[name].clone(), &[]),
+            "only the resourceVersion changed"
+        );
+    }
+}
+
 /// Replaces a file at once, as editors do: written beside it, renamed over it.
 fn replace(path: &Path, text: &str) {
     let staged = path.with_extension("staged");

@@ -265,6 +265,13 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
     let counted_before = start.remaining.filter(|_| count_remaining);
     let mut remaining = None;
     let page_limit = if filter.is_empty() { limit } else { Some(limit.unwrap_or(FILTERED_PAGE).max(FILTERED_PAGE)) };
+    if let Some(expired) = revision.and_then(|r| api.below_floor(call, r)) {
+        return Err(if call.query.has("continue") {
+            ApiError::expired(TOO_OLD_CONTINUE)
+        } else {
+            errors::storage(expired, call, "")
+        });
+    }
     'pages: loop {
         let options = ListOptions {
             revision,

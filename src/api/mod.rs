@@ -101,6 +101,10 @@ pub struct Api {
     options: ApiOptions,
     namespaces: Arc<dyn namespaces::Namespaces>,
     admission: Arc<crate::admission::Admission>,
+    /// Per resource (its key prefix), the revision below which its resourceVersions are
+    /// expired: a resource taken over from the main apiserver (`takeover`) answers the
+    /// resourceVersions clients hold from there as Kubernetes answers compacted ones (410).
+    floors: ArcSwap<std::collections::HashMap<String, crate::store::Revision>>,
 }
 
 impl Api {
@@ -123,6 +127,7 @@ impl Api {
             options,
             namespaces,
             admission: Arc::new(crate::admission::Admission::without_cluster()),
+            floors: ArcSwap::default(),
         }
     }
 
@@ -161,6 +166,31 @@ impl Api {
     /// Follows the catalog: a receiver that sees every replacement.
     pub fn catalog_changes(&self) -> tokio::sync::watch::Receiver<Arc<Catalog>> {
         self.catalog_changes.subscribe()
+    }
+
+    /// Sets (`Some`) or clears the revision below which the resource stored under `prefix`
+    /// answers resourceVersions as expired.
+    pub fn set_floor(&self, prefix: &str, floor: Option<crate::store::Revision>) {
+        self.floors.rcu(|floors| {
+            let mut floors = std::collections::HashMap::clone(floors);
+            match floor {
+                Some(floor) => floors.insert(prefix.to_string(), floor),
+                None => floors.remove(prefix),
+            };
+            floors
+        });
+    }
+
+    /// The `Expired` error for a read of `call`'s resource at `revision`, when the revision is
+    /// below the resource's floor.
+    pub fn below_floor(&self, call: &call::Call, revision: crate::store::Revision) -> Option<crate::store::Error> {
+        let floors = self.floors.load();
+        if floors.is_empty() {
+            return None;
+        }
+        let definition = &call.served.definition;
+        let floor = *floors.get(&crate::store::key::resource_prefix(&definition.group, &definition.plural))?;
+        (revision < floor).then_some(crate::store::Error::Expired { requested: revision, oldest: floor })
     }
 
     pub fn store(&self) -> &Backend {

@@ -141,7 +141,13 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         from
     };
     let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
-    let events = match api.store().watch(&prefix, start).await {
+    // A resource taken over from the main apiserver expires what clients hold from there.
+    let floor = if params.initial_events { None } else { api.below_floor(call, start) };
+    let watched = match floor {
+        Some(expired) => Err(expired),
+        None => api.store().watch(&prefix, start).await,
+    };
+    let events = match watched {
         Ok(w) => Some(w),
         Err(store::Error::Expired { requested, oldest }) => {
             // Kubernetes answers 200 and sends the error as the first event.

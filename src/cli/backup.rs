@@ -12,15 +12,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::BodyExt;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use super::StorageUrl;
+use super::server_client::{ServerClient, ServerFlags};
 use super::storage_flags::StorageFlags;
 use crate::store::backup::{self, Objects, RestoreOptions, Summary};
 
@@ -34,18 +33,9 @@ pub struct BackupArgs {
     /// a stopped server's sled directory, or etcd (running servers or not).
     #[arg(long)]
     pub server: Option<String>,
-    /// With --server: the CA bundle that signs the server's serving certificate.
-    #[arg(long)]
-    pub certificate_authority: Option<PathBuf>,
-    /// With --server: a client certificate to authenticate with (the server's client CA
-    /// must sign it), with --client-key.
-    #[arg(long)]
-    pub client_certificate: Option<PathBuf>,
-    #[arg(long)]
-    pub client_key: Option<PathBuf>,
-    /// With --server: a file holding a bearer token to authenticate with (TokenReview).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
+    /// With --server: its CA and the credentials to call it with.
+    #[command(flatten)]
+    pub connection: ServerFlags,
     /// The store to read without --server.
     #[command(flatten)]
     pub storage: StorageFlags,
@@ -161,60 +151,10 @@ async fn from_store(args: &BackupArgs, partial: &Path) -> Result<Summary, String
 
 /// A backup streamed from a running server's `/backup`.
 async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(), String> {
-    let read = |flag: &str, path: &Path| std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let builder = match &args.certificate_authority {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&read("--certificate-authority", ca)?) {
-                let cert = cert.map_err(|e| format!("--certificate-authority {}: {e}", ca.display()))?;
-                roots.add(cert).map_err(|e| format!("--certificate-authority {}: {e}", ca.display()))?;
-            }
-            builder.with_root_certificates(roots)
-        }
-        None => {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add_parsable_certificates(system_roots());
-            builder.with_root_certificates(roots)
-        }
-    };
-    let tls = match (&args.client_certificate, &args.client_key) {
-        (Some(cert), Some(key)) => {
-            let chain = CertificateDer::pem_slice_iter(&read("--client-certificate", cert)?)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("--client-certificate {}: {e}", cert.display()))?;
-            let key = PrivateKeyDer::from_pem_slice(&read("--client-key", key)?)
-                .map_err(|e| format!("--client-key {}: {e}", key.display()))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate: {e}"))?
-        }
-        (None, None) => builder.with_no_client_auth(),
-        _ => return Err("--client-certificate and --client-key must be given together".into()),
-    };
-    let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only().enable_http1().build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, http_body_util::Empty<Bytes>>(connector);
+    let client = ServerClient::new(&args.connection)?;
     let uri: http::Uri =
         format!("{}/backup", server.trim_end_matches('/')).parse().map_err(|e| format!("--server: {e}"))?;
-    let mut request = http::Request::get(uri.clone());
-    if let Some(path) = &args.token_file {
-        let token = String::from_utf8_lossy(&read("--token-file", path)?).trim().to_string();
-        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let request = request.body(http_body_util::Empty::new()).map_err(|e| e.to_string())?;
-    let response = client.request(request).await.map_err(|e| format!("GET {uri}: {}", describe(&e)))?;
-    let status = response.status();
-    let mut body = response.into_body();
-    if !status.is_success() {
-        let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        let message = serde_json::from_slice::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
-            .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
-        return Err(format!("GET {uri}: the server answered {status}: {message}"));
-    }
+    let mut body = client.send(http::Method::GET, &uri).await?;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let (written, received) = tokio::join!(write_file(partial, rx), async move {
         while let Some(frame) = body.frame().await {
@@ -229,31 +169,6 @@ async fn download(args: &BackupArgs, server: &str, partial: &Path) -> Result<(),
     });
     received?;
     written
-}
-
-/// The error and every cause it wraps.
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// The system's CA certificates, when no --certificate-authority is given.
-fn system_roots() -> Vec<CertificateDer<'static>> {
-    let mut roots = Vec::new();
-    for path in ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"] {
-        if let Ok(pem) = std::fs::read(path) {
-            roots.extend(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
-        }
-    }
-    roots
 }
 
 /// `crd-apiserver restore`; returns the exit code.

@@ -1,6 +1,6 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
 //! `serve`, `check`, `validate`, `dev-pki`, `manifests`, `delete-objects`, `backup` and
-//! `restore`.
+//! `restore`, `takeover` and `handback`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -19,8 +19,10 @@ pub mod migrate_storage;
 pub mod pki;
 pub mod reload;
 pub mod serve;
+pub mod server_client;
 pub mod storage_flags;
 pub mod storage_metrics;
+pub mod takeover;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -69,6 +71,11 @@ pub enum Command {
     /// Load a backup into an empty store (sled or etcd); resourceVersions go on above the
     /// backup's, and clients holding older ones get 410 Expired and list again.
     Restore(backup::RestoreArgs),
+    /// Move definitions' objects from the main apiserver to a running server: freeze writes,
+    /// copy, switch the APIServices, lift the freeze (the server does it; see README).
+    Takeover(takeover::TakeoverArgs),
+    /// Give taken-over definitions back to the main apiserver, objects included.
+    Handback(takeover::TakeoverArgs),
 }
 
 #[derive(Debug, Args)]
@@ -143,6 +150,20 @@ pub struct ServeArgs {
     /// Deadline of non-watch requests, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
+    /// The Service (`NAMESPACE/NAME`) a takeover points APIServices at: this server's.
+    #[arg(long, default_value = "crd-apiserver/crd-apiserver")]
+    pub takeover_service: String,
+    /// The port of --takeover-service.
+    #[arg(long, default_value_t = 443)]
+    pub takeover_service_port: u16,
+    /// The CA bundle (PEM) that signs this server's serving certificate, written into the
+    /// APIServices a takeover switches; takeovers are refused without it.
+    #[arg(long)]
+    pub takeover_ca_file: Option<PathBuf>,
+    /// How long a takeover waits for the freeze to take effect, and for the switched
+    /// APIServices to reach this server, before it rolls back.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub takeover_timeout: std::time::Duration,
     /// Most client connections open at once; beyond it new connections wait until one
     /// closes. 0 means the open-file limit less a reserve for the server's own files.
     #[arg(long, default_value_t = 0)]

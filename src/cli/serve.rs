@@ -86,6 +86,26 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
     Ok(Resolved { tls_cert, tls_key, client_ca, storage, definitions, dev })
 }
 
+/// Where a takeover points APIServices: `--takeover-service` with the CA of
+/// `--takeover-ca-file` (`None` without it: takeovers are refused and say why).
+fn takeover_target(args: &ServeArgs) -> Result<Option<crate::takeover::switch::Target>, StartError> {
+    let Some(ca_file) = &args.takeover_ca_file else { return Ok(None) };
+    let ca_bundle = std::fs::read(ca_file)
+        .map_err(|e| StartError::Config(format!("--takeover-ca-file {}: {e}", ca_file.display())))?;
+    let Some((namespace, name)) = args.takeover_service.split_once('/') else {
+        return Err(StartError::Config(format!(
+            "--takeover-service {}: expected NAMESPACE/NAME",
+            args.takeover_service
+        )));
+    };
+    Ok(Some(crate::takeover::switch::Target {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        port: args.takeover_service_port,
+        ca_bundle,
+    }))
+}
+
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
@@ -162,7 +182,26 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         request_timeout: args.request_timeout,
     });
     let health = super::checks::build(&store, &informers, &lifecycle);
-    let router = Arc::new(Router { api: api.clone(), health: Arc::new(health) });
+    // Resources taken over from the main apiserver expire the resourceVersions clients hold
+    // from there, across restarts.
+    // A store that cannot be read yet (closed on a full disk) serves nothing either: the
+    // records are read as soon as it can be.
+    let reading = api.clone();
+    tokio::spawn(async move {
+        let mut logged = false;
+        while let Err(e) = crate::takeover::load_floors(&reading).await {
+            if !logged {
+                tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
+                logged = true;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut takeovers =
+        crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target(&args)?);
+    takeovers.wait = args.takeover_timeout;
+    let takeovers = Arc::new(takeovers);
+    let router = Arc::new(Router { api: api.clone(), health: Arc::new(health), takeovers: Some(takeovers) });
     let handler = stack::build(
         StackConfig {
             authentication: delegation.authentication,

@@ -19,6 +19,8 @@ pub enum Endpoint {
     Metrics,
     /// A backup of the whole store, streamed (`docs/backup.md`).
     Backup,
+    /// A takeover (false) or handback (true) run by this server, its progress streamed.
+    Takeover(bool),
     Version,
     LegacyRoot,
     Apis,
@@ -48,6 +50,8 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
         ["readyz", ..] => Endpoint::Health(Probe::Readyz),
         ["metrics"] => Endpoint::Metrics,
         ["backup"] => Endpoint::Backup,
+        ["takeover"] => Endpoint::Takeover(false),
+        ["handback"] => Endpoint::Takeover(true),
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
         ["apis"] => Endpoint::Apis,
@@ -64,6 +68,8 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
 pub struct Router {
     pub api: Arc<Api>,
     pub health: Arc<Health>,
+    /// Takeovers and handbacks (`None`: refused, as in tests of the router alone).
+    pub takeovers: Option<Arc<crate::takeover::Takeovers>>,
 }
 
 fn version_info() -> serde_json::Value {
@@ -90,7 +96,8 @@ impl Router {
         };
         let endpoint = parse(request.method(), request.uri().path(), info);
         let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
-        if endpoint != Endpoint::Resource && endpoint != Endpoint::NotFound && !read_only {
+        let posted = matches!(endpoint, Endpoint::Takeover(_)) && request.method() == Method::POST;
+        if endpoint != Endpoint::Resource && endpoint != Endpoint::NotFound && !read_only && !posted {
             return body::error_response(&ApiError::method_not_allowed(), encoding);
         }
         let if_none_match =
@@ -107,6 +114,11 @@ impl Router {
                 body::bytes_response(StatusCode::OK, format.content_type(), crate::metrics::render(format))
             }
             Endpoint::Backup => backup_response(self.api.store().clone()),
+            Endpoint::Takeover(_) if !posted => body::error_response(&ApiError::method_not_allowed(), encoding),
+            Endpoint::Takeover(back) => match &self.takeovers {
+                Some(takeovers) => takeover_response(takeovers.clone(), back, &Query::parse(request.uri().query())),
+                None => body::error_response(&ApiError::service_unavailable("takeovers are not served"), encoding),
+            },
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -168,6 +180,52 @@ fn backup_response(store: crate::store::Backend) -> Response<RespBody> {
     let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/jsonl"));
     response
+}
+
+/// Runs a takeover (or handback) of the definition named by `name` on its own task (a client
+/// that goes away does not stop it half way) and streams its progress as JSON lines:
+/// `{"progress": ...}` lines, then `{"report": ...}` or `{"error": ...}`.
+fn takeover_response(takeovers: Arc<crate::takeover::Takeovers>, back: bool, query: &Query) -> Response<RespBody> {
+    use http_body_util::{BodyExt, StreamBody};
+    use tokio_stream::StreamExt;
+    let name = query.get("name").unwrap_or_default().to_string();
+    let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+    tokio::spawn(async move {
+        let (progress, mut lines) = tokio::sync::mpsc::channel::<String>(16);
+        let forward = tx.clone();
+        let relay = tokio::spawn(async move {
+            while let Some(line) = lines.recv().await {
+                let _ = forward.send(json_line(&json!({"progress": line}))).await;
+            }
+        });
+        let outcome = if back {
+            takeovers.hand_back(&name, &progress).await
+        } else {
+            takeovers.take_over(&name, dry_run, &progress).await
+        };
+        drop(progress);
+        let _ = relay.await;
+        let last = match outcome {
+            Ok(report) => json!({"report": report}),
+            Err(e) => {
+                tracing::warn!(target: "takeover", definition = %name, error = %e, "takeover or handback failed");
+                json!({"error": e.to_string()})
+            }
+        };
+        let _ = tx.send(json_line(&last)).await;
+    });
+    let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|chunk| Ok::<_, std::convert::Infallible>(http_body::Frame::data(chunk)));
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/jsonl"));
+    response
+}
+
+fn json_line(value: &serde_json::Value) -> bytes::Bytes {
+    let mut text = value.to_string().into_bytes();
+    text.push(b'\n');
+    bytes::Bytes::from(text)
 }
 
 /// The media type of the protobuf OpenAPI v2 document.

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod etcd;
 pub mod http;
+pub mod informer;
 pub mod kubectl;
 pub mod webhook;
 
@@ -276,6 +277,16 @@ pub fn stdout(out: &Output) -> String {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs the server binary as a command-line tool (`backup`, `restore`, `check`, ...).
+pub fn run_binary(args: &[&str]) -> Output {
+    Command::new(binary()).args(args).output().unwrap()
+}
+
+/// A command's stdout and stderr, in that order, for assertions on what it printed.
+pub fn printed(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
 }
 
 /// Splits a kubectl table into rows of whitespace-separated cells.

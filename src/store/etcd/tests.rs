@@ -358,6 +358,9 @@ async fn reads_not_older_than_a_revision_are_answered_by_the_cache_without_askin
     let first = a.create("/rv0/r/x", b("1")).await.unwrap();
     assert!(b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(0)).await.unwrap().is_some());
     cached(&b_replica, 1).await;
+    // The cache may have been loaded before b's watch delivered the create (a read at "0" may
+    // be that stale, as in Kubernetes): wait until it holds the create.
+    assert!(b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(first)).await.unwrap().is_some());
     let before = b_replica.cache_stats();
     // resourceVersion="0": whatever the cache holds, at once.
     let any = b_replica.get_fresh("/rv0/r/x", Freshness::NotOlderThan(0)).await.unwrap().unwrap();

@@ -234,6 +234,12 @@ impl SledStore {
         }
     }
 
+    /// Moves the store's revision to at least `at_least`, durably, without an event: every
+    /// revision handed out afterwards is above it. Returns the store's revision.
+    pub async fn advance_revision(&self, at_least: Revision) -> Result<Revision> {
+        Ok(self.submit("", Op::Advance(at_least)).await?.revision)
+    }
+
     async fn submit(&self, key: &str, op: Op) -> Result<Outcome> {
         let (reply, rx) = oneshot::channel();
         {
@@ -537,6 +543,32 @@ mod tests {
         assert_eq!(store.current_revision(), rev_b + 1);
         let c = store.create("/g/r/c", Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(c, rev_b + 2);
+    }
+
+    #[tokio::test]
+    async fn an_advanced_revision_is_durable_and_watches_go_on_across_it() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            let a = store.create("/g/r/a", Bytes::from_static(b"{}")).await.unwrap();
+            let mut watch = store.watch("/g/r/", a).await.unwrap();
+            assert_eq!(store.advance_revision(1_000).await.unwrap(), 1_000);
+            // Never backwards.
+            assert_eq!(store.advance_revision(10).await.unwrap(), 1_000);
+            assert_eq!(store.current_revision(), 1_000);
+            let b = store.create("/g/r/b", Bytes::from_static(b"{}")).await.unwrap();
+            assert_eq!(b, 1_001);
+            let event = watch.next().await.unwrap();
+            assert_eq!((event.key.as_str(), event.revision), ("/g/r/b", 1_001));
+            store.close();
+        }
+        let store = loop {
+            match SledStore::open(dir.path(), SledOptions::default()) {
+                Ok(s) => break s,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        };
+        assert_eq!(store.current_revision(), 1_001);
     }
 
     #[tokio::test]

@@ -67,8 +67,16 @@ pub(super) struct Place {
 
 pub(super) enum Op {
     Create(Bytes),
-    Update { expected: Revision, value: Bytes },
-    Delete { expected: Option<Revision> },
+    Update {
+        expected: Revision,
+        value: Bytes,
+    },
+    Delete {
+        expected: Option<Revision>,
+    },
+    /// Moves the revision counter to at least this revision (the key is ignored): no event,
+    /// the counter written durably with the batch.
+    Advance(Revision),
 }
 
 pub(super) enum Command {
@@ -450,6 +458,10 @@ impl Writer {
         batch: &mut sled::Batch,
         records: &mut Vec<Record>,
     ) -> Result<Outcome> {
+        if let Op::Advance(to) = op {
+            self.revision = self.revision.max(to);
+            return Ok(Outcome { revision: self.revision, deleted: None });
+        }
         let current = self.current(key, overlay)?;
         let (kind, value, deleted) = match (op, &current) {
             (Op::Create(_), Some(_)) => return Err(Error::AlreadyExists(key.to_string())),
@@ -464,6 +476,7 @@ impl Writer {
             }
             (Op::Update { value, .. }, Some(_)) => (EventType::Modified, value, None),
             (Op::Delete { .. }, Some(cur)) => (EventType::Deleted, cur.value.clone(), Some(cur.value.clone())),
+            (Op::Advance(_), _) => return Err(Error::Backend("advance is decided above".into())),
         };
         self.revision += 1;
         let revision = self.revision;

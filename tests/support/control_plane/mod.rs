@@ -13,9 +13,12 @@
 //! CustomResourceDefinitions (`crd_api`, with an outage switch); and one pass of the namespace
 //! controller on request (`run_namespace_controller`).
 
+pub mod admission;
 pub mod aggregator;
+pub mod apiservices;
 pub mod core_api;
 pub mod crd_api;
+pub mod custom_resources;
 pub mod discovery;
 pub mod namespace_controller;
 pub mod openapi;
@@ -40,7 +43,7 @@ use serde_json::Value;
 use aggregator::Backend;
 use rbac::{Rule, SERVICE_ACCOUNT, User};
 use server::Plane;
-use state::{ApiService, State, lock};
+use state::{State, lock};
 
 /// The service account token the project's server uses.
 pub const SERVER_TOKEN: &str = "crd-apiserver-service-account-token";
@@ -125,6 +128,8 @@ impl ControlPlane {
         let plane = Arc::new(Plane { state, backend: tokio::sync::RwLock::new(None), port });
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let serving_plane = plane.clone();
+        let registering = plane.state.clone();
+        runtime.spawn(async move { apiservices::spawn_autoregister(registering) });
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             server::serve(serving_plane, listener, Arc::new(tls)).await;
@@ -221,14 +226,37 @@ impl ControlPlane {
         lock(&self.state().backend_statuses).clone()
     }
 
-    /// An APIService for `group`/`version`.
+    /// An APIService that sends `group`/`version` to the project's Service.
     pub fn register(&self, group: &str, version: &str) {
-        lock(&self.state().services).push(ApiService {
-            group: group.into(),
-            version: version.into(),
-            group_priority: 1000,
-            version_priority: 15,
-        });
+        apiservices::register(self.state(), group, version);
+    }
+
+    /// The APIService named `name` as stored (without its status).
+    pub fn api_service(&self, name: &str) -> Option<Value> {
+        self.state().get_object("apiservices", "", name)
+    }
+
+    /// Stores a custom object the double serves itself, as a create would (see
+    /// `custom_resources::seed`).
+    pub fn seed_custom(&self, group: &str, plural: &str, object: Value) -> Value {
+        custom_resources::seed(self.state(), group, plural, object)
+    }
+
+    /// The custom objects of a resource the double serves itself.
+    pub fn custom_objects(&self, group: &str, plural: &str) -> Vec<Value> {
+        custom_resources::objects(self.state(), group, plural)
+    }
+
+    /// Makes every list page after the first wait `delay`, then fail (`fail`) or not.
+    pub fn set_custom_list_fault(&self, delay: std::time::Duration, fail: bool) {
+        let mut objects = lock(&self.state().objects);
+        objects.custom.continue_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        objects.custom.fail_continue = fail;
+    }
+
+    /// One pass of kube-aggregator's autoregister controller now (it also runs every 100 ms).
+    pub fn autoregister(&self) {
+        apiservices::autoregister(self.state());
     }
 
     /// Replaces the front-proxy CA: the ConfigMap carries only the new CA, the proxy uses a new

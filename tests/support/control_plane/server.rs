@@ -18,7 +18,7 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{core_api, crd_api, discovery, openapi, reviews, stored_api};
+use super::{apiservices, core_api, crd_api, custom_resources, discovery, openapi, reviews, stored_api};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -114,6 +114,13 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(e) => return respond::status(400, "BadRequest", &e.to_string(), None),
     };
+    let delay = custom_resources::delay(&plane.state, &query);
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
+    if let Some(response) = custom_resources::serve(&plane.state, &method, &path, &query, &attrs, &user, &body) {
+        return response;
+    }
     route(&plane, backend.as_deref(), &method, &path, &query, &attrs, &headers, body).await
 }
 
@@ -157,6 +164,9 @@ async fn route(
         ),
         ("GET", ["healthz" | "livez" | "readyz"]) => respond::bytes(200, "text/plain", "ok"),
         (_, ["api", "v1", ..]) => core_api::serve(&plane.state, attrs, query, body).await,
+        (_, ["apis", "apiregistration.k8s.io", "v1", "apiservices", ..]) => {
+            apiservices::serve(&plane.state, backend.is_some(), attrs, query, body)
+        }
         (_, ["apis", crd_api::GROUP, "v1", _, ..]) => {
             crd_api::serve(&plane.state, attrs, query, accept, &headers.content_type, body)
         }

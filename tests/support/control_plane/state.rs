@@ -43,6 +43,8 @@ pub struct Objects {
     pub stored: BTreeMap<(&'static str, String, String), Value>,
     /// CustomResourceDefinitions by name (`crd_api`).
     pub crds: BTreeMap<String, Value>,
+    /// Custom objects the double serves itself (`custom_resources`).
+    pub custom: super::custom_resources::Custom,
     pub log: Vec<Event>,
 }
 

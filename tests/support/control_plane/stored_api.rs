@@ -32,6 +32,7 @@ pub const RESOURCES: &[(&str, &str, &str, bool)] = &[
     ),
     ("mutatingadmissionpolicies", "MutatingAdmissionPolicyList", "admissionregistration.k8s.io/v1", false),
     ("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBindingList", "admissionregistration.k8s.io/v1", false),
+    ("apiservices", "APIServiceList", "apiregistration.k8s.io/v1", false),
     ("resourcequotas", "ResourceQuotaList", "v1", true),
     ("configmaps", "ConfigMapList", "v1", true),
     ("secrets", "SecretList", "v1", true),

@@ -40,6 +40,10 @@ spec:
         {{- end }}
         - --definitions=/etc/crd-apiserver/definitions
         - --shutdown-delay-duration={{ .Values.shutdown.delay }}
+        {{- if .Values.takeover.rbac }}
+        - --takeover-service={{ .Release.Namespace }}/{{ include "crd-apiserver.fullname" . }}
+        - --takeover-ca-file=/etc/crd-apiserver/tls/ca.crt
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}
