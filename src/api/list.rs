@@ -225,18 +225,17 @@ fn key_root(call: &Call) -> String {
     key::resource_prefix(&d.group, &d.plural)
 }
 
+/// How long a read or watch at a revision the store has not reached waits for it.
+const TOO_LARGE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Waits briefly for the store to reach `revision`, as Kubernetes' watch cache does; then
 /// answers 504 with `ResourceVersionTooLarge`.
 pub async fn wait_for_revision(api: &Api, call: &Call, revision: Revision) -> Result<(), ApiError> {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
-    while api.store().current_revision() < revision {
-        if tokio::time::Instant::now() >= deadline {
-            let current = api.store().current_revision();
-            return Err(errors::storage(store::Error::TooLarge { requested: revision, current }, call, ""));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    if api.store().wait_for_revision(revision, TOO_LARGE_WAIT).await {
+        return Ok(());
     }
-    Ok(())
+    let current = api.store().current_revision();
+    Err(errors::storage(store::Error::TooLarge { requested: revision, current }, call, ""))
 }
 
 pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {

@@ -32,6 +32,19 @@ pub struct ReloadOutcome {
     pub errors: Vec<ReloadError>,
 }
 
+impl ReloadOutcome {
+    /// Its errors concerning `definition` (joined, in file order), if any.
+    pub fn error_of(&self, definition: &str) -> Option<String> {
+        let messages: Vec<&str> = self
+            .errors
+            .iter()
+            .filter(|e| e.definition.as_deref() == Some(definition))
+            .map(|e| e.message.as_str())
+            .collect();
+        (!messages.is_empty()).then(|| messages.join("\n"))
+    }
+}
+
 /// The last reload's outcome, shared between the reloader (which writes it) and readers.
 #[derive(Debug, Default)]
 pub struct ReloadStatus {
@@ -53,14 +66,7 @@ impl ReloadStatus {
     /// The last reload's error concerning `definition` (its errors joined, in file order), if
     /// any: what the definition's status shows as its last reload error.
     pub fn last_error(&self, definition: &str) -> Option<String> {
-        let last = self.last.load();
-        let messages: Vec<&str> = last
-            .errors
-            .iter()
-            .filter(|e| e.definition.as_deref() == Some(definition))
-            .map(|e| e.message.as_str())
-            .collect();
-        (!messages.is_empty()).then(|| messages.join("\n"))
+        self.last.load().error_of(definition)
     }
 
     /// Records a reload's problems (called by the reloader only).

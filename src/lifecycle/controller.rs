@@ -8,11 +8,11 @@
 //! Replicas on one etcd elect one (`store::leadership`) to migrate and write the status
 //! objects; every replica records storage versions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Mutex, Notify, watch};
 
 use super::migrate::{self, Stop, progress::Progress};
 use super::{status, stored_versions};
@@ -39,13 +39,27 @@ pub struct Controller {
     reloads: Arc<ReloadStatus>,
     /// The progress of the migration under way, for the status writer.
     progress: watch::Sender<Option<(Arc<Definition>, Progress)>>,
+    /// The last reload error each status object was written with, by definition name. Held
+    /// for the whole of a status write, so that writes happen one at a time and what this
+    /// says is what the last write of each object showed: a status written with an error that
+    /// has gone since is seen to differ, and written again.
+    written: Mutex<HashMap<String, Written>>,
+}
+
+/// What the last write of a status object showed as its last reload error.
+#[derive(Debug, PartialEq)]
+enum Written {
+    Shown(Option<String>),
+    /// The write failed: whatever the object shows, it is written again.
+    Failed,
 }
 
 impl Controller {
     /// Starts the controller on the current runtime.
     pub fn spawn(api: Arc<Api>, options: migrate::Options, reloads: Arc<ReloadStatus>) -> Arc<Controller> {
         let (progress, updates) = watch::channel(None);
-        let controller = Arc::new(Controller { api, options, wake: Notify::new(), reloads, progress });
+        let controller =
+            Arc::new(Controller { api, options, wake: Notify::new(), reloads, progress, written: Mutex::default() });
         tokio::spawn(controller.clone().run());
         tokio::spawn(controller.clone().write_progress(updates));
         tokio::spawn(controller.clone().follow_reloads());
@@ -75,10 +89,24 @@ impl Controller {
             let leading = leadership.is_leader();
             let elected = leading && !led;
             led = leading;
-            if seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &catalog)) || elected || refreshed.elapsed() >= REFRESH {
+            let everything = seen.is_none() || elected || refreshed.elapsed() >= REFRESH;
+            if everything {
                 refreshed = Instant::now();
-                self.catalog_changed(&catalog, leading).await;
-                pending = served(&catalog).map(|d| d.name.clone()).collect();
+                let definitions: Vec<&Definition> = served(&catalog).map(|d| &**d).collect();
+                self.catalog_changed(&catalog, &definitions, true, leading).await;
+                pending = definitions.iter().map(|d| d.name.clone()).collect();
+                seen = Some(catalog.clone());
+            } else if let Some(before) = seen.as_ref().filter(|s| !Arc::ptr_eq(s, &catalog)) {
+                // A reload: only the definitions it added or changed need looking at (the
+                // others' storage versions were recorded, their status written and their
+                // migrations settled or still pending).
+                let (changed, removed) = changes(before, &catalog);
+                self.catalog_changed(&catalog, &changed, removed, leading).await;
+                for definition in changed {
+                    if !pending.contains(&definition.name) {
+                        pending.push(definition.name.clone());
+                    }
+                }
                 seen = Some(catalog.clone());
             }
             if !leading {
@@ -89,7 +117,8 @@ impl Controller {
                 continue;
             }
             let mut left = Vec::new();
-            for name in std::mem::take(&mut pending) {
+            let mut names = std::mem::take(&mut pending).into_iter();
+            while let Some(name) = names.next() {
                 if retry_at.get(&name).is_some_and(|at| Instant::now() < *at) {
                     left.push(name);
                     continue;
@@ -98,7 +127,13 @@ impl Controller {
                 match self.settle(&definition).await {
                     Ok(true) => {}
                     Ok(false) => left.push(name),
-                    Err(Stop::Superseded) => break,
+                    Err(Stop::Superseded) => {
+                        // A reload changed what is served: this one and the rest are looked at
+                        // again against the new catalog.
+                        left.push(name);
+                        left.extend(names);
+                        break;
+                    }
                     Err(Stop::Failed(e)) => {
                         tracing::error!(definition = %name, error = %e, "storage-version migration failed; it is tried again in {}s", RETRY.as_secs());
                         retry_at.insert(name.clone(), Instant::now() + RETRY);
@@ -114,20 +149,25 @@ impl Controller {
         }
     }
 
-    /// Records the storage versions of a newly served set and, on the leader, refreshes every
-    /// status object (also done every `REFRESH`, for the object counts).
-    async fn catalog_changed(&self, catalog: &Catalog, leading: bool) {
-        let definitions: Vec<&Definition> = served(catalog).map(|d| &**d).collect();
+    /// Records the storage versions of newly served `definitions` (every one, or those a reload
+    /// added or changed) and, on the leader, refreshes their status objects (every one also every
+    /// `REFRESH`, for the object counts) and, when some may be gone (`removed`), removes the status
+    /// objects of definitions no longer served.
+    async fn catalog_changed(&self, catalog: &Catalog, definitions: &[&Definition], removed: bool, leading: bool) {
         if let Err(e) = stored_versions::record_storage_versions(self.store(), definitions.iter().copied()).await {
             tracing::error!(error = %e, "recording the definitions' storage versions in status.storedVersions failed");
         }
         if !leading {
             return;
         }
-        for definition in &definitions {
+        for definition in definitions {
             self.write_status(definition, None).await;
         }
-        let names: std::collections::HashSet<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
+        if !removed {
+            return;
+        }
+        let names: HashSet<&str> = served(catalog).map(|d| d.name.as_str()).collect();
+        self.written.lock().await.retain(|name, _| names.contains(name.as_str()));
         if let Err(e) = status::remove_others(self.store(), &|name| names.contains(name)).await {
             tracing::warn!(error = %e, "removing the status of definitions no longer served failed");
         }
@@ -168,13 +208,12 @@ impl Controller {
         Ok(progress.state == migrate::progress::State::Done)
     }
 
-    /// On the leader, refreshes every status object after a reload that did not change the
-    /// served set (a refused change shows as `lastReloadError`, and goes when fixed), also while
-    /// a migration keeps the main loop busy. On every replica, while the last reload refused
-    /// something, asks for a reload whenever storedVersions change (the leader's migration may
-    /// have allowed what a follower's files ask).
+    /// On the leader, rewrites the status objects whose last reload error is not the one they
+    /// were last written with (a refused change shows as `lastReloadError`, and goes when
+    /// fixed), also while a migration keeps the main loop busy. On every replica, while the
+    /// last reload refused something, asks for a reload whenever storedVersions change (the
+    /// leader's migration may have allowed what a follower's files ask).
     async fn follow_reloads(self: Arc<Self>) {
-        let mut seen = self.reloads.last();
         let mut stored: Option<HashMap<String, Vec<String>>> = None;
         loop {
             tokio::time::sleep(POLL).await;
@@ -188,15 +227,18 @@ impl Controller {
                 }
                 stored = Some(now);
             }
-            if Arc::ptr_eq(&seen, &last) {
-                continue;
-            }
-            seen = last;
             if !self.store().leadership().is_leader() {
                 continue;
             }
             let catalog = self.api.catalog();
-            for definition in served(&catalog) {
+            let stale: Vec<&Arc<Definition>> = {
+                let written = self.written.lock().await;
+                // A definition not written yet is written by the main loop's first pass.
+                served(&catalog)
+                    .filter(|d| written.get(&d.name).is_some_and(|was| *was != Written::Shown(last.error_of(&d.name))))
+                    .collect()
+            };
+            for definition in stale {
                 self.write_status(definition, None).await;
             }
         }
@@ -214,6 +256,8 @@ impl Controller {
 
     /// Writes the status object of `definition` from the store's records (or `progress`).
     async fn write_status(&self, definition: &Definition, progress: Option<&Progress>) {
+        // One status write at a time (see `written`).
+        let mut written = self.written.lock().await;
         let store = self.store();
         let stored = stored_versions::read(store, &definition.name).await.unwrap_or_default();
         let recorded = match progress {
@@ -239,8 +283,15 @@ impl Controller {
             objects_per_version: counts.as_ref(),
             reload_error: reload_error.as_deref(),
         };
-        if let Err(e) = status::write(store, definition, &facts).await {
-            tracing::warn!(definition = %definition.name, error = %e, "writing the definition's status failed");
+        match status::write(store, definition, &facts).await {
+            Ok(()) => {
+                written.insert(definition.name.clone(), Written::Shown(reload_error));
+            }
+            Err(e) => {
+                // Looked at again at the next poll.
+                written.insert(definition.name.clone(), Written::Failed);
+                tracing::warn!(definition = %definition.name, error = %e, "writing the definition's status failed");
+            }
         }
     }
 }
@@ -258,6 +309,19 @@ impl Controller {
         counts.insert(definition.storage.name.clone(), total.saturating_sub(older));
         Some(counts)
     }
+}
+
+/// What a reload changed from `before` to `now`: the definitions of the files it added or
+/// changed (other `Arc`s), and whether it removed any.
+fn changes<'a>(before: &Catalog, now: &'a Catalog) -> (Vec<&'a Definition>, bool) {
+    let previous: HashMap<&str, &Arc<Definition>> = served(before).map(|d| (d.name.as_str(), d)).collect();
+    let changed: Vec<&Definition> = served(now)
+        .filter(|d| previous.get(d.name.as_str()).is_none_or(|p| !Arc::ptr_eq(p, d)))
+        .map(|d| &**d)
+        .collect();
+    let current: HashSet<&str> = served(now).map(|d| d.name.as_str()).collect();
+    let removed = previous.keys().any(|name| !current.contains(name));
+    (changed, removed)
 }
 
 /// The definitions of the files (not the server's own read-only ones).

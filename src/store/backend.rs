@@ -86,6 +86,13 @@ impl Store for Backend {
         }
     }
 
+    async fn wait_for_revision(&self, revision: Revision, limit: std::time::Duration) -> bool {
+        match self {
+            Backend::Sled(s) => s.wait_for_revision(revision, limit).await,
+            Backend::Etcd(s) => s.wait_for_revision(revision, limit).await,
+        }
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         match self {
             Backend::Sled(s) => s.get(key).await,

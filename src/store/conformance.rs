@@ -15,6 +15,7 @@ pub async fn run_all<S: Store>(store: &S) {
     create_get_update_delete(store).await;
     preconditions(store).await;
     revisions_increase(store).await;
+    waits_for_a_revision(store).await;
     lists_page_and_stay_consistent(store).await;
     lists_at_an_old_revision(store).await;
     watch_replays_then_streams(store).await;
@@ -59,6 +60,19 @@ async fn revisions_increase<S: Store>(store: &S) {
     assert_eq!(store.current_revision(), c);
     let list = store.list("/rev/r/", ListOptions::default()).await.unwrap();
     assert_eq!(list.revision, c);
+}
+
+/// A revision a client holds that the store has not reached yet: the wait ends once a write
+/// reaches it, or with false after its limit.
+async fn waits_for_a_revision<S: Store>(store: &S) {
+    let now = store.current_revision();
+    assert!(store.wait_for_revision(now, Duration::from_secs(30)).await, "a reached revision");
+    assert!(!store.wait_for_revision(now + 1_000_000, Duration::from_millis(50)).await, "a revision never written");
+    let (reached, written) =
+        tokio::join!(store.wait_for_revision(now + 1, Duration::from_secs(30)), store.create("/wait/r/a", b("1")));
+    assert!(reached, "the next write's revision");
+    assert!(written.unwrap() > now);
+    assert!(store.current_revision() > now);
 }
 
 async fn lists_page_and_stay_consistent<S: Store>(store: &S) {

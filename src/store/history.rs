@@ -8,9 +8,10 @@
 //! Owns the window and the fan-out to watchers. Must not do I/O: backends feed it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::store::{Error, Event, Result, Revision, Versioned, key};
 
@@ -62,6 +63,8 @@ pub(crate) struct History {
     compacted: Revision,
     /// The latest revision known to be on disk.
     durable: Revision,
+    /// `durable` for those who wait for a revision (`Store::wait_for_revision`).
+    durable_tx: watch::Sender<Revision>,
     limits: HistoryLimits,
     /// Watchers by resource prefix (`/group/plural/`).
     watchers: HashMap<String, Vec<Watcher>>,
@@ -77,6 +80,7 @@ impl History {
             bytes: 0,
             compacted: revision,
             durable: revision,
+            durable_tx: watch::channel(revision).0,
             limits,
             watchers: HashMap::new(),
             pins: BTreeMap::new(),
@@ -104,6 +108,17 @@ impl History {
 
     pub fn durable(&self) -> Revision {
         self.durable
+    }
+
+    /// Waits (at most `limit`, without holding the window) until `revision` is durable;
+    /// false when it was not in time. Take the receiver with `durable_changes`.
+    pub async fn wait_durable(mut durable: watch::Receiver<Revision>, revision: Revision, limit: Duration) -> bool {
+        matches!(tokio::time::timeout(limit, durable.wait_for(|r| *r >= revision)).await, Ok(Ok(_)))
+    }
+
+    /// The durable revision as it changes, for `wait_durable`.
+    pub fn durable_changes(&self) -> watch::Receiver<Revision> {
+        self.durable_tx.subscribe()
     }
 
     /// Checks that every event after `at` is still retained.
@@ -150,6 +165,7 @@ impl History {
             }
         }
         self.durable = revision;
+        self.durable_tx.send_replace(revision);
         self.trim();
     }
 
@@ -162,6 +178,7 @@ impl History {
         self.bytes = 0;
         self.compacted = revision;
         self.durable = revision;
+        self.durable_tx.send_replace(revision);
         self.watchers.clear();
     }
 

@@ -187,6 +187,10 @@ pub trait Store: Send + Sync + 'static {
     /// The latest durable revision. Watchers have been handed every event up to it.
     fn current_revision(&self) -> Revision;
 
+    /// Waits at most `limit` until `current_revision()` reaches `revision` (one a client holds
+    /// from a write or a read, here or on another replica); false when it did not in time.
+    fn wait_for_revision(&self, revision: Revision, limit: std::time::Duration) -> impl Future<Output = bool> + Send;
+
     /// The latest value of `key`, consistent (`Freshness::Consistent`).
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Versioned>>> + Send;
 

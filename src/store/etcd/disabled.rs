@@ -42,6 +42,10 @@ impl Store for EtcdStore {
         match *self {}
     }
 
+    async fn wait_for_revision(&self, _revision: Revision, _limit: std::time::Duration) -> bool {
+        match *self {}
+    }
+
     async fn get(&self, _key: &str) -> Result<Option<Versioned>> {
         match *self {}
     }

@@ -385,6 +385,11 @@ impl Store for EtcdStore {
         self.shared.history().durable()
     }
 
+    async fn wait_for_revision(&self, revision: Revision, limit: Duration) -> bool {
+        // A revision from a list may be past the prefix's last event: a progress marker.
+        self.shared.wait_until_fresh(revision, limit).await
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         self.get_fresh(key, Freshness::Consistent).await
     }

@@ -351,6 +351,11 @@ impl Store for SledStore {
         self.shared.history().durable()
     }
 
+    async fn wait_for_revision(&self, revision: Revision, limit: std::time::Duration) -> bool {
+        let durable = self.shared.history().durable_changes();
+        History::wait_durable(durable, revision, limit).await
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         let at = self.current_revision();
         let current = self.shared.read(key.as_bytes())?;
