@@ -4,6 +4,9 @@
 //! writer keeps updating random objects by compare-and-swap, as users would. Prints objects per
 //! second and the resident memory before, during (peak) and after, then checks that every
 //! acknowledged write is there and every object is in v1.
+//! With `WRITES_PER_SECOND` 0 nothing writes meanwhile. When `PERF_CTL_FIFO` names the control
+//! fifo of `perf stat --control fifo:... -D -1`, counting is enabled for the migration only
+//! (`hack/bench-migration.sh` does this to give instructions per object).
 //! Usage: migration_bench [OBJECTS] [WRITES_PER_SECOND] [DIR]     (hack/bench-migration.sh)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -49,6 +52,17 @@ fn object(i: u64, version: &str, image: &str) -> Bytes {
             "generation": 1, "creationTimestamp": "2026-11-25T10:00:00Z", "labels": {"app": "bench"}},
         "spec": {"cronSpec": "* * * * */5", "image": image, "replicas": 3}});
     Bytes::from(serde_json::to_vec(&value).unwrap())
+}
+
+/// Tells `perf stat` (through its control fifo, when given) to start or stop counting.
+fn perf_control(command: &str) {
+    if let Ok(fifo) = std::env::var("PERF_CTL_FIFO") {
+        use std::io::Write;
+        let mut control = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+        control.write_all(format!("{command}\n").as_bytes()).unwrap();
+        // perf polls the fifo; give it the moment to act before the measured work goes on.
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn rss_mib() -> u64 {
@@ -146,19 +160,33 @@ fn main() {
                 }
             })
         };
-        let users = tokio::spawn(writer(store.clone(), objects, write_rate, stop.clone(), counts.clone()));
+        let users = (write_rate > 0)
+            .then(|| tokio::spawn(writer(store.clone(), objects, write_rate, stop.clone(), counts.clone())));
 
         let definition = crontab("v1");
         stored_versions::record_storage_versions(&store, [&definition]).await.unwrap();
+        perf_control("enable");
         let started = Instant::now();
         let mut pages = 0u64;
-        let progress =
-            migrate::migrate(&store, &definition, migrate::Options::default(), &|| true, &mut |_| pages += 1)
-                .await
-                .unwrap();
+        // Resident memory as the migration goes, every tenth of the objects.
+        let mut trace = Vec::new();
+        let step = (objects / 10).max(1);
+        let progress = migrate::migrate(&store, &definition, migrate::Options::default(), &|| true, &mut |p| {
+            pages += 1;
+            let looked_at: u64 = p.objects_per_version.values().sum();
+            if p.last_objects_per_version.is_none() && looked_at / step > trace.len() as u64 {
+                trace.push(rss_mib());
+            }
+        })
+        .await
+        .unwrap();
         let seconds = started.elapsed().as_secs_f64();
+        perf_control("disable");
         stop.store(true, Ordering::Relaxed);
-        let acknowledged = users.await.unwrap();
+        let acknowledged = match users {
+            Some(users) => users.await.unwrap(),
+            None => HashMap::new(),
+        };
         sampler.join().unwrap();
         let after = rss_mib();
 
@@ -180,6 +208,8 @@ fn main() {
             "resident memory: before {before} MiB, during (peak) {} MiB, after {after} MiB",
             peak.load(Ordering::Relaxed)
         );
+        let trace: Vec<String> = trace.iter().map(u64::to_string).collect();
+        println!("resident memory every tenth of the first pass (MiB): {}", trace.join(" "));
 
         // Nothing lost or overwritten: every object in v1, each user write as acknowledged.
         let stored = stored_versions::read(&store, "crontabs.stable.example.com").await.unwrap();

@@ -66,8 +66,18 @@ pub fn convert_page(call: &Call, page: &[crate::store::KeyValue]) -> Result<Opti
     super::write::convert_all_to(definition, objects, version).map(Some)
 }
 
-/// The `apiVersion` of a stored object, read without decoding the rest of it.
-fn stored_api_version(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+/// The `apiVersion` of a stored object, read without decoding the rest of it: this server
+/// writes objects compact with their keys in order, so it is nearly always the first member,
+/// taken off the bytes when it needs no unescaping; otherwise the object is parsed for it.
+pub fn stored_api_version(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    const HEAD: &[u8] = b"{\"apiVersion\":\"";
+    if let Some(rest) = bytes.strip_prefix(HEAD)
+        && let Some(end) = rest.iter().position(|&b| matches!(b, b'"' | b'\\'))
+        && rest.get(end) == Some(&b'"')
+        && let Some(Ok(plain)) = rest.get(..end).map(std::str::from_utf8)
+    {
+        return Some(std::borrow::Cow::Borrowed(plain));
+    }
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(borrow, rename = "apiVersion")]
@@ -427,6 +437,11 @@ pub(crate) mod tests {
         assert_eq!(stored_api_version(escaped).as_deref(), Some("tests.example.com/v1"));
         assert_eq!(stored_api_version(br#"{"kind":"Shirt"}"#), None);
         assert_eq!(stored_api_version(b"not json"), None);
+        // As this server stores objects: read off the first member, escaped or not.
+        let first = br#"{"apiVersion":"tests.example.com/v2","kind":"Shirt"}"#;
+        assert!(matches!(stored_api_version(first), Some(std::borrow::Cow::Borrowed("tests.example.com/v2"))));
+        let escaped_first = br#"{"apiVersion":"tests.example.com\/v2","kind":"Shirt"}"#;
+        assert_eq!(stored_api_version(escaped_first).as_deref(), Some("tests.example.com/v2"));
     }
 
     #[tokio::test]

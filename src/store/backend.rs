@@ -130,6 +130,13 @@ impl Store for Backend {
         }
     }
 
+    async fn update_many(&self, updates: Vec<super::Update>) -> Vec<Result<Revision>> {
+        match self {
+            Backend::Sled(s) => s.update_many(updates).await,
+            Backend::Etcd(s) => s.update_many(updates).await,
+        }
+    }
+
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
         match self {
             Backend::Sled(s) => s.delete(key, expected).await,

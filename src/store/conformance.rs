@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Error, EventType, ListOptions, Store};
+use super::{Error, EventType, ListOptions, Store, Update};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
@@ -21,6 +21,7 @@ pub async fn run_all<S: Store>(store: &S) {
     watch_replays_then_streams(store).await;
     watch_is_scoped_to_its_prefix(store).await;
     concurrent_writers(store).await;
+    update_many(store).await;
 }
 
 async fn create_get_update_delete<S: Store>(store: &S) {
@@ -201,3 +202,26 @@ trait CreateOwned: Store {
 }
 
 impl<S: Store> CreateOwned for S {}
+
+/// `update_many` decides each update as `update` would, and every success is an event of its
+/// own.
+async fn update_many<S: Store>(store: &S) {
+    let a = store.create("/many/r/a", b("a1")).await.unwrap();
+    let c = store.create("/many/r/c", b("c1")).await.unwrap();
+    let mut watch = store.watch("/many/r/", c).await.unwrap();
+    let update = |key: &str, expected, value: &str| Update { key: key.to_string(), expected, value: b(value) };
+    let results = store
+        .update_many(vec![update("/many/r/a", a, "a2"), update("/many/r/b", 1, "b2"), update("/many/r/c", a, "c2")])
+        .await;
+    let [Ok(a2), Err(Error::NotFound(_)), Err(Error::Conflict { current, .. })] = results.as_slice() else {
+        panic!("unexpected results {results:?}");
+    };
+    assert!(*a2 > c);
+    assert_eq!(*current, c);
+    assert_eq!(store.get("/many/r/a").await.unwrap().unwrap().value, b("a2"));
+    assert_eq!(store.get("/many/r/c").await.unwrap().unwrap().value, b("c1"));
+    let event = tokio::time::timeout(Duration::from_secs(10), watch.next()).await.unwrap().unwrap();
+    assert_eq!((event.kind, event.key.as_str(), event.revision), (EventType::Modified, "/many/r/a", *a2));
+    assert_eq!(event.prev, Some(b("a1")));
+    assert!(store.update_many(Vec::new()).await.is_empty());
+}

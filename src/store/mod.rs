@@ -47,6 +47,14 @@ pub struct KeyValue {
     pub value: Bytes,
 }
 
+/// One update of `Store::update_many`: `key` replaced by `value` if its revision is `expected`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    pub key: String,
+    pub expected: Revision,
+    pub value: Bytes,
+}
+
 /// How fresh a read of the latest state must be (Kubernetes' `resourceVersion` of gets and
 /// lists without `resourceVersionMatch=Exact`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -203,6 +211,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces `key` if its revision is `expected`. Returns the new revision.
     fn update(&self, key: &str, expected: Revision, value: Bytes) -> impl Future<Output = Result<Revision>> + Send;
+
+    /// Each update as `update` makes it (each succeeds or fails on its own), committed
+    /// together where the backend can (sled: one batch, one sync; etcd: concurrent
+    /// transactions); results in the order of `updates`, whose keys must be distinct (two
+    /// updates of one key are decided in no particular order). For writers of many objects at
+    /// once (the storage-version migrator's pages).
+    fn update_many(&self, updates: Vec<Update>) -> impl Future<Output = Vec<Result<Revision>>> + Send {
+        async move {
+            let writes = updates.iter().map(|u| self.update(&u.key, u.expected, u.value.clone()));
+            futures_util::future::join_all(writes).await
+        }
+    }
 
     /// Deletes `key` (if its revision is `expected`, when given). Returns the deletion's
     /// revision and the last value.

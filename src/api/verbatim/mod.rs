@@ -19,6 +19,8 @@ pub mod scan;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use scan::{Kind, MAX_DEPTH, Reader, Refused, Scan};
 
 use crate::definitions::{Definition, Version};
@@ -48,10 +50,47 @@ fn prove_and_splice(
     };
     let Ok(text) = std::str::from_utf8(stored) else { return false };
     let mut reader = Reader::new(text);
-    let Ok(splice) = object(&mut reader, &definition.group, &version.name, schema) else {
+    let Ok((splice, _)) = object(&mut reader, &definition.group, &version.name, schema) else {
         return false;
     };
     splice.write(stored, revision, out)
+}
+
+/// An object stored in version `from`, rewritten into version `to` by the `None` conversion as
+/// the storage-version migrator's general path writes it (`lifecycle::migrate::rewrite`: read
+/// with `from`'s schema, `apiVersion` set to `to`, pruned with `to`'s schema, stored without
+/// `resourceVersion`), when the stored bytes prove that path changes nothing but `apiVersion`:
+/// the stored bytes with `to`'s `apiVersion` in place of `from`'s. `None` when that is not
+/// proven (the caller takes the general path). The definition's conversion must be `None`:
+/// the caller checks.
+pub fn with_api_version(definition: &Definition, from: &Version, to: &Version, stored: &[u8]) -> Option<Vec<u8>> {
+    let (Some(read_schema), Some(prune_schema)) = (from.schema.as_ref(), to.schema.as_ref()) else {
+        return None;
+    };
+    let text = std::str::from_utf8(stored).ok()?;
+    let group = &definition.group;
+    // Read as stored: unchanged by coercion, the generation repair and `from`'s defaults.
+    let (splice, api_version) = object(&mut Reader::new(text), group, &from.name, read_schema).ok()?;
+    // Then pruned with `to`'s schema (apiVersion plays no part in it): unchanged too. Both
+    // compiled from the same text, the schemas prune alike.
+    let same_schema = Arc::ptr_eq(read_schema, prune_schema)
+        || (from.openapi_schema.is_some() && from.openapi_schema == to.openapi_schema);
+    if !same_schema {
+        object(&mut Reader::new(text), group, &from.name, prune_schema).ok()?;
+    }
+    // A stored resourceVersion would be removed: left to the general path.
+    if !matches!(splice, Splice::Insert { .. }) {
+        return None;
+    }
+    let (head, tail) = (stored.get(..api_version.start)?, stored.get(api_version.end..)?);
+    // Group and version names are DNS names: written by serde_json without escapes.
+    let mut out = Vec::with_capacity(stored.len() + to.name.len());
+    out.extend_from_slice(head);
+    out.extend_from_slice(group.as_bytes());
+    out.push(b'/');
+    out.extend_from_slice(to.name.as_bytes());
+    out.extend_from_slice(tail);
+    Some(out)
 }
 
 /// Where `resourceVersion` goes in the stored text.
@@ -92,7 +131,13 @@ impl Splice {
 
 /// The root object: `apiVersion` must name the requested version, `metadata` must survive the
 /// ObjectMeta round trip unchanged, every other member must survive pruning and defaulting.
-fn object(reader: &mut Reader<'_>, group: &str, version: &str, schema: &Schema) -> Scan<Splice> {
+/// Returns where `resourceVersion` goes and where the `apiVersion` string's contents are.
+fn object(
+    reader: &mut Reader<'_>,
+    group: &str,
+    version: &str,
+    schema: &Schema,
+) -> Scan<(Splice, std::ops::Range<usize>)> {
     // Embedded resources have their own metadata rules; a declared `metadata` with defaults
     // would be defaulted. Both are rare: left to the general path.
     if schema.has_embedded || schema.properties.get("metadata").is_some_and(|m| m.has_defaults) {
@@ -101,15 +146,17 @@ fn object(reader: &mut Reader<'_>, group: &str, version: &str, schema: &Schema) 
     let mut members = reader.begin_object()?;
     let mut defaults = Defaults::of(schema);
     let mut properties = Cursor::new(&schema.properties);
-    let mut api_version = false;
+    let mut api_version = None;
     let mut splice = None;
     while let Some(key) = reader.next_key(&mut members)? {
         defaults.saw(key)?;
         match key {
             "apiVersion" => {
+                // After the opening quote; the string ends before the closing one.
+                let start = reader.pos() + 1;
                 let text = reader.string()?.plain().ok_or(Refused)?;
                 let named = text.strip_prefix(group).and_then(|rest| rest.strip_prefix('/'));
-                api_version = named == Some(version);
+                api_version = (named == Some(version)).then(|| start..start + text.len());
             }
             "kind" => {
                 reader.string()?;
@@ -119,8 +166,8 @@ fn object(reader: &mut Reader<'_>, group: &str, version: &str, schema: &Schema) 
         }
     }
     defaults.finish()?;
-    match splice {
-        Some(splice) if api_version && reader.at_end() => Ok(splice),
+    match (splice, api_version) {
+        (Some(splice), Some(api_version)) if reader.at_end() => Ok((splice, api_version)),
         _ => Err(Refused),
     }
 }

@@ -17,8 +17,13 @@ use super::stored_versions;
 use crate::definitions::Definition;
 use crate::store::{Backend, ListOptions, Store, key};
 
-/// Objects read per page: memory stays bounded by one page whatever the number of objects.
+/// Objects read per page: memory stays bounded by two pages (one written while the next is
+/// read) whatever the number of objects.
 pub const PAGE_SIZE: usize = 500;
+
+/// How often a pass under way writes its progress record (to resume from after a crash): every
+/// page would cost a commit of its own per page.
+const SAVE_EVERY: Duration = Duration::from_millis(200);
 
 /// How a migration is paced.
 #[derive(Debug, Clone, Copy)]
@@ -132,7 +137,10 @@ pub async fn migrate(
 }
 
 /// One pass from `progress.continue_after` to the last object. Marks the progress `Done` when
-/// the whole pass found no object in another version.
+/// the whole pass found no object in another version. While a page's writes are on their way
+/// to the disk, the next page is read and converted; a page counts as done (and the progress
+/// moves past it) once every write of it is answered. The progress is reported after every
+/// page, and written to the store at most every `SAVE_EVERY` and when the pass stops.
 async fn one_pass(
     store: &Backend,
     definition: &Definition,
@@ -145,13 +153,23 @@ async fn one_pass(
     let prefix = key::resource_prefix(&definition.group, &definition.plural);
     let desired = format!("{}/{}", definition.group, definition.storage.name);
     let group_prefix = format!("{}/", definition.group);
+    // Where the next page starts (the progress record moves only past finished pages).
+    let mut read_after = progress.continue_after.clone();
+    // The page being written, and its last key.
+    let mut writing: Option<(Option<rewrite::PageWrite<'_>>, Option<String>)> = None;
+    let mut saved = Instant::now();
     loop {
         if !still_current() {
+            // What is under way is finished and recorded: a new pass resumes after it.
+            if let Some((previous, previous_last)) = writing.take() {
+                finish_page(store, definition, progress, pacer, previous, previous_last).await?;
+            }
+            progress::write(store, &definition.name, progress).await?;
             return Err(Stop::Superseded);
         }
         let page_options = ListOptions {
             revision: None,
-            start_after: progress.continue_after.clone(),
+            start_after: read_after.clone(),
             limit: Some(options.page_size.max(1)),
             count_remaining: false,
             ..ListOptions::default()
@@ -161,34 +179,78 @@ async fn one_pass(
         let mut old = Vec::new();
         for kv in page.items {
             let api_version = rewrite::stored_api_version(&kv.value).unwrap_or_default();
-            let version = api_version.strip_prefix(&group_prefix).unwrap_or(&api_version).to_string();
-            *progress.objects_per_version.entry(version).or_default() += 1;
-            if api_version != desired {
+            let version = api_version.strip_prefix(&group_prefix).unwrap_or(&api_version);
+            match progress.objects_per_version.get_mut(version) {
+                Some(count) => *count += 1,
+                None => {
+                    progress.objects_per_version.insert(version.to_string(), 1);
+                }
+            }
+            if api_version != desired.as_str() {
                 old.push(kv);
             }
         }
         progress.found_old += old.len() as u64;
-        if !old.is_empty() {
-            let outcome = rewrite::rewrite_page(store, definition, old).await.map_err(Stop::Failed)?;
-            progress.migrated += outcome.migrated;
-            progress.yielded_to_writers += outcome.yielded;
-            pacer.wait(outcome.migrated).await;
+        let converted = match old.is_empty() {
+            true => None,
+            false => Some(rewrite::Converted::new(definition, old).map_err(Stop::Failed)?),
+        };
+        let finished = match writing.take() {
+            Some((previous, previous_last)) => {
+                finish_page(store, definition, progress, pacer, previous, previous_last).await?;
+                true
+            }
+            None => false,
+        };
+        let started = match converted {
+            Some(converted) => Some(converted.start(store).await),
+            None => None,
+        };
+        writing = Some((started, last.clone()));
+        if finished {
+            progress.last_error = None;
+            if saved.elapsed() >= SAVE_EVERY {
+                progress::write(store, &definition.name, progress).await?;
+                saved = Instant::now();
+            }
+            report(progress);
         }
         if last.is_some() {
-            progress.continue_after = last;
+            read_after = last;
         }
         if !page.more {
             break;
         }
-        progress.last_error = None;
-        progress::write(store, &definition.name, progress).await?;
-        report(progress);
+    }
+    if let Some((previous, previous_last)) = writing.take() {
+        finish_page(store, definition, progress, pacer, previous, previous_last).await?;
     }
     progress.continue_after = None;
     progress.last_error = None;
     progress.finished_at = Some(crate::core::time::now_rfc3339());
     if progress.found_old == 0 {
         progress.state = State::Done;
+    }
+    Ok(())
+}
+
+/// Waits for a page's writes (and retries), counts them and paces the next page.
+async fn finish_page(
+    store: &Backend,
+    definition: &Definition,
+    progress: &mut Progress,
+    pacer: &mut Pacer,
+    write: Option<rewrite::PageWrite<'_>>,
+    last: Option<String>,
+) -> Result<(), Stop> {
+    if let Some(write) = write {
+        let outcome = write.finish(store, definition).await.map_err(Stop::Failed)?;
+        progress.migrated += outcome.migrated;
+        progress.yielded_to_writers += outcome.yielded;
+        pacer.wait(outcome.migrated).await;
+    }
+    if last.is_some() {
+        progress.continue_after = last;
     }
     Ok(())
 }

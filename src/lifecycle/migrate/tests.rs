@@ -31,13 +31,18 @@ fn key_of(name: &str) -> String {
     key::object_key("stable.example.com", "crontabs", Some("default"), name)
 }
 
+/// Every other object holds `replicas`: read unchanged, it is rewritten from its bytes
+/// (`api::verbatim::with_api_version`); the others are defaulted on read (the general path).
 fn stored(name: &str, version: &str, image: &str) -> Bytes {
-    let object = json!({"apiVersion": format!("stable.example.com/{version}"), "kind": "CronTab",
+    let mut object = json!({"apiVersion": format!("stable.example.com/{version}"), "kind": "CronTab",
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "generation": 3,
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "stable.example.com/v1beta1",
                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:image": {}}}}]},
         "spec": {"cronSpec": "* * * * */5", "image": image}});
+    if name.bytes().last().is_some_and(|b| b % 2 == 0) {
+        object["spec"]["replicas"] = json!(2);
+    }
     Bytes::from(serde_json::to_vec(&object).unwrap())
 }
 

@@ -30,7 +30,7 @@ use super::history::History;
 pub use super::history::HistoryLimits;
 use writer::{Command, Op, Outcome};
 
-use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
+use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Store, Update, Versioned, Watch};
 
 /// Key of the last assigned revision. Object keys start with `/`, so it never appears in lists.
 const REVISION_KEY: &[u8] = b"\0revision";
@@ -245,7 +245,7 @@ impl SledStore {
         {
             let commands = self.shared.commands.lock().map_err(|_| Error::Closed)?;
             let sender = commands.as_ref().ok_or(Error::Closed)?;
-            sender.send(Command { key: key.to_string(), op, reply }).map_err(|_| Error::Closed)?;
+            sender.send(Command::One { key: key.to_string(), op, reply }).map_err(|_| Error::Closed)?;
         }
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -379,6 +379,22 @@ impl Store for SledStore {
 
     async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
         self.submit(key, Op::Update { expected, value }).await.map(|o| o.revision)
+    }
+
+    /// One command to the writer: the updates are decided in order and committed in one batch.
+    async fn update_many(&self, updates: Vec<Update>) -> Vec<Result<Revision>> {
+        let count = updates.len();
+        let (reply, rx) = oneshot::channel();
+        let sent = match self.shared.commands.lock() {
+            Ok(commands) => {
+                commands.as_ref().is_some_and(|sender| sender.send(Command::Updates { updates, reply }).is_ok())
+            }
+            Err(_) => false,
+        };
+        match (sent, rx.await) {
+            (true, Ok(results)) => results,
+            _ => (0..count).map(|_| Err(Error::Closed)).collect(),
+        }
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
@@ -584,5 +600,16 @@ mod tests {
         let at = store.durable_syncs();
         futures_util::future::join_all(writes).await;
         assert!(store.durable_syncs() > at);
+        // A page of updates is one batch and one sync, acknowledged after it.
+        let mut updates = Vec::new();
+        for i in 0..64 {
+            let key = format!("/g/c/{i}");
+            let revision = store.get(&key).await.unwrap().unwrap().revision;
+            updates.push(crate::store::Update { key, expected: revision, value: Bytes::from_static(b"[]") });
+        }
+        let at = store.durable_syncs();
+        let results = store.update_many(updates).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(store.durable_syncs(), at + 1);
     }
 }

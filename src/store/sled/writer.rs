@@ -28,7 +28,11 @@ use tokio::sync::oneshot;
 use super::reserve::{self, Reserve};
 use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
 use crate::store::history::Record;
-use crate::store::{Error, Event, EventType, Result, Revision, Versioned};
+use crate::store::{Error, Event, EventType, Result, Revision, Update, Versioned};
+
+/// What the batch being decided has done to each key so far. foldhash: probed twice per write
+/// on the writer thread (keys are seeded per process).
+type Overlay = HashMap<String, Option<Versioned>, foldhash::fast::RandomState>;
 
 /// Most writes decided and flushed together.
 const MAX_BATCH: usize = 4096;
@@ -75,10 +79,65 @@ pub(super) enum Op {
     Advance(Revision),
 }
 
-pub(super) struct Command {
-    pub key: String,
-    pub op: Op,
-    pub reply: oneshot::Sender<Result<Outcome>>,
+pub(super) enum Command {
+    /// One write.
+    One { key: String, op: Op, reply: oneshot::Sender<Result<Outcome>> },
+    /// Updates decided in order, each as `One` would decide it, committed in the same batch
+    /// and answered together (`Store::update_many`).
+    Updates { updates: Vec<Update>, reply: oneshot::Sender<Vec<Result<Revision>>> },
+}
+
+impl Command {
+    /// How many writes it carries.
+    fn len(&self) -> usize {
+        match self {
+            Command::One { .. } => 1,
+            Command::Updates { updates, .. } => updates.len(),
+        }
+    }
+
+    fn is_delete(&self) -> bool {
+        matches!(self, Command::One { op: Op::Delete { .. }, .. })
+    }
+
+    /// Answers every write it carries with `error`.
+    fn refuse(self, error: &Error) {
+        match self {
+            Command::One { reply, .. } => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            Command::Updates { updates, reply } => {
+                let _ = reply.send(updates.iter().map(|_| Err(error.clone())).collect());
+            }
+        }
+    }
+}
+
+/// A decided command's answer, sent once its batch is durable (or failed).
+enum Reply {
+    One(oneshot::Sender<Result<Outcome>>, Result<Outcome>),
+    Updates(oneshot::Sender<Vec<Result<Revision>>>, Vec<Result<Revision>>),
+}
+
+impl Reply {
+    /// Sends the answer; `failed`, when the batch did not reach the disk, replaces every
+    /// success. The requester may have gone away (client disconnected): the write stands.
+    fn send(self, failed: Option<&Error>) {
+        fn fail<T>(result: Result<T>, failed: Option<&Error>) -> Result<T> {
+            match failed {
+                Some(e) => result.and(Err(e.clone())),
+                None => result,
+            }
+        }
+        match self {
+            Reply::One(reply, result) => {
+                let _ = reply.send(fail(result, failed));
+            }
+            Reply::Updates(reply, results) => {
+                let _ = reply.send(results.into_iter().map(|r| fail(r, failed)).collect());
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -175,25 +234,28 @@ impl Writer {
                 }
             }
             let Some(first) = first else { continue };
+            let mut writes = first.len();
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            while writes < MAX_BATCH {
                 match commands.try_recv() {
-                    Ok(c) => batch.push(c),
+                    Ok(c) => {
+                        writes += c.len();
+                        batch.push(c);
+                    }
                     Err(_) => break,
                 }
             }
             if let Some(fault) = &self.fault {
                 for command in batch {
-                    let _ = command.reply.send(Err(fault.clone()));
+                    command.refuse(fault);
                 }
                 continue;
             }
             if self.deletes_only {
                 // Deletions make room; anything else would only fill the disk again.
-                let (deletes, others): (Vec<Command>, Vec<Command>) =
-                    batch.into_iter().partition(|c| matches!(c.op, Op::Delete { .. }));
+                let (deletes, others): (Vec<Command>, Vec<Command>) = batch.into_iter().partition(Command::is_delete);
                 for command in others {
-                    let _ = command.reply.send(Err(no_space()));
+                    command.refuse(&no_space());
                 }
                 batch = deletes;
                 if batch.is_empty() {
@@ -222,16 +284,31 @@ impl Writer {
 
     fn commit(&mut self, commands: Vec<Command>) {
         let start_revision = self.revision;
-        let mut overlay: HashMap<String, Option<Versioned>> = HashMap::new();
+        let mut overlay = Overlay::default();
         let mut batch = sled::Batch::default();
         let mut records = Vec::new();
         let mut replies = Vec::with_capacity(commands.len());
-        for Command { key, op, reply } in commands {
-            let result = self.decide(&key, op, &mut overlay, &mut batch, &mut records);
-            replies.push((reply, result));
+        let mut writes = 0;
+        for command in commands {
+            writes += command.len();
+            replies.push(match command {
+                Command::One { key, op, reply } => {
+                    Reply::One(reply, self.decide(&key, op, &mut overlay, &mut batch, &mut records))
+                }
+                Command::Updates { updates, reply } => {
+                    let results = updates
+                        .into_iter()
+                        .map(|Update { key, expected, value }| {
+                            let op = Op::Update { expected, value };
+                            self.decide(&key, op, &mut overlay, &mut batch, &mut records).map(|o| o.revision)
+                        })
+                        .collect();
+                    Reply::Updates(reply, results)
+                }
+            });
         }
         let metrics = &crate::metrics::global().group_commit;
-        metrics.batch_size.observe(replies.len() as u64);
+        metrics.batch_size.observe(writes as u64);
         if self.revision > start_revision {
             batch.insert(REVISION_KEY, &self.revision.to_be_bytes());
             let started = Instant::now();
@@ -253,15 +330,14 @@ impl Writer {
                 }
                 self.last_recovery = Instant::now();
                 self.set_fault(Some(e.clone()));
-                for (reply, result) in replies {
-                    let _ = reply.send(result.and(Err(e.clone())));
+                for reply in replies {
+                    reply.send(Some(&e));
                 }
                 return;
             }
         }
-        for (reply, result) in replies {
-            // The requester may have gone away (client disconnected); the write stands.
-            let _ = reply.send(result);
+        for reply in replies {
+            reply.send(None);
         }
     }
 
@@ -367,7 +443,7 @@ impl Writer {
         Ok(())
     }
 
-    fn current(&self, key: &str, overlay: &HashMap<String, Option<Versioned>>) -> Result<Option<Versioned>> {
+    fn current(&self, key: &str, overlay: &Overlay) -> Result<Option<Versioned>> {
         if let Some(v) = overlay.get(key) {
             return Ok(v.clone());
         }
@@ -378,7 +454,7 @@ impl Writer {
         &mut self,
         key: &str,
         op: Op,
-        overlay: &mut HashMap<String, Option<Versioned>>,
+        overlay: &mut Overlay,
         batch: &mut sled::Batch,
         records: &mut Vec<Record>,
     ) -> Result<Outcome> {
