@@ -80,6 +80,8 @@ pub struct Stats {
     pub bytes: usize,
     /// The revision every event has been applied up to.
     pub revision: Revision,
+    /// The feed's watch is open: without it no resource is read from the cache.
+    pub live: bool,
 }
 
 /// Whether a resource can be read from the cache.
@@ -164,6 +166,7 @@ impl Cache {
             objects: inner.objects,
             bytes: inner.bytes,
             revision: inner.revision,
+            live: inner.live,
         }
     }
 
@@ -469,7 +472,7 @@ mod tests {
         cache.apply(&[record(EventType::Added, "/g/other/x", 15, "x")], 15);
         assert_eq!(cache.get("/g/other/", "/g/other/x"), None);
         cache.reset(20);
-        assert_eq!(cache.stats(), Stats { revision: 20, ..Stats::default() });
+        assert_eq!(cache.stats(), Stats { revision: 20, live: true, ..Stats::default() });
         assert!(!cache.finish_load("/g/r/", id, Loaded::new()), "a load from before a reset is dropped");
     }
 

@@ -283,9 +283,14 @@ async fn a_restore_keeps_revisions_above_the_backups_and_an_interrupted_one_is_r
     store.close();
 }
 
-/// Waits until `store` caches `n` resources (each is loaded on its first read).
+/// Waits until `store` caches `n` resources (each is loaded on its first read) and may answer
+/// from them (its watch is open).
 async fn cached(store: &EtcdStore, resources: usize) {
-    wait_for(|| store.cache_stats().cache.resources >= resources, "the resource to be cached").await;
+    let ready = || {
+        let cache = store.cache_stats().cache;
+        cache.resources >= resources && cache.live
+    };
+    wait_for(ready, "the resource to be cached").await;
 }
 
 #[tokio::test]
