@@ -39,6 +39,19 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Objects read per page: with a rate limit, at most a tenth of a second's worth, so that
+    /// pacing (after each page, whose writes go as one batch) keeps the rate rather than
+    /// letting a whole page through at once.
+    fn page_limit(&self) -> usize {
+        let page = self.page_size.max(1);
+        match self.rate {
+            0 => page,
+            rate => page.min(usize::try_from(rate / 10).unwrap_or(usize::MAX).max(1)),
+        }
+    }
+}
+
 /// Why a pass stopped before its end.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Stop {
@@ -170,7 +183,7 @@ async fn one_pass(
         let page_options = ListOptions {
             revision: None,
             start_after: read_after.clone(),
-            limit: Some(options.page_size.max(1)),
+            limit: Some(options.page_limit()),
             count_remaining: false,
             ..ListOptions::default()
         };

@@ -171,3 +171,13 @@ async fn the_rate_limit_paces_the_rewrite() {
     // 60 objects at 200 per second take at least 0.3 s.
     assert!(started.elapsed() >= Duration::from_millis(290), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_rate_limit_bounds_the_page_to_a_tenth_of_a_seconds_worth() {
+    let limit = |rate, page_size| Options { rate, page_size }.page_limit();
+    assert_eq!(limit(0, 500), 500);
+    assert_eq!(limit(200, 500), 20);
+    assert_eq!(limit(10_000, 500), 500);
+    assert_eq!(limit(5, 500), 1);
+    assert_eq!(limit(0, 0), 1);
+}
