@@ -3,7 +3,8 @@
 //! moved to the server, kubectl reaches the objects through the aggregator afterwards with
 //! the same uids, resourceVersions from the main apiserver answer 410, writes during the freeze
 //! are refused with its message, a failure before the switch leaves the cluster as it was, an
-//! APIService pointed elsewhere is refused, and a handback brings everything back.
+//! APIService pointed elsewhere is refused, a missing permission is named, a handback brings
+//! everything back, and `--takeover-cluster-definitions` takes selected definitions over once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -72,7 +73,7 @@ fn grant_takeover(plane: &ControlPlane) {
         &["apiservices"],
     ));
     plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover",
+        "crd-apiserver:takeover-freeze",
         sa(),
         &["create", "delete"],
         &["admissionregistration.k8s.io"],
@@ -110,6 +111,11 @@ fn widget(name: &str) -> Value {
 /// The double serving widgets itself with three objects (finalizers; an owner reference;
 /// status), and the server serving the same definition, not yet registered for it.
 fn start(objects: usize, extra: &[&str]) -> Env {
+    start_serving(&[WIDGET_CRD], objects, extra)
+}
+
+/// `start`, the server serving the definitions of `files` (none: from the cluster's flags).
+fn start_serving(files: &[&str], objects: usize, extra: &[&str]) -> Env {
     let plane = ControlPlane::start();
     let crd: Value = serde_saphyr::from_str(WIDGET_CRD).unwrap();
     plane.create_crd(crd).unwrap();
@@ -131,7 +137,7 @@ fn start(objects: usize, extra: &[&str]) -> Env {
     for i in 3..objects {
         plane.seed_custom(GROUP, "widgets", widget(&format!("w{i:06}")));
     }
-    let mut server = TestServer::prepare(&[WIDGET_CRD], Some(plane.server_kubeconfig()));
+    let mut server = TestServer::prepare(files, Some(plane.server_kubeconfig()));
     let ca = server.pki.serving_ca();
     let mut flags = vec!["--takeover-ca-file", ca.to_str().unwrap()];
     flags.extend_from_slice(extra);
@@ -400,6 +406,103 @@ fn handback_returns_the_objects_and_the_apiservice() {
     assert_eq!(listed["items"].as_array().unwrap().len(), 2, "{listed}");
     let create = env.admin.send_json("POST", WIDGETS, &widget("again"));
     assert_eq!(create.status, 201, "{}", create.text());
+}
+
+/// Runs `probe` until it answers `Some`, for at most `seconds`.
+fn eventually<T>(env: &Env, what: &str, seconds: u64, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what} did not happen in {seconds} seconds: {}", env.server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn points_here(env: &Env) -> bool {
+    env.plane.api_service("v1.takeover.example.com").is_some_and(|s| s["spec"]["service"]["name"] == "crd-apiserver")
+}
+
+#[test]
+fn a_missing_permission_is_named_and_nothing_changes() {
+    let env = start(3, &[]);
+    env.plane.remove_binding("crd-apiserver:takeover-freeze");
+    let out = env.run("takeover", &[]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("cannot create resource \"validatingadmissionpolicies\""), "{}", text(&out));
+    assert!(text(&out).contains("the server's service account needs this permission"), "{}", text(&out));
+    assert!(!points_here(&env));
+    let ours = env.direct().get(WIDGETS).unwrap().json();
+    assert_eq!(ours["items"].as_array().unwrap().len(), 0, "{ours}");
+    let create = env.admin.send_json("POST", WIDGETS, &widget("after"));
+    assert_eq!(create.status, 201, "writes were never frozen: {}", create.text());
+}
+
+/// `--takeover-cluster-definitions`: the definitions the cluster flags select are taken over
+/// as soon as they are served, once; one we cannot serve is reported and never taken over; one
+/// handed back is left alone after a restart.
+#[test]
+fn the_automatic_mode_takes_selected_definitions_over_once() {
+    const GADGETS: &str = "gadgets.takeover.example.com";
+    let flags = [
+        "--cluster-definitions=widgets.takeover.example.com,gadgets.takeover.example.com",
+        "--takeover-cluster-definitions",
+    ];
+    let mut env = start_serving(&[], 3, &flags);
+    // Two storage versions: kept by the main apiserver (an older release accepted it), refused
+    // by our checks.
+    let mut gadgets: Value =
+        serde_saphyr::from_str(&WIDGET_CRD.replace("widget", "gadget").replace("Widget", "Gadget")).unwrap();
+    let mut v2 = gadgets["spec"]["versions"][0].clone();
+    v2["name"] = json!("v2");
+    gadgets["spec"]["versions"].as_array_mut().unwrap().push(v2);
+    env.plane.put_crd_unchecked(gadgets);
+
+    eventually(&env, "the automatic takeover", 60, || points_here(&env).then_some(()));
+    eventually(&env, "the freeze lifted", 30, || (!env.policy_exists()).then_some(()));
+    let listed: Value = serde_json::from_str(&env.kubectl(&["get", "widgets", "-o", "json"])).unwrap();
+    let moved = by_name(listed["items"].as_array().unwrap());
+    let before = by_name(&env.plane.custom_objects(GROUP, "widgets"));
+    assert_eq!(moved.keys().collect::<Vec<_>>(), ["first", "second", "third"]);
+    for (name, old) in &before {
+        assert_eq!(moved[name]["metadata"]["uid"], old["metadata"]["uid"], "{name}");
+    }
+    eventually(&env, "the invalid definition reported", 30, || {
+        env.server.log().contains("must have exactly one version marked as storage version").then_some(())
+    });
+    let policies =
+        env.plane.state().get_object("validatingadmissionpolicies", "", &format!("crd-apiserver-takeover.{GADGETS}"));
+    assert!(policies.is_none(), "an invalid definition is never frozen");
+    let mut command = Command::new(support::binary());
+    let refused = command
+        .args(["takeover", GADGETS])
+        .args(["--server", &format!("https://127.0.0.1:{}", env.server.port)])
+        .args(["--certificate-authority", env.server.pki.serving_ca().to_str().unwrap()])
+        .args(["--client-certificate", env.cert.0.to_str().unwrap()])
+        .args(["--client-key", env.cert.1.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains(&format!("this server does not serve {GADGETS}")), "{}", text(&refused));
+
+    // Handed back, then the server restarted with the same flags: it stays handed back.
+    let out = env.run("handback", &[]);
+    assert!(out.status.success(), "{}\n{}", text(&out), env.server.log());
+    assert!(!points_here(&env));
+    let left_alone = "automatic takeover: handed back";
+    let before_restart = env.server.log().matches(left_alone).count();
+    env.server.stop();
+    let ca = env.server.pki.serving_ca();
+    let mut restart = vec!["--takeover-ca-file", ca.to_str().unwrap()];
+    restart.extend_from_slice(&flags);
+    env.server.spawn(&restart);
+    eventually(&env, "the handed-back definition considered", 30, || {
+        (env.server.log().matches(left_alone).count() > before_restart).then_some(())
+    });
+    assert!(!points_here(&env));
+    assert!(!env.policy_exists());
+    assert_eq!(env.admin.get(WIDGETS).unwrap().json()["items"].as_array().unwrap().len(), 3);
 }
 
 /// `hack/bench-takeover.sh`: a takeover of `TAKEOVER_OBJECTS` (100,000) small objects; prints

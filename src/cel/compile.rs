@@ -415,15 +415,36 @@ pub fn compile_expr(
             false,
         );
     }
-    let compiled = std::thread::scope(|scope| {
+    let compiled = on_compile_stack(|| compile_here(source, decl, optional_old_self, want));
+    compiled.unwrap_or_else(|| (Err("compilation failed: the expression could not be compiled".into()), false))
+}
+
+thread_local! {
+    /// Whether this thread is one [`on_compile_stack`] started.
+    static ON_COMPILE_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` on a thread with the compile stack ([`COMPILE_STACK_BYTES`]), where every
+/// expression `f` compiles is compiled without a thread of its own: a definition's rules are
+/// compiled on one thread, not one each (starting a thread and unmapping its stack cost more
+/// than compiling a short rule). Already on such a thread, `f` runs there. `None` when `f`
+/// panicked or no thread could be started.
+pub fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
+    if ON_COMPILE_STACK.with(std::cell::Cell::get) {
+        // As on a thread of its own, a panic fails this expression only.
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    }
+    std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("cel-compile".into())
             .stack_size(COMPILE_STACK_BYTES)
-            .spawn_scoped(scope, || compile_here(source, decl, optional_old_self, want))
+            .spawn_scoped(scope, || {
+                ON_COMPILE_STACK.with(|on| on.set(true));
+                f()
+            })
             .ok()
             .and_then(|thread| thread.join().ok())
-    });
-    compiled.unwrap_or_else(|| (Err("compilation failed: the expression could not be compiled".into()), false))
+    })
 }
 
 /// An admission expression compiled, with what mutations need besides the program.

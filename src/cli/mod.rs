@@ -160,6 +160,12 @@ pub struct ServeArgs {
     /// APIServices a takeover switches; takeovers are refused without it.
     #[arg(long)]
     pub takeover_ca_file: Option<PathBuf>,
+    /// Take over automatically every definition served from the main apiserver's
+    /// CustomResourceDefinitions (--cluster-definitions-selector, --cluster-definitions) as
+    /// soon as it is served, once (one handed back is left alone); needs --takeover-ca-file.
+    /// With several replicas on etcd, only the elected one runs takeovers.
+    #[arg(long)]
+    pub takeover_cluster_definitions: bool,
     /// How long a takeover waits for the freeze to take effect, and for the switched
     /// APIServices to reach this server, before it rolls back.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]

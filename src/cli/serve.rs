@@ -89,6 +89,20 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
 /// Where a takeover points APIServices: `--takeover-service` with the CA of
 /// `--takeover-ca-file` (`None` without it: takeovers are refused and say why).
 fn takeover_target(args: &ServeArgs) -> Result<Option<crate::takeover::switch::Target>, StartError> {
+    if args.takeover_cluster_definitions {
+        if args.takeover_ca_file.is_none() {
+            return Err(StartError::Config(
+                "--takeover-cluster-definitions needs --takeover-ca-file (the CA bundle the APIServices get)".into(),
+            ));
+        }
+        if super::cluster_definitions::wanted(args)?.is_empty() {
+            return Err(StartError::Config(
+                "--takeover-cluster-definitions takes over the definitions --cluster-definitions-selector or \
+                 --cluster-definitions select: give one of them"
+                    .into(),
+            ));
+        }
+    }
     let Some(ca_file) = &args.takeover_ca_file else { return Ok(None) };
     let ca_bundle = std::fs::read(ca_file)
         .map_err(|e| StartError::Config(format!("--takeover-ca-file {}: {e}", ca_file.display())))?;
@@ -109,6 +123,7 @@ fn takeover_target(args: &ServeArgs) -> Result<Option<crate::takeover::switch::T
 /// Starts the server and serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let resolved = resolve(&args)?;
+    let takeover_target = takeover_target(&args)?;
     let plugins =
         crate::admission::Plugins::from_flags(&args.enable_admission_plugins, &args.disable_admission_plugins)
             .map_err(StartError::Config)?;
@@ -197,10 +212,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
-    let mut takeovers =
-        crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target(&args)?);
+    let mut takeovers = crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target);
     takeovers.wait = args.takeover_timeout;
     let takeovers = Arc::new(takeovers);
+    if args.takeover_cluster_definitions {
+        crate::takeover::auto::spawn(takeovers.clone(), api.clone());
+    }
     let router = Arc::new(Router { api: api.clone(), health: Arc::new(health), takeovers: Some(takeovers) });
     let handler = stack::build(
         StackConfig {

@@ -179,8 +179,16 @@ fn load_file(file: &Path) -> Vec<Result<Loaded, Problem>> {
     }
 }
 
-/// The definitions of a file's contents, and its problems, in document order.
+/// The definitions of a file's contents, and its problems, in document order. Loaded on one
+/// thread with the stack CEL compilation needs, shared by every rule of the file.
 pub fn load_text(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
+    crate::cel::on_compile_stack(|| load_text_here(file, bytes)).unwrap_or_else(|| {
+        let problem = "cannot load: the definitions could not be compiled".to_string();
+        vec![Err(Problem::new(file.display().to_string(), None, vec![problem]))]
+    })
+}
+
+fn load_text_here(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
     let shown = file.display().to_string();
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,

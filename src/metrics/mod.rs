@@ -17,6 +17,7 @@ mod process;
 pub mod requests;
 pub mod simple;
 pub mod storage;
+pub mod watch_cache;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -36,6 +37,7 @@ pub struct Metrics {
     pub cel: Cel,
     pub group_commit: GroupCommit,
     pub storage: storage::Storage,
+    pub watch_cache: watch_cache::WatchCache,
     /// Objects served from their stored bytes (`hit`) or through the general read path.
     pub verbatim_hits: AtomicU64,
     pub verbatim_misses: AtomicU64,
@@ -51,6 +53,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     registry.register_collector(Box::new(requests::encode::RequestCollector(&metrics.requests)));
     registry.register_collector(Box::new(simple::SimpleCollector(metrics)));
     registry.register_collector(Box::new(storage::StorageCollector(&metrics.storage)));
+    registry.register_collector(Box::new(watch_cache::WatchCacheCollector(&metrics.watch_cache)));
     registry.register_collector(Box::new(process::ProcessCollector));
     registry
 });

@@ -34,7 +34,9 @@ impl Backend {
                 let pinned = s.pin();
                 super::backup::dump(s, self.name(), pinned.revision(), sink).await
             }
-            Backend::Etcd(s) => super::backup::dump(s, self.name(), s.current_revision(), sink).await,
+            // etcd's revision, not the feed's: a write acknowledged before the backup began may
+            // not have reached the feed yet.
+            Backend::Etcd(s) => super::backup::dump(s, self.name(), s.committed_revision().await?, sink).await,
         }
     }
 

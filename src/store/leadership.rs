@@ -80,4 +80,31 @@ impl Leadership {
             std::future::pending::<()>().await;
         }
     }
+
+    /// Waits until this replica no longer leads (at once if it does not). Once no election
+    /// sends answers (a sole server, or a store closed), the last answer holds for good.
+    pub async fn until_following(&mut self) {
+        if self.leading.wait_for(|leading| !*leading).await.is_err() && *self.leading.borrow() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    #[test]
+    fn a_sole_server_never_stops_leading_and_a_follower_learns_it_lost() {
+        assert!(Leadership::sole().until_following().now_or_never().is_none());
+        let (tx, rx) = watch::channel(true);
+        let mut leadership = Leadership::following(rx);
+        assert!(leadership.until_following().now_or_never().is_none());
+        tx.send_replace(false);
+        assert!(leadership.until_following().now_or_never().is_some());
+        drop(tx);
+        assert!(leadership.until_following().now_or_never().is_some(), "an ended election, last answer: following");
+    }
 }

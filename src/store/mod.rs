@@ -184,7 +184,9 @@ impl Watch {
 
 /// The storage contract. `Send` futures so that handlers can await them on any worker.
 pub trait Store: Send + Sync + 'static {
-    /// The latest durable revision. Watchers have been handed every event up to it.
+    /// The latest durable revision whose events watchers have been handed (every one up to
+    /// it). A backend may acknowledge a write before its revision is current (etcd: the
+    /// replica's watch delivers it just after); `wait_for_revision` waits for one.
     fn current_revision(&self) -> Revision;
 
     /// Waits at most `limit` until `current_revision()` reaches `revision` (one a client holds

@@ -14,6 +14,7 @@
 //! store directly (objects keep their metadata, bypassing the write path as a restore does),
 //! and calls the main apiserver through `cluster`.
 
+pub mod auto;
 pub mod cluster;
 pub mod copy;
 pub mod freeze;

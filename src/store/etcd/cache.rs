@@ -24,6 +24,13 @@ use crate::store::{EventType, KeyValue, Revision, Versioned, key};
 /// key and the value, and the shared handle `Bytes` allocates when a value is held twice.
 pub const ENTRY_OVERHEAD: usize = 192;
 
+/// Records `change` in the figures of the resource whose prefix is `resource` (`/group/plural/`).
+fn record_figures(resource: &str, change: impl FnOnce(&mut crate::metrics::watch_cache::Figures)) {
+    if let Some((group, plural)) = resource.trim_matches('/').split_once('/') {
+        crate::metrics::global().watch_cache.update(group, plural, change);
+    }
+}
+
 /// One cached key: its latest value and the revision that wrote it.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -73,6 +80,8 @@ pub struct Stats {
     pub bytes: usize,
     /// The revision every event has been applied up to.
     pub revision: Revision,
+    /// The feed's watch is open: without it no resource is read from the cache.
+    pub live: bool,
 }
 
 /// Whether a resource can be read from the cache.
@@ -111,6 +120,8 @@ pub(super) struct Page {
     pub items: Vec<KeyValue>,
     pub more: bool,
     pub remaining: Option<u64>,
+    /// Entries the page read from the cache and the window (returned or not).
+    pub fetched: usize,
 }
 
 /// What a list asks of the cache (the same as `ListOptions` without the revision).
@@ -155,6 +166,7 @@ impl Cache {
             objects: inner.objects,
             bytes: inner.bytes,
             revision: inner.revision,
+            live: inner.live,
         }
     }
 
@@ -206,6 +218,11 @@ impl Cache {
             apply_change(&mut entries, change, &mut inner.objects, &mut inner.bytes);
         }
         *slot = Resource::Ready(entries);
+        let revision = inner.revision;
+        record_figures(resource, |f| {
+            f.initializations += 1;
+            f.revision = revision;
+        });
         true
     }
 
@@ -232,6 +249,7 @@ impl Cache {
                     Some(Entry { revision: event.revision, value: event.value.clone() })
                 }
             };
+            record_figures(prefix, |f| f.events += 1);
             let change = Change { key: relative.into(), value };
             match resource {
                 Resource::Loading { since, pending, .. } => {
@@ -243,6 +261,11 @@ impl Cache {
             }
         }
         inner.revision = inner.revision.max(revision);
+        for (prefix, resource) in &inner.resources {
+            if matches!(resource, Resource::Ready(_)) {
+                record_figures(prefix, |f| f.revision = inner.revision);
+            }
+        }
     }
 
     /// Forgets every resource: the feed lost events (a compaction passed it) and the cache
@@ -308,6 +331,7 @@ impl Cache {
                     items: Vec::new(),
                     more: false,
                     remaining: None,
+                    fetched: 0,
                 }));
             }
             _ => std::ops::Bound::Included(relative_prefix),
@@ -323,6 +347,7 @@ impl Cache {
         let mut items = Vec::new();
         let mut more = false;
         let mut remaining = 0u64;
+        let mut fetched = 0;
         loop {
             let from_cache = cached.peek().map(|(k, _)| format!("{resource}{k}"));
             let from_history = changed.peek().map(|(k, _)| k.clone());
@@ -348,6 +373,7 @@ impl Cache {
                     next
                 }
             };
+            fetched += 1;
             let Some(value) = value else { continue };
             if items.len() == limit {
                 more = true;
@@ -360,7 +386,7 @@ impl Cache {
             items.push(KeyValue { key: full, revision: value.revision, value: value.value });
         }
         let remaining = (more && request.count_remaining).then_some(remaining);
-        Some(Ok(Page { revision, items, more, remaining }))
+        Some(Ok(Page { revision, items, more, remaining, fetched }))
     }
 }
 
@@ -446,7 +472,7 @@ mod tests {
         cache.apply(&[record(EventType::Added, "/g/other/x", 15, "x")], 15);
         assert_eq!(cache.get("/g/other/", "/g/other/x"), None);
         cache.reset(20);
-        assert_eq!(cache.stats(), Stats { revision: 20, ..Stats::default() });
+        assert_eq!(cache.stats(), Stats { revision: 20, live: true, ..Stats::default() });
         assert!(!cache.finish_load("/g/r/", id, Loaded::new()), "a load from before a reset is dropped");
     }
 

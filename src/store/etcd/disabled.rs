@@ -32,6 +32,10 @@ impl EtcdStore {
         match *self {}
     }
 
+    pub async fn committed_revision(&self) -> Result<Revision> {
+        match *self {}
+    }
+
     pub fn leadership(&self) -> crate::store::leadership::Leadership {
         match *self {}
     }

@@ -69,7 +69,7 @@ impl Rounds {
 }
 
 /// etcd's current revision, read after this call began (shared with concurrent callers).
-async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
+pub(super) async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
     let rounds = &shared.rounds;
     let mut done = rounds.done.subscribe();
     let round = {
@@ -248,6 +248,13 @@ pub(super) async fn list(shared: &Arc<Shared>, prefix: &str, options: &ListOptio
         Err(Error::Expired { .. }) => None,
         answer => {
             shared.reads.cached.fetch_add(1, Ordering::Relaxed);
+            if let (Ok(page), Some((group, plural))) = (&answer, resource.trim_matches('/').split_once('/')) {
+                crate::metrics::global().watch_cache.update(group, plural, |f| {
+                    f.lists += 1;
+                    f.fetched += page.fetched as u64;
+                    f.returned += page.items.len() as u64;
+                });
+            }
             Some(answer)
         }
     }

@@ -4,9 +4,11 @@
 //! and by etcd otherwise; watches are served from the replica's history window. One etcd
 //! watch (`feed`) fills the window and the cache.
 //!
-//! A write is acknowledged once etcd committed it (etcd's own fsync and quorum) and the
-//! replica's feed has seen it, so that the writer's next watch or list at that revision needs
-//! no wait.
+//! A write is acknowledged once etcd committed it (etcd's own fsync and quorum), as
+//! kube-apiserver acknowledges one: the replica's feed delivers it just after, and whatever
+//! must see it waits for it there: a consistent read until the cache has reached etcd's
+//! current revision (`reads`), a read or watch at its revision until the feed has
+//! (`Store::wait_for_revision`, `Store::watch`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,10 +33,6 @@ pub(super) const LIST_CHUNK: usize = 1000;
 
 /// Largest etcd response accepted: a page of `LIST_CHUNK` values of etcd's largest size.
 pub(super) const MAX_RESPONSE_BYTES: usize = 2 << 30;
-
-/// Longest a write waits for the replica's feed to see it before it is acknowledged anyway
-/// (it is committed; only a watch opened at once might wait for it).
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest a watch from a revision the replica has not seen yet waits for it, as Kubernetes'
 /// watch cache does before answering "Too large resource version".
@@ -132,16 +130,6 @@ impl Shared {
         });
     }
 
-    /// Waits (at most `limit`) until the feed has seen `revision`, which is the revision of an
-    /// event under the prefix (a write's own): its event is on the way.
-    pub async fn wait_until_seen(&self, revision: Revision, limit: Duration) -> bool {
-        if *self.seen.borrow() >= revision {
-            return true;
-        }
-        let mut seen = self.seen.subscribe();
-        matches!(tokio::time::timeout(limit, seen.wait_for(|r| *r >= revision)).await, Ok(Ok(_)))
-    }
-
     /// Waits (at most `limit`) until the feed has seen `revision`, any etcd revision (a list's,
     /// which may be past the prefix's last event): unless the feed gets there on its own within
     /// `FRESHNESS_GRACE`, it is asked for a progress marker, whose event comes after
@@ -235,6 +223,12 @@ impl EtcdStore {
         history.reset(at);
     }
 
+    /// etcd's current revision, read after this call began: every write acknowledged before
+    /// it, by any replica, is at or below it (a backup's revision).
+    pub async fn committed_revision(&self) -> Result<Revision> {
+        reads::current_revision(&self.shared).await
+    }
+
     /// What the replica's cache holds and how reads were answered.
     pub fn cache_stats(&self) -> CacheStats {
         let reads = &self.shared.reads;
@@ -326,14 +320,6 @@ impl EtcdStore {
     async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
         let mut kv = self.shared.kv();
         self.shared.call(kv.txn(txn)).await
-    }
-
-    /// Acknowledges a committed write once the feed has seen it (see `SETTLE_TIMEOUT`).
-    async fn settle(&self, revision: Revision) -> Revision {
-        if !self.shared.wait_until_seen(revision, SETTLE_TIMEOUT).await {
-            tracing::warn!(revision, "the etcd watch has not delivered a committed write yet");
-        }
-        revision
     }
 
     /// What a failed transaction's `or_else` read says: absent, or present at a revision.
@@ -430,7 +416,7 @@ impl Store for EtcdStore {
         if !response.succeeded() {
             return Err(Error::AlreadyExists(key.to_string()));
         }
-        Ok(self.settle(self.header_revision(&response)?).await)
+        self.header_revision(&response)
     }
 
     async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
@@ -449,7 +435,7 @@ impl Store for EtcdStore {
                 Some(current) => Error::Conflict { key: key.to_string(), expected, current },
             });
         }
-        Ok(self.settle(self.header_revision(&response)?).await)
+        self.header_revision(&response)
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
@@ -473,7 +459,7 @@ impl Store for EtcdStore {
             TxnOpResponse::Delete(deleted) => deleted.prev_kvs().first().map(|kv| Bytes::copy_from_slice(kv.value())),
             _ => None,
         });
-        let revision = self.settle(self.header_revision(&response)?).await;
+        let revision = self.header_revision(&response)?;
         Ok((revision, last.unwrap_or_default()))
     }
 

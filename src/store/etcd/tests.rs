@@ -56,7 +56,8 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     let mut resumed = a.watch("/g/r/", created).await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(5), resumed.next()).await.unwrap().unwrap();
     assert_eq!((next.kind, next.revision, next.prev), (EventType::Modified, updated, Some(b("1"))));
-    // A write seen by b's watch, whose revision b reports as current.
+    // A write b acknowledged becomes b's current revision once b's watch delivers it.
+    assert!(b_replica.wait_for_revision(updated, Duration::from_secs(30)).await);
     assert!(b_replica.current_revision() >= updated);
     // The prefix keeps tenants apart: another prefix on the same etcd sees none of this.
     let other = EtcdStore::open(EtcdOptions { prefix: "/other".into(), ..options(&etcd) }).await.unwrap();
@@ -282,9 +283,14 @@ async fn a_restore_keeps_revisions_above_the_backups_and_an_interrupted_one_is_r
     store.close();
 }
 
-/// Waits until `store` caches `n` resources (each is loaded on its first read).
+/// Waits until `store` caches `n` resources (each is loaded on its first read) and may answer
+/// from them (its watch is open).
 async fn cached(store: &EtcdStore, resources: usize) {
-    wait_for(|| store.cache_stats().cache.resources >= resources, "the resource to be cached").await;
+    let ready = || {
+        let cache = store.cache_stats().cache;
+        cache.resources >= resources && cache.live
+    };
+    wait_for(ready, "the resource to be cached").await;
 }
 
 #[tokio::test]
@@ -481,4 +487,35 @@ async fn the_cache_counts_each_object_as_its_bytes_plus_a_constant() {
     let one = store.get("/mem/r/ns/o001").await.unwrap().unwrap().value;
     let two = store.get("/mem/r/ns/o001").await.unwrap().unwrap().value;
     assert_eq!(one.as_ptr(), two.as_ptr());
+}
+
+#[tokio::test]
+async fn the_cache_reports_kubernetes_watch_cache_metrics() {
+    use crate::store::Freshness;
+    let etcd = TestEtcd::start();
+    let store = open(&etcd).await;
+    // Figures are process-wide: this test's resource is its own.
+    let figures = || crate::metrics::global().watch_cache.figures("metrics.cache", "r");
+    store.create("/metrics.cache/r/a", b("1")).await.unwrap();
+    store.get("/metrics.cache/r/a").await.unwrap();
+    cached(&store, 1).await;
+    assert_eq!(figures().initializations, 1);
+    let second = store.create("/metrics.cache/r/b", b("22")).await.unwrap();
+    wait_for(|| figures().revision >= second, "the cache to apply the second create").await;
+    assert!(figures().events >= 1, "the create after the load was received");
+    let not_older = ListOptions { freshness: Freshness::NotOlderThan(second), ..Default::default() };
+    let listed = store.list("/metrics.cache/r/", not_older).await.unwrap();
+    assert_eq!(listed.items.len(), 2);
+    let after = figures();
+    assert_eq!((after.lists, after.fetched, after.returned), (1, 2, 2));
+    let text = crate::metrics::render(crate::metrics::Format::Prometheus);
+    for line in [
+        "apiserver_watch_cache_initializations_total{group=\"metrics.cache\",resource=\"r\"} 1",
+        "apiserver_cache_list_total{group=\"metrics.cache\",resource=\"r\",index=\"\"} 1",
+        "apiserver_cache_list_returned_objects_total{group=\"metrics.cache\",resource=\"r\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    assert!(text.contains("apiserver_watch_cache_resource_version{group=\"metrics.cache\",resource=\"r\"} "));
+    assert!(text.contains("apiserver_watch_cache_events_received_total{group=\"metrics.cache\",resource=\"r\"} "));
 }
