@@ -66,7 +66,7 @@ async fn request_migration(
         return Err(ApiError::path_not_found());
     }
     if request.method() != Method::POST {
-        let resource = GroupResource::new(builtin::GROUP, &format!("{}/{MIGRATE}", builtin::SERVED_DEFINITIONS));
+        let resource = GroupResource::new(builtin::GROUP, format!("{}/{MIGRATE}", builtin::SERVED_DEFINITIONS));
         return Err(ApiError::method_not_supported(&resource, &info.verb));
     }
     let dry_run = dry_run(&Query::parse(request.uri().query()))?;
@@ -246,8 +246,8 @@ mod tests {
 
     #[test]
     fn dry_run_takes_all_or_nothing() {
-        assert_eq!(dry_run(&Query::parse(None)).unwrap(), false);
-        assert_eq!(dry_run(&Query::parse(Some("dryRun=All"))).unwrap(), true);
+        assert!(!dry_run(&Query::parse(None)).unwrap());
+        assert!(dry_run(&Query::parse(Some("dryRun=All"))).unwrap());
         assert_eq!(dry_run(&Query::parse(Some("dryRun=Some"))).unwrap_err().code, 400);
     }
 }
