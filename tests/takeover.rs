@@ -190,6 +190,22 @@ impl Env {
         Client::new(&self.server, Some((&self.cert.0, &self.cert.1)))
     }
 
+    /// Starts `takeover` in the background and waits (up to 20 s) until it has frozen writes.
+    fn takeover_until_frozen(&self) -> std::process::Child {
+        let takeover = self
+            .command("takeover", &[])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.policy_exists() {
+            assert!(Instant::now() < deadline, "no freeze: {}", self.server.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        takeover
+    }
+
     fn policy_exists(&self) -> bool {
         self.plane
             .state()
@@ -274,17 +290,7 @@ fn takeover_moves_objects_with_their_metadata_and_kubectl_reaches_them() {
 fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refused_meanwhile() {
     let env = start(1200, &["--takeover-timeout", "20s"]);
     env.plane.set_custom_list_fault(Duration::from_millis(2500), true);
-    let takeover = env
-        .command("takeover", &[])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !env.policy_exists() {
-        assert!(Instant::now() < deadline, "no freeze: {}", env.server.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let takeover = env.takeover_until_frozen();
     // Frozen: a create and a dry-run create through the main apiserver are refused, saying why.
     let create = env.admin.send_json("POST", WIDGETS, &widget("during"));
     assert_eq!(create.status, 403, "{}", create.text());
@@ -314,17 +320,7 @@ fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refu
 fn a_server_killed_while_copying_keeps_the_freeze_and_the_command_run_again_finishes() {
     let mut env = start(1200, &[]);
     env.plane.set_custom_list_fault(Duration::from_millis(3000), false);
-    let takeover = env
-        .command("takeover", &[])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !env.policy_exists() {
-        assert!(Instant::now() < deadline, "no freeze: {}", env.server.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let takeover = env.takeover_until_frozen();
     // The first page is being written, the second is on its way: the server dies.
     std::thread::sleep(Duration::from_millis(1000));
     env.server.kill();

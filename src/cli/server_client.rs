@@ -64,7 +64,11 @@ impl ServerClient {
             request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }
         let request = request.body(http_body_util::Empty::new()).map_err(|e| e.to_string())?;
-        let response = self.client.request(request).await.map_err(|e| format!("{method} {uri}: {}", describe(&e)))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| format!("{method} {uri}: {}", crate::core::error_chain::describe(&e)))?;
         let status = response.status();
         let body = response.into_body();
         if status.is_success() {
@@ -132,18 +136,4 @@ fn system_roots() -> Vec<CertificateDer<'static>> {
         }
     }
     roots
-}
-
-/// The error and every cause it wraps.
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }

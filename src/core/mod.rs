@@ -5,6 +5,7 @@
 //! other module of this crate: every other module may depend on it.
 
 pub mod bounded_patch;
+pub mod error_chain;
 pub mod field;
 pub mod gvr;
 pub mod json;

@@ -66,16 +66,7 @@ pub(super) fn describe(error: &etcd_client::Error) -> String {
         }
         return if text.is_empty() { format!("{:?}", status.code()) } else { text };
     }
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
+    crate::core::error_chain::describe(error)
 }
 
 fn cause_of<'a>(error: Option<&'a (dyn std::error::Error + 'static)>) -> Option<&'a (dyn std::error::Error + 'static)> {
