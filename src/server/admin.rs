@@ -19,13 +19,10 @@ use crate::api::negotiate::Encoding;
 use crate::core::gvr::GroupResource;
 use crate::core::request_info::{Query, RequestInfo};
 use crate::core::status::{ApiError, Status, StatusDetails};
-use crate::definitions::builtin;
+use crate::definitions::builtin::{self, MIGRATE};
 use crate::lifecycle::controller::{Controller, RequestError};
 use crate::lifecycle::migrate::progress::Requested;
 use crate::lifecycle::removed;
-
-/// The subresource of `serveddefinitions` that asks for a migration.
-pub const MIGRATE: &str = "migrate";
 
 /// Whether a resource request addresses the `migrate` subresource of `serveddefinitions`.
 pub fn is_migrate(info: &RequestInfo) -> bool {
