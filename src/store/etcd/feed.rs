@@ -98,10 +98,8 @@ async fn follow(shared: &Arc<Shared>) -> Ended {
     // From the progress marker to the end of the objects' keys: `<prefix>\0…` up to `<prefix>0`
     // (the byte after `/`), so also the restore record and the election's keys, which `record`
     // passes over.
-    let options = WatchOptions::new()
-        .with_range(format!("{}0", shared.prefix))
-        .with_prev_key()
-        .with_start_revision(from);
+    let options =
+        WatchOptions::new().with_range(format!("{}0", shared.prefix)).with_prev_key().with_start_revision(from);
     let mut client = shared.client.watch_client().max_decoding_message_size(super::store::MAX_RESPONSE_BYTES);
     let key = format!("{}\0", shared.prefix);
     // The watcher half is kept for as long as the stream is read: dropping it ends the stream.
