@@ -246,9 +246,33 @@ impl EtcdStore {
         }
     }
 
+    /// A range at etcd's current revision, read in one transaction with the revision record,
+    /// which is taken in first when it is newer than the replica's: the range's revisions are
+    /// mapped with every offset that applies to them, even before the feed has seen an advance.
+    /// Returns the range and etcd's revision.
+    async fn range_now(&self, key: Vec<u8>, options: Option<GetOptions>) -> Result<(etcd_client::GetResponse, i64)> {
+        let record_key = self.shared.full_key(META_KEY);
+        let txn = Txn::new().and_then([TxnOp::get(key, options), TxnOp::get(record_key.clone(), None)]);
+        let response = self.txn(txn).await?;
+        let now = response
+            .header()
+            .map(|h| h.revision())
+            .ok_or_else(|| Error::Backend("etcd answered without a header".into()))?;
+        let mut gets = response.op_responses().into_iter().filter_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let range = gets.next().ok_or_else(|| Error::Backend("etcd answered a range without its result".into()))?;
+        if let Some(record) = gets.next().and_then(|get| get.kvs().first().cloned())
+            && record.mod_revision() > self.shared.mapping.load().record_revision
+        {
+            self.shared.learn(&parse_meta(&self.shared.prefix, record.value())?, record.mod_revision());
+        }
+        Ok((range, now))
+    }
+
     async fn get_direct(&self, key: &str) -> Result<Option<Versioned>> {
-        let mut kv = self.shared.kv();
-        let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
+        let (response, _) = self.range_now(self.shared.full_key(key).into_bytes(), None).await?;
         Ok(response.kvs().first().map(|kv| Versioned {
             revision: self.shared.rev(kv.mod_revision()),
             value: Bytes::copy_from_slice(kv.value()),
@@ -277,12 +301,19 @@ impl EtcdStore {
             if let Some(r) = at {
                 get = get.with_revision(self.shared.etcd_rev(r));
             }
-            let mut kv = self.shared.kv();
-            let response =
-                self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
-            if at.is_none() {
-                at = response.header().map(|h| self.shared.rev(h.revision()));
-            }
+            let response = match at {
+                // The first range of a list at etcd's current revision: that revision is the
+                // list's, mapped with the record read with it.
+                None => {
+                    let (response, now) = self.range_now(cursor.clone(), Some(get)).await?;
+                    at = Some(self.shared.rev(now));
+                    response
+                }
+                Some(_) => {
+                    let mut kv = self.shared.kv();
+                    self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?
+                }
+            };
             for kv in response.kvs() {
                 let Some(key) = self.shared.strip(kv.key()) else { continue };
                 items.push(KeyValue {

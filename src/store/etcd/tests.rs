@@ -294,6 +294,8 @@ async fn an_advance_moves_every_replicas_later_revisions_and_keeps_the_earlier_o
     let b_replica = open(&etcd).await;
     let before = a.create("/g/r/old", b("1")).await.unwrap();
     let mut watch_on_b = b_replica.watch("/g/r/", before).await.unwrap();
+    // A replica that reads etcd directly (no cache) learns the record with its reads.
+    let direct = EtcdStore::open(EtcdOptions { watch_cache: false, ..options(&etcd) }).await.unwrap();
     let target = before + 1_000_000_000;
     let floor = a.advance_revision(target).await.unwrap();
     assert!(floor > target, "{floor}");
@@ -301,6 +303,12 @@ async fn an_advance_moves_every_replicas_later_revisions_and_keeps_the_earlier_o
     let on_b = b_replica.create("/g/r/new-b", b("b")).await.unwrap();
     let on_a = a.create("/g/r/new-a", b("a")).await.unwrap();
     assert!(on_b > floor && on_a > floor && on_a != on_b, "{floor} {on_a} {on_b}");
+    assert_eq!(direct.get("/g/r/new-a").await.unwrap().unwrap().revision, on_a);
+    let listed = direct.list("/g/r/", ListOptions::default()).await.unwrap();
+    assert!(listed.revision >= on_a.max(on_b), "{}", listed.revision);
+    let revisions: Vec<u64> = listed.items.iter().map(|kv| kv.revision).collect();
+    assert_eq!(revisions, [on_a, on_b, before], "new-a, new-b, old");
+    direct.close();
     // The key written before keeps its revision, on both replicas, and updates from it work.
     assert_eq!(b_replica.get("/g/r/old").await.unwrap().unwrap().revision, before);
     let updated = b_replica.update("/g/r/old", before, b("2")).await.unwrap();
