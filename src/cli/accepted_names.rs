@@ -104,4 +104,21 @@ mod tests {
         assert_eq!(problems.len(), 1);
         assert!(problems[0].to_string().contains("names not accepted: \"thing\" is already in use"), "{}", problems[0]);
     }
+
+    #[tokio::test]
+    async fn the_ages_kept_between_reloads_are_the_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let sled = crate::store::sled::SledStore::open(dir.path(), crate::store::sled::SledOptions::default()).unwrap();
+        let store = Backend::Sled(sled);
+        // Another replica recorded one of them first; one record is of a definition gone since.
+        store.create(&format!("{ACCEPTED}bs.two.com"), Bytes::from_static(b"{}")).await.unwrap();
+        store.create(&format!("{ACCEPTED}gone.three.com"), Bytes::from_static(b"{}")).await.unwrap();
+        let kept = HashMap::from([("gone.three.com".to_string(), 2)]);
+        let (registry, problems) = Registry::build(vec![definition("as.one.com"), definition("bs.two.com")]);
+        assert!(problems.is_empty());
+        let now = record(&store, &registry, &kept).await;
+        assert_eq!(now, ages(&store).await);
+        assert_eq!(now.len(), 2);
+        assert_eq!(now["bs.two.com"], 1, "the age of the record another replica wrote");
+    }
 }
