@@ -198,20 +198,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     });
     let health = super::checks::build(&store, &informers, &lifecycle);
     // Resources taken over from the main apiserver expire the resourceVersions clients hold
-    // from there, across restarts.
-    // A store that cannot be read yet (closed on a full disk) serves nothing either: the
-    // records are read as soon as it can be.
-    let reading = api.clone();
-    tokio::spawn(async move {
-        let mut logged = false;
-        while let Err(e) = crate::takeover::load_floors(&reading).await {
-            if !logged {
-                tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
-                logged = true;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
+    // from there, across restarts and whichever replica took them over.
+    tokio::spawn(crate::takeover::follow_floors(api.clone()));
     let mut takeovers = crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target);
     takeovers.wait = args.takeover_timeout;
     let takeovers = Arc::new(takeovers);

@@ -93,7 +93,15 @@ async fn say(progress: &Progress, line: String) {
     let _ = progress.send(line).await;
 }
 
-/// Sets the floors of every resource taken over, from the records (at start).
+/// How often a replica on etcd reads the records again for the floors another replica's
+/// takeover set.
+pub const FLOOR_POLL: Duration = Duration::from_millis(500);
+
+/// How long after its floor is recorded a takeover on etcd waits at least before the switch
+/// sends requests to every replica: several polls, so that each has the floor by then.
+pub const FLOOR_SPREAD: Duration = Duration::from_secs(2);
+
+/// Sets the floors of every resource taken over, from the records.
 pub async fn load_floors(api: &Api) -> Result<(), Error> {
     for (_, record) in record::read_all(api.store()).await? {
         if record.phase != Phase::HandedBack {
@@ -101,6 +109,30 @@ pub async fn load_floors(api: &Api) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Keeps the floors as the records say: read at start (again every second while the store
+/// cannot be read, e.g. closed on a full disk: it serves nothing then either) and, on etcd,
+/// every `FLOOR_POLL` after, since another replica may take a resource over (the leader that
+/// runs the takeover sets its own floor at once).
+pub async fn follow_floors(api: Arc<Api>) {
+    let mut logged = false;
+    while let Err(e) = load_floors(&api).await {
+        if !logged {
+            tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
+            logged = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if !matches!(api.store(), crate::store::Backend::Etcd(_)) {
+        return;
+    }
+    loop {
+        tokio::time::sleep(FLOOR_POLL).await;
+        if let Err(e) = load_floors(&api).await {
+            tracing::debug!(error = %e, "reading the takeover records failed");
+        }
+    }
 }
 
 fn elapsed_since(frozen_at: &str) -> f64 {
@@ -241,6 +273,9 @@ impl Takeovers {
             }
             Some(r) if r.phase != Phase::HandedBack => {
                 say(progress, format!("{name}: resuming a takeover left in phase {:?}", r.phase)).await;
+                // Another process (a replica that lost its lead, or this one before a restart)
+                // recorded it: its floor holds here from now on.
+                self.api.set_floor(&key::resource_prefix(&r.group, &r.plural), Some(r.floor));
                 Some(r)
             }
             _ => None,
@@ -279,7 +314,9 @@ impl Takeovers {
         }
         let frozen_at = record.as_ref().map_or_else(|| jiff::Timestamp::now().to_string(), |r| r.frozen_at.clone());
         // (b) Copy.
+        let mut floor_recorded = None;
         if record.as_ref().is_none_or(|r| r.phase == Phase::Copying) {
+            floor_recorded = Some(Instant::now());
             match self.copy(cluster, &definition, &frozen_at, &services, progress).await {
                 Ok(r) => record = Some(r),
                 Err(e) => {
@@ -291,6 +328,11 @@ impl Takeovers {
         let Some(mut record) = record else { return Err(Error::Store("no takeover record".into())) };
         // (c) Switch.
         if record.phase == Phase::Copied {
+            // The other replicas read the floor from the record: give them time to, before
+            // requests for the resource reach them. (A resumed record was written long before.)
+            if let (Some(at), crate::store::Backend::Etcd(_)) = (floor_recorded, store) {
+                tokio::time::sleep_until((at + FLOOR_SPREAD).into()).await;
+            }
             say(progress, format!("{name}: switching the APIServices {} to this server", api_services.join(", ")))
                 .await;
             let switched = async {
