@@ -1,6 +1,7 @@
 //! etcd's own rate for the work the etcd backend asks of it, for `hack/bench-etcd.sh`: puts of
 //! new keys (a create is a transaction comparing the key's absence, as ours), gets of one key,
-//! and ranges of a 2,000-key prefix, over N concurrent clients with values the size of the
+//! deletes of the keys put (a transaction comparing the key's presence, deleting it with its
+//! last value, else reading it, as ours), and ranges of a 2,000-key prefix, over N concurrent clients with values the size of the
 //! server's stored objects, so that the server's creates/gets/lists can be set beside them.
 //!
 //! Usage: etcd_load --endpoint http://127.0.0.1:2379 [--connections N] [--seconds S]
@@ -9,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
 
 struct Args {
     endpoint: String,
@@ -42,9 +43,10 @@ fn args() -> Args {
     a
 }
 
-/// Runs `op` on `connections` clients (one gRPC connection each) for `seconds`; returns the
-/// latencies of every operation, the fewest operations one client did, and the time taken.
-async fn phase<F, Fut>(clients: &[Client], seconds: u64, op: F) -> (Vec<Duration>, usize, Duration)
+/// Runs `op` on `connections` clients (one gRPC connection each) for `seconds`, at most
+/// `limit` times on each; returns the latencies of every operation, the fewest operations one
+/// client did, and the time taken.
+async fn phase<F, Fut>(clients: &[Client], seconds: u64, limit: usize, op: F) -> (Vec<Duration>, usize, Duration)
 where
     F: Fn(Client, usize, usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -57,7 +59,7 @@ where
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut i = 0;
-            while Instant::now() < end {
+            while Instant::now() < end && i < limit {
                 let began = Instant::now();
                 op(client.clone(), c, i).await;
                 latencies.push(began.elapsed());
@@ -109,7 +111,7 @@ async fn main() {
 
     // Creates: a put only if the key is absent, as the backend's create transaction.
     let (prefix, v) = (run.clone(), value.clone());
-    let (lat, written, el) = phase(&clients, a.seconds, move |mut client, c, i| {
+    let (lat, written, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, c, i| {
         let (key, v) = (format!("{prefix}/c{c}-{i}"), v.clone());
         async move {
             let txn = Txn::new()
@@ -123,7 +125,7 @@ async fn main() {
 
     // Gets of the keys just written, in turn.
     let prefix = run.clone();
-    let (lat, _, el) = phase(&clients, a.seconds, move |mut client, c, i| {
+    let (lat, _, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, c, i| {
         let key = format!("{prefix}/c{c}-{}", i % written.max(1));
         async move {
             assert!(!client.get(key, None).await.unwrap().kvs().is_empty());
@@ -132,13 +134,28 @@ async fn main() {
     .await;
     report("get", a.connections, lat, el);
 
+    // Deletes of the keys put, each client its own in order, until none are left.
+    let prefix = run.clone();
+    let (lat, _, el) = phase(&clients, a.seconds, written, move |mut client, c, i| {
+        let key = format!("{prefix}/c{c}-{i}");
+        async move {
+            let txn = Txn::new()
+                .when([Compare::version(key.clone(), CompareOp::Greater, 0)])
+                .and_then([TxnOp::delete(key.clone(), Some(DeleteOptions::new().with_prev_key()))])
+                .or_else([TxnOp::get(key, None)]);
+            assert!(client.txn(txn).await.unwrap().succeeded());
+        }
+    })
+    .await;
+    report("delete", a.connections, lat, el);
+
     // Ranges of 2,000 keys (a list of 2,000 objects).
     let list = format!("{run}-list/");
     let mut seeding = clients[0].clone();
     for i in 0..2000 {
         seeding.put(format!("{list}{i:05}"), value.clone(), None).await.unwrap();
     }
-    let (lat, _, el) = phase(&clients, a.seconds, move |mut client, _, _| {
+    let (lat, _, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, _, _| {
         let list = list.clone();
         async move {
             let range = client.get(list, Some(GetOptions::new().with_prefix())).await.unwrap();

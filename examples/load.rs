@@ -1,16 +1,17 @@
-//! Load generator for `hack/bench.sh`: creates, gets and lists CronTabs over N keep-alive
-//! HTTPS connections (HTTP/1.1, client certificate), and prints requests/s with p50/p99
-//! latency per phase.
+//! Load generator for `hack/bench.sh`: creates, gets, deletes and lists CronTabs over N
+//! keep-alive HTTPS connections (HTTP/1.1, client certificate), and prints requests/s with
+//! p50/p99 latency per phase. Deletes remove the objects the create phase made (each
+//! connection its own, in the order it created them) and end early when none are left.
 //!
 //! Usage: load --port P --ca CA.crt --cert C.crt --key C.key [--connections N] [--seconds S]
-//!        [--list-objects N] [--phases create,get,list] [--table]
+//!        [--list-objects N] [--phases create,get,delete,list] [--table]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod bench_client;
 
 use std::time::Duration;
 
-use bench_client::{Request, connect, millis, percentile, phase, send, tls_config};
+use bench_client::{Request, connect, millis, percentile, phase, phase_while, send, tls_config};
 
 struct Args {
     port: u16,
@@ -109,6 +110,15 @@ async fn main() {
             })
             .await;
             report("get", a.connections, lat, el);
+        }
+        if phases.contains(&"delete") {
+            // Every connection created at least `per_conn` objects: c{c}-0 onwards.
+            let c5 = coll.clone();
+            let (lat, el, _) = phase_while(&mut senders, a.seconds, move |c, i| {
+                (i < per_conn).then(|| Request::new("DELETE", format!("{c5}/c{c}-{i}"), 200))
+            })
+            .await;
+            report("delete", a.connections, lat, el);
         }
     }
     if phases.contains(&"get") && !phases.contains(&"create") {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The etcd backend beside etcd itself and beside sled, in one run on one machine: creates and
-# gets over 1, 8 and 32 HTTPS connections, lists of 2,000 objects, watch fan-out, against the
+# The etcd backend beside etcd itself and beside sled, in one run on one machine: creates, gets
+# and deletes (of the objects just created) over 1, 8 and 32 HTTPS connections, lists of 2,000 objects, watch fan-out, against the
 # release server on sled and on etcd (a fresh single-member etcd on loopback ports, fsync on,
 # as deployed), once with every read going to etcd (--watch-cache=false) and once answered by the
 # watch-fed cache, back to back; then etcd's own rate for the same operations
-# (examples/etcd_load: conditional puts, gets, 2,000-key ranges) at the same concurrency with
+# (examples/etcd_load: conditional puts, gets, conditional deletes, 2,000-key ranges) at the same concurrency with
 # values the size the server stores; then the cache's resident memory per object
 # (examples/etcd_cache_memory).
 # Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]   (SERVERS="sled etcd-direct etcd" by default)
@@ -48,7 +48,7 @@ run_server() { # sled | etcd-direct | etcd
   esac
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for conns in 1 8 32; do
-    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get
+    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get,delete
   done
   for conns in 1 8; do
     "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases list --list-objects 2000

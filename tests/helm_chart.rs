@@ -1,10 +1,12 @@
 //! The Helm chart, rendered by the real helm (installed by hack/install-helm.sh): it lints,
 //! and renders one APIService per served group version pointing at the chart's Service with
 //! the caBundle of the serving certificate it makes, both RBAC bindings, and the definitions;
-//! its monitoring (ServiceMonitor, metrics RBAC, Grafana dashboard) in `helm_chart/monitoring.rs`.
+//! its monitoring (ServiceMonitor, metrics RBAC, Grafana dashboard) in `helm_chart/monitoring.rs`;
+//! definitions from the cluster and takeovers in `helm_chart/cluster_definitions.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod helm_chart {
+    pub mod cluster_definitions;
     pub mod high_availability;
     pub mod monitoring;
     pub mod upgrade;

@@ -556,3 +556,159 @@ fn migrate_storage_finishes_the_migration_on_a_stopped_servers_store() {
     assert_eq!(status["objectsPerVersion"], json!({"v1": OBJECTS}));
     assert!(!cluster.server.log().contains("storage-version migration: rewriting"));
 }
+
+const MIGRATE: &str = "/apis/crd-apiserver.io/v1alpha1/serveddefinitions/crontabs.stable.example.com/migrate";
+
+#[test]
+fn a_migration_is_asked_for_through_the_migrate_subresource_as_rbac_allows() {
+    const OBJECTS: usize = 5;
+    let mut cluster = TestCluster::start(&[&crontab(&[("v1beta1", true, true, false, None)])]);
+    cluster.grant("carol", &["*"], "stable.example.com", &["*"], None);
+    cluster.grant("carol", &["get", "list", "watch"], "crd-apiserver.io", &["serveddefinitions"], None);
+    cluster.grant("olga", &["get"], "crd-apiserver.io", &["serveddefinitions"], None);
+    cluster.grant("olga", &["create"], "crd-apiserver.io", &["serveddefinitions/migrate"], None);
+    let carol = cluster.user("carol", &[]);
+    let olga = cluster.user("olga", &[]);
+    let dave = cluster.user("dave", &[]);
+    let client = support::http::Client::to_plane(&cluster.plane, "carol-token");
+    create_many(&client, "v1beta1", OBJECTS);
+    restart_with(&mut cluster, &crontab(&[("v1beta1", true, false, false, None), ("v1", true, true, false, None)]));
+    cluster.plane.register("stable.example.com", "v1");
+    // The storage version's own migration rewrote every object.
+    let status = settled_status(&cluster, &carol, &["v1"]);
+    assert_eq!(status["status"]["migration"]["migratedObjects"], OBJECTS);
+
+    let ask =
+        |user: &Path, path: &str, body: &str| cluster.kubectl_stdin(user, &["create", "--raw", path, "-f", "-"], body);
+    // A dry run says what would happen and does nothing.
+    let out = ask(&olga, &format!("{MIGRATE}?dryRun=All"), "{}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let answer: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(answer["message"], "storage-version migration of crontabs.stable.example.com into v1 would start");
+    assert_eq!(settled_status(&cluster, &carol, &["v1"])["status"]["migration"]["migratedObjects"], OBJECTS);
+
+    let out = ask(&olga, MIGRATE, "{}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let answer: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (answer["kind"].as_str(), answer["status"].as_str(), answer["code"].as_u64()),
+        (Some("Status"), Some("Success"), Some(202))
+    );
+    assert_eq!(answer["message"], "storage-version migration of crontabs.stable.example.com into v1 started");
+    // The requested pass found every object in the storage version already: none rewritten.
+    let status = eventually("the requested pass", || {
+        let status = settled_status(&cluster, &carol, &["v1"]);
+        (status["status"]["migration"]["migratedObjects"] == 0).then_some(status)
+    });
+    assert_eq!(status["status"]["objectsPerVersion"], json!({"v1": OBJECTS}));
+    assert!(cluster.server.log().contains("storage-version migration requested"));
+
+    // RBAC decides, by SubjectAccessReview, on the subresource.
+    let denied = ask(&dave, MIGRATE, "{}");
+    assert!(!denied.status.success());
+    assert!(
+        stderr(&denied).contains(
+            "User \"dave\" cannot create resource \"serveddefinitions/migrate\" in API group \"crd-apiserver.io\""
+        ),
+        "{}",
+        stderr(&denied)
+    );
+    let denied = ask(&carol, MIGRATE, "{}");
+    assert!(stderr(&denied).contains("(Forbidden)"), "{}", stderr(&denied));
+    // Bad input is a 4xx Status.
+    let unknown = ask(&olga, "/apis/crd-apiserver.io/v1alpha1/serveddefinitions/nothing.example.com/migrate", "{}");
+    assert_eq!(
+        stderr(&unknown).trim(),
+        "Error from server (NotFound): serveddefinitions.crd-apiserver.io \"nothing.example.com\" not found"
+    );
+    let not_an_object = ask(&olga, MIGRATE, "[1]");
+    assert!(stderr(&not_an_object).contains("(BadRequest)"), "{}", stderr(&not_an_object));
+    let bad_dry_run = ask(&olga, &format!("{MIGRATE}?dryRun=Some"), "{}");
+    assert!(stderr(&bad_dry_run).contains("Invalid dryRun value"), "{}", stderr(&bad_dry_run));
+}
+
+/// A cluster-scoped definition of its own group, beside the CronTab.
+const GADGET: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "gadgets.gadgets.example.com"},
+  "spec": {"group": "gadgets.example.com", "scope": "Cluster",
+    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
+const GADGETS: &str = "/apis/gadgets.example.com/v1/gadgets";
+
+/// `crd-apiserver delete-objects NAME --server ...` as the user whose token is `token`.
+fn delete_through_server(cluster: &TestCluster, token: &str, name: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let token_file = cluster.server.dir.path().join(format!("{token}.txt"));
+    std::fs::write(&token_file, token).unwrap();
+    let out = std::process::Command::new(support::binary())
+        .args(["delete-objects", name, "--server", &format!("https://127.0.0.1:{}", cluster.server.port)])
+        .args(["--certificate-authority", cluster.server.pki.serving_ca().to_str().unwrap()])
+        .args(["--token-file", token_file.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code(), format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+#[test]
+fn a_removed_definitions_objects_are_deleted_through_the_running_server_as_rbac_allows() {
+    let cluster = TestCluster::start(&[&crontab(&[("v1", true, true, false, None)]), GADGET]);
+    cluster.grant("carol", &["*"], "stable.example.com", &["*"], None);
+    cluster.grant("carol", &["*"], "gadgets.example.com", &["*"], None);
+    cluster.user("carol", &[]);
+    cluster.user("ops", &[]);
+    cluster.user("dave", &[]);
+    cluster.plane.add_rule(support::control_plane::rbac::Rule::paths(
+        "ops-binding",
+        vec![support::control_plane::rbac::Subject::User("ops".into())],
+        &["post"],
+        &["/delete-objects"],
+    ));
+    let client = support::http::Client::to_plane(&cluster.plane, "carol-token");
+    for name in ["g1", "g2", "g3"] {
+        let gadget = json!({"apiVersion": "gadgets.example.com/v1", "kind": "Gadget", "metadata": {"name": name}});
+        assert_eq!(client.send_json("POST", GADGETS, &gadget).status, 201);
+    }
+    create_many(&client, "v1", 2);
+
+    // Still served: refused, nothing deleted.
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets.gadgets.example.com", &["--confirm"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(
+            "the server answered 409 Conflict: gadgets.gadgets.example.com is served: remove it from the definitions"
+        ),
+        "{text}"
+    );
+    let gadget_file = cluster.server.definitions_dir().join("01.yaml");
+    std::fs::remove_file(&gadget_file).unwrap();
+    eventually("gadgets no longer served", || (client.get(GADGETS).unwrap().status == 404).then_some(()));
+
+    // Not allowed by RBAC: refused by SubjectAccessReview.
+    let (code, text) = delete_through_server(&cluster, "dave-token", "gadgets.gadgets.example.com", &["--confirm"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("403 Forbidden"), "{text}");
+    // Bad input.
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("400 Bad Request: name: \"gadgets\" is not a definition name"), "{text}");
+    // Counted without --confirm, deleted with it.
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets.gadgets.example.com", &[]);
+    assert_eq!(
+        (code, text.trim()),
+        (Some(0), "3 objects of gadgets.gadgets.example.com would be deleted; add --confirm to delete them")
+    );
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets.gadgets.example.com", &["--confirm"]);
+    assert_eq!((code, text.trim()), (Some(0), "deleted 3 objects of gadgets.gadgets.example.com"));
+    assert!(cluster.server.log().contains("deleted the objects of a definition no longer served"));
+
+    // Served again, the definition has no objects; the CronTabs were not touched.
+    std::fs::write(&gadget_file, GADGET).unwrap();
+    let items = eventually("gadgets served again", || {
+        let response = client.get(GADGETS).ok().filter(|r| r.status == 200)?;
+        Some(response.json()["items"].clone())
+    });
+    assert_eq!(items, json!([]));
+    let crontabs = client.get("/apis/stable.example.com/v1/namespaces/default/crontabs").unwrap().json();
+    assert_eq!(crontabs["items"].as_array().map(Vec::len), Some(2));
+}

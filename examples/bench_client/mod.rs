@@ -92,6 +92,15 @@ pub async fn phase<F>(senders: &mut Vec<Sender>, seconds: u64, op: F) -> (Vec<Du
 where
     F: Fn(usize, usize) -> Request + Send + Sync + Clone + 'static,
 {
+    phase_while(senders, seconds, move |c, i| Some(op(c, i))).await
+}
+
+/// As `phase`, but a connection stops early once `op` has no request left for it (`None`):
+/// a phase over a fixed set of objects, such as deletes of the objects created before.
+pub async fn phase_while<F>(senders: &mut Vec<Sender>, seconds: u64, op: F) -> (Vec<Duration>, Duration, usize)
+where
+    F: Fn(usize, usize) -> Option<Request> + Send + Sync + Clone + 'static,
+{
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -101,7 +110,7 @@ where
             let mut latencies = Vec::new();
             let mut i = 0;
             while Instant::now() < deadline {
-                let request = op(c, i);
+                let Some(request) = op(c, i) else { break };
                 let (method, path, expect) = (request.method, request.path.clone(), request.expect);
                 let t = Instant::now();
                 let (status, _) = send(&mut sender, request).await;

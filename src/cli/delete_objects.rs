@@ -4,31 +4,42 @@
 //! it refuses while the definitions still name the definition, only counts without
 //! `--confirm`, and forgets the definition's `status.storedVersions` record with its objects.
 //!
-//! It opens the store itself: the sled store is one process's at a time (its lock), so it runs
-//! against a stopped server's store. Owns no request logic and never touches a served
-//! definition's objects.
+//! With `--storage` it opens the store itself: the sled store is one process's at a time (its
+//! lock), so that is a stopped server's store. With `--server` it asks a running server
+//! (`POST /delete-objects`, authenticated and authorized as every request is), which refuses
+//! while it serves the definition and does the sweep (`lifecycle::removed`) itself. Owns no
+//! request logic and never touches a served definition's objects.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
+use http_body_util::BodyExt;
+
+use super::server_client::{ServerClient, ServerFlags};
 use crate::definitions::reload::{Context, plan};
 use crate::definitions::scan::FileCache;
-use crate::store::{Backend, ListOptions, Store};
-
-/// Objects listed (and deleted) per page.
-const PAGE: usize = 500;
+use crate::lifecycle::removed;
+use crate::store::Backend;
 
 #[derive(Debug, Args)]
 pub struct DeleteObjectsArgs {
     /// The definition whose objects go: `<plural>.<group>`, as its `metadata.name`.
     pub name: String,
     /// The stopped server's store: a sled directory (`PATH` or `sled://PATH`).
-    #[arg(long)]
-    pub storage: String,
-    /// The server's definition files or directories: the definition must not be among them.
-    #[arg(long = "definitions", required = true)]
+    #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+    pub storage: Option<String>,
+    /// With --storage, the server's definition files or directories: the definition must not be
+    /// among them.
+    #[arg(long = "definitions", requires = "storage")]
     pub definitions: Vec<PathBuf>,
+    /// A running server (`https://HOST:PORT`) to do it: it refuses while it serves the
+    /// definition.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// With --server: its CA and the credentials to call it with.
+    #[command(flatten)]
+    pub connection: ServerFlags,
     /// Delete the objects; without it they are only counted.
     #[arg(long)]
     pub confirm: bool,
@@ -36,14 +47,18 @@ pub struct DeleteObjectsArgs {
 
 /// Runs the subcommand; returns the process exit code.
 pub fn run(args: &DeleteObjectsArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
-    match runtime.block_on(delete_objects(args)) {
+    let outcome = match &args.server {
+        Some(server) => runtime.block_on(through_server(args, server)),
+        None => runtime.block_on(delete_objects(args)),
+    };
+    match outcome {
         Ok(message) => {
             println!("{message}");
             0
@@ -56,20 +71,20 @@ pub fn run(args: &DeleteObjectsArgs) -> i32 {
 }
 
 async fn delete_objects(args: &DeleteObjectsArgs) -> Result<String, String> {
-    let Some((plural, group)) = args.name.split_once('.').filter(|(p, g)| !p.is_empty() && !g.is_empty()) else {
+    if removed::split_name(&args.name).is_none() {
         return Err(format!("{:?} is not a definition name (<plural>.<group>)", args.name));
-    };
+    }
+    if args.definitions.is_empty() {
+        return Err(
+            "--definitions: the server's definition files are needed to check the definition is not among them".into(),
+        );
+    }
     still_named(&args.name, &args.definitions)?;
-    let store = open(&args.storage)?;
-    let outcome = sweep(&store, &crate::store::key::resource_prefix(group, plural), args.confirm).await;
-    let outcome = match outcome {
-        Ok(count) if args.confirm => crate::lifecycle::stored_versions::forget(&store, &args.name)
-            .await
-            .map(|()| format!("deleted {count} objects of {}", args.name))
-            .map_err(|e| format!("deleted {count} objects of {}, but not its storedVersions record: {e}", args.name)),
-        Ok(count) => Ok(format!("{count} objects of {} would be deleted; add --confirm to delete them", args.name)),
-        Err(e) => Err(e),
-    };
+    let store = open(args.storage.as_deref().unwrap_or_default())?;
+    let outcome = removed::sweep(&store, &args.name, args.confirm, &|| Ok(()), &mut |_| {})
+        .await
+        .map(|count| summary(&args.name, count, args.confirm))
+        .map_err(|e| e.to_string());
     let closing = store.clone();
     let _ = tokio::task::spawn_blocking(move || closing.close()).await;
     outcome
@@ -109,22 +124,47 @@ fn open(storage: &str) -> Result<Backend, String> {
     }
 }
 
-/// Counts, and with `delete` deletes, every object under `prefix`, page by page. Each delete
-/// is conditional on the revision listed: an object written meanwhile is not deleted blind.
-async fn sweep(store: &Backend, prefix: &str, delete: bool) -> Result<usize, String> {
-    let mut count = 0;
-    let mut start_after = None;
-    loop {
-        let options = ListOptions { start_after: start_after.take(), limit: Some(PAGE), ..ListOptions::default() };
-        let page = store.list(prefix, options).await.map_err(|e| format!("listing {prefix}: {e}"))?;
-        let Some(last) = page.items.last().map(|kv| kv.key.clone()) else { break };
-        for kv in &page.items {
-            if delete {
-                store.delete(&kv.key, Some(kv.revision)).await.map_err(|e| format!("deleting {}: {e}", kv.key))?;
-            }
-            count += 1;
-        }
-        start_after = Some(last);
+/// What a sweep of `count` objects says.
+fn summary(name: &str, count: u64, deleted: bool) -> String {
+    if deleted {
+        format!("deleted {count} objects of {name}")
+    } else {
+        format!("{count} objects of {name} would be deleted; add --confirm to delete them")
     }
-    Ok(count)
+}
+
+/// Asks the running server at `server` to count or delete the objects; prints its progress.
+async fn through_server(args: &DeleteObjectsArgs, server: &str) -> Result<String, String> {
+    let client = ServerClient::new(&args.connection)?;
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("name", &args.name);
+    if args.confirm {
+        query.append_pair("confirm", "true");
+    }
+    let uri: http::Uri = format!("{}/delete-objects?{}", server.trim_end_matches('/'), query.finish())
+        .parse()
+        .map_err(|e| format!("--server: {e}"))?;
+    let mut body = client.send(http::Method::POST, &uri).await?;
+    let mut pending = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            format!("POST {uri}: the answer broke off: {e} (the server goes on; run the command again to finish)")
+        })?;
+        let Ok(data) = frame.into_data() else { continue };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+            if let Some(progress) = value.get("progress").and_then(|p| p.as_str()) {
+                println!("{progress}");
+            } else if let Some(error) = value.get("error").and_then(|e| e.as_str()) {
+                return Err(error.to_string());
+            } else if let Some(report) = value.get("report") {
+                let count = report.get("objects").and_then(serde_json::Value::as_u64).unwrap_or(0);
+                let deleted = report.get("deleted").and_then(serde_json::Value::as_bool).unwrap_or(false);
+                return Ok(summary(&args.name, count, deleted));
+            }
+        }
+    }
+    Err(format!("POST {uri}: the answer ended early (run the command again to finish)"))
 }

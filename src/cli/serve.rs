@@ -188,7 +188,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         rate: args.storage_migration_rate,
         ..crate::lifecycle::migrate::Options::default()
     };
-    let _lifecycle = crate::lifecycle::controller::Controller::spawn(api.clone(), migration, reload_status.clone());
+    let lifecycle_controller =
+        crate::lifecycle::controller::Controller::spawn(api.clone(), migration, reload_status.clone());
 
     let lifecycle = Lifecycle::new(ShutdownOptions {
         delay: args.shutdown_delay_duration,
@@ -206,7 +207,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     if args.takeover_cluster_definitions {
         crate::takeover::auto::spawn(takeovers.clone(), api.clone());
     }
-    let router = Arc::new(Router { api: api.clone(), health: Arc::new(health), takeovers: Some(takeovers) });
+    let router = Arc::new(Router {
+        api: api.clone(),
+        health: Arc::new(health),
+        takeovers: Some(takeovers),
+        lifecycle: Some(lifecycle_controller),
+    });
     let handler = stack::build(
         StackConfig {
             authentication: delegation.authentication,

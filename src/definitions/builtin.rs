@@ -19,6 +19,19 @@ pub const VERSION: &str = "v1alpha1";
 pub const SERVED_DEFINITIONS: &str = "serveddefinitions";
 /// Its kind.
 pub const SERVED_DEFINITION_KIND: &str = "ServedDefinition";
+/// The subresource of `serveddefinitions` that asks for a storage-version migration: it takes
+/// `create` only, as Kubernetes' `pods/eviction` does, and answers a `Status`.
+pub const MIGRATE: &str = "migrate";
+
+/// The action subresources of a definition (those that only take `create`, beside status and
+/// scale): `migrate` for the server's own `serveddefinitions`, none for any other.
+pub fn action_subresources(definition: &Definition) -> &'static [&'static str] {
+    if definition.read_only && definition.group == GROUP && definition.plural == SERVED_DEFINITIONS {
+        &[MIGRATE]
+    } else {
+        &[]
+    }
+}
 
 /// Where built-in definitions say they come from (in logs and problems).
 const SOURCE: &str = "built-in";

@@ -2,11 +2,12 @@
 //! catalog, swapped whole on every reload) and, for each, records its storage version in
 //! storedVersions, runs storage-version migrations one definition at a time, and keeps its
 //! `serveddefinitions` status object current (with the last reload's error for it, from
-//! `definitions::reload_status`). Reloads are noticed within a second (or at once through
-//! [`Controller::wake`]). When a migration takes versions out of storedVersions it asks for a
-//! reload, so that a file refused for dropping them is served as soon as that is allowed.
-//! Replicas on one etcd elect one (`store::leadership`) to migrate and write the status
-//! objects; every replica records storage versions.
+//! `definitions::reload_status`). Reloads are noticed within a second; a migration asked for
+//! through the API (`request_migration`) wakes it at once. When a migration takes versions out
+//! of storedVersions it asks for a reload, so that a file refused for dropping them is served as
+//! soon as that is allowed. Replicas on one etcd elect one (`store::leadership`) to migrate and
+//! write the status objects; every replica records storage versions. It also answers, for the
+//! running server, whether a definition's objects may be deleted (`delete_objects`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -14,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, Notify, watch};
 
-use super::migrate::{self, Stop, progress::Progress};
-use super::{status, stored_versions};
+use super::migrate::progress::{Progress, Requested};
+use super::migrate::{self, Stop};
+use super::{removed, status, stored_versions};
 use crate::api::{Api, Catalog};
 use crate::definitions::Definition;
 use crate::definitions::reload_status::ReloadStatus;
@@ -39,6 +41,8 @@ pub struct Controller {
     reloads: Arc<ReloadStatus>,
     /// The progress of the migration under way, for the status writer.
     progress: watch::Sender<Option<(Arc<Definition>, Progress)>>,
+    /// Definitions whose migration was asked for, for the loop's next round.
+    requested: std::sync::Mutex<Vec<String>>,
     /// The last reload error each status object was written with, by definition name. Held
     /// for the whole of a status write, so that writes happen one at a time and what this
     /// says is what the last write of each object showed: a status written with an error that
@@ -54,21 +58,101 @@ enum Written {
     Failed,
 }
 
+/// Why a migration could not be asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// No served definition (of the files) has this name.
+    #[error("no served definition is named {0:?}")]
+    NotServed(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+}
+
 impl Controller {
     /// Starts the controller on the current runtime.
     pub fn spawn(api: Arc<Api>, options: migrate::Options, reloads: Arc<ReloadStatus>) -> Arc<Controller> {
         let (progress, updates) = watch::channel(None);
-        let controller =
-            Arc::new(Controller { api, options, wake: Notify::new(), reloads, progress, written: Mutex::default() });
+        let controller = Arc::new(Controller {
+            api,
+            options,
+            wake: Notify::new(),
+            reloads,
+            progress,
+            requested: std::sync::Mutex::new(Vec::new()),
+            written: Mutex::default(),
+        });
         tokio::spawn(controller.clone().run());
         tokio::spawn(controller.clone().write_progress(updates));
         tokio::spawn(controller.clone().follow_reloads());
         controller
     }
 
-    /// Looks at the served definitions now (after a reload) rather than within a second.
-    pub fn wake(&self) {
+    /// Looks at the served definitions and the requested migrations now rather than within a
+    /// second.
+    fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// Asks for a storage-version migration pass over the served definition named `name` (a
+    /// request through `serveddefinitions/<name>/migrate`): every object is read and any stored
+    /// in another version than the storage version rewritten, as when the storage version
+    /// changes. The request is recorded in the store (the progress record, `Running`), so that
+    /// it survives a restart and whichever replica migrates runs it; this replica's loop is
+    /// woken (on a replica that is not the leader, the leader's next refresh finds it).
+    /// `dry_run` checks and records nothing.
+    pub async fn request_migration(&self, name: &str, dry_run: bool) -> Result<(Requested, String), RequestError> {
+        let catalog = self.api.catalog();
+        let Some(definition) = served(&catalog).find(|d| d.name == name).cloned() else {
+            return Err(RequestError::NotServed(name.to_string()));
+        };
+        let storage = definition.storage.name.clone();
+        if dry_run {
+            let running = migrate::progress::read(self.store(), name)
+                .await?
+                .is_some_and(|p| p.storage_version == storage && p.state == migrate::progress::State::Running);
+            let requested = if running { Requested::AlreadyRunning } else { Requested::Started };
+            return Ok((requested, storage));
+        }
+        let requested = migrate::progress::request(self.store(), name, &storage).await?;
+        if let Ok(mut names) = self.requested.lock() {
+            names.push(name.to_string());
+        }
+        self.wake();
+        if requested == Requested::Started && self.store().leadership().is_leader() {
+            // The status says Running from now on, not once the loop picks the request up.
+            self.write_status(&definition, None).await;
+        }
+        tracing::info!(definition = %name, storageVersion = %storage, outcome = ?requested, "storage-version migration requested");
+        Ok((requested, storage))
+    }
+
+    /// Whether the objects of the definition named `name` may be deleted: it is not served, and
+    /// no file that the last reload could not read through may define it. `Err` says why not.
+    pub fn check_unserved(&self, name: &str) -> Result<(), String> {
+        let catalog = self.api.catalog();
+        if catalog.registry.definitions().iter().any(|d| d.name == name) {
+            return Err(format!("{name} is served: remove it from the definitions before deleting its objects"));
+        }
+        let last = self.reloads.last();
+        if let Some(problem) = last.errors.iter().find(|e| e.definition.as_deref().is_none_or(|d| d == name)) {
+            return Err(format!(
+                "the definitions cannot be read through, so {name} may still be among them: {}",
+                problem.message
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts, and with `delete` deletes, the objects of the definition named `name`, which
+    /// must not be served (checked again before every page); `report` sees the count so far.
+    pub async fn delete_objects(
+        &self,
+        name: &str,
+        delete: bool,
+        report: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, removed::Error> {
+        let unserved = || self.check_unserved(name);
+        removed::sweep(self.store(), name, delete, &unserved, report).await
     }
 
     fn store(&self) -> &Backend {
@@ -109,12 +193,20 @@ impl Controller {
                 }
                 seen = Some(catalog.clone());
             }
+            let requested: Vec<String> = self.requested.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
             if !leading {
                 tokio::select! {
                     () = self.wake.notified() => {}
                     () = tokio::time::sleep(POLL) => {}
                 }
                 continue;
+            }
+            for name in requested {
+                // Asked for explicitly: tried now, even if the last attempt failed.
+                retry_at.remove(&name);
+                if !pending.contains(&name) {
+                    pending.push(name);
+                }
             }
             let mut left = Vec::new();
             let mut names = std::mem::take(&mut pending).into_iter();

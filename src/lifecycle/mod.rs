@@ -1,8 +1,9 @@
 //! The version lifecycle of served definitions, as Kubernetes keeps it in a CRD's status:
 //! which versions objects may be stored in (`stored_versions`, the record behind
 //! `status.storedVersions`), the built-in storage-version migration (`migrate`), the
-//! `serveddefinitions` status objects (`status`), and the background task that runs them as
-//! definitions are served and reloaded (`controller`).
+//! `serveddefinitions` status objects (`status`), the background task that runs them as
+//! definitions are served and reloaded (`controller`), and the explicit deletion of a no longer
+//! served definition's objects (`removed`).
 //!
 //! Owns the lifecycle records in the store, under `crd-apiserver/` keys outside every
 //! resource's, and the objects of the server's own `serveddefinitions` resource. Must not serve
@@ -11,5 +12,6 @@
 
 pub mod controller;
 pub mod migrate;
+pub mod removed;
 pub mod status;
 pub mod stored_versions;

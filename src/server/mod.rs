@@ -6,6 +6,7 @@
 //! Owns the transport and the order of the request path. Must not implement API semantics
 //! (those are in `api`) nor authentication logic (in `auth`).
 
+pub mod admin;
 pub mod conn;
 pub mod connection;
 pub mod filters;

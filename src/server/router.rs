@@ -21,6 +21,10 @@ pub enum Endpoint {
     Backup,
     /// A takeover (false) or handback (true) run by this server, its progress streamed.
     Takeover(bool),
+    /// `serveddefinitions/<name>/migrate`: a storage-version migration asked for (`admin`).
+    Migrate,
+    /// The objects of a definition no longer served, counted or deleted (`admin`).
+    DeleteObjects,
     Version,
     LegacyRoot,
     Apis,
@@ -36,7 +40,9 @@ pub enum Endpoint {
 /// Parses the endpoint from the path and the already parsed request info.
 pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
     if info.is_resource_request {
-        return if info.api_prefix == "apis" && !info.resource.is_empty() {
+        return if super::admin::is_migrate(info) {
+            Endpoint::Migrate
+        } else if info.api_prefix == "apis" && !info.resource.is_empty() {
             Endpoint::Resource
         } else {
             Endpoint::NotFound
@@ -52,6 +58,7 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
         ["backup"] => Endpoint::Backup,
         ["takeover"] => Endpoint::Takeover(false),
         ["handback"] => Endpoint::Takeover(true),
+        ["delete-objects"] => Endpoint::DeleteObjects,
         ["version"] => Endpoint::Version,
         ["api"] => Endpoint::LegacyRoot,
         ["apis"] => Endpoint::Apis,
@@ -70,6 +77,8 @@ pub struct Router {
     pub health: Arc<Health>,
     /// Takeovers and handbacks (`None`: refused, as in tests of the router alone).
     pub takeovers: Option<Arc<crate::takeover::Takeovers>>,
+    /// The lifecycle controller, for migrations asked for and objects deleted (`None`: refused).
+    pub lifecycle: Option<Arc<crate::lifecycle::controller::Controller>>,
 }
 
 fn version_info() -> serde_json::Value {
@@ -96,8 +105,10 @@ impl Router {
         };
         let endpoint = parse(request.method(), request.uri().path(), info);
         let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
-        let posted = matches!(endpoint, Endpoint::Takeover(_)) && request.method() == Method::POST;
-        if endpoint != Endpoint::Resource && endpoint != Endpoint::NotFound && !read_only && !posted {
+        let posted =
+            matches!(endpoint, Endpoint::Takeover(_) | Endpoint::DeleteObjects) && request.method() == Method::POST;
+        let resource = matches!(endpoint, Endpoint::Resource | Endpoint::Migrate | Endpoint::NotFound);
+        if !resource && !read_only && !posted {
             return body::error_response(&ApiError::method_not_allowed(), encoding);
         }
         let if_none_match =
@@ -119,6 +130,22 @@ impl Router {
                 Some(takeovers) => takeover_response(takeovers.clone(), back, &Query::parse(request.uri().query())),
                 None => body::error_response(&ApiError::service_unavailable("takeovers are not served"), encoding),
             },
+            Endpoint::Migrate | Endpoint::DeleteObjects => {
+                let Some(lifecycle) = self.lifecycle.clone() else {
+                    return body::error_response(
+                        &ApiError::service_unavailable("the lifecycle controller does not run"),
+                        encoding,
+                    );
+                };
+                if endpoint == Endpoint::Migrate {
+                    let info = info.clone();
+                    super::admin::migrate(&lifecycle, &info, request, encoding).await
+                } else if posted {
+                    super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding)
+                } else {
+                    body::error_response(&ApiError::method_not_allowed(), encoding)
+                }
+            }
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -222,7 +249,7 @@ fn takeover_response(takeovers: Arc<crate::takeover::Takeovers>, back: bool, que
     response
 }
 
-fn json_line(value: &serde_json::Value) -> bytes::Bytes {
+pub(super) fn json_line(value: &serde_json::Value) -> bytes::Bytes {
     let mut text = value.to_string().into_bytes();
     text.push(b'\n');
     bytes::Bytes::from(text)
@@ -291,6 +318,9 @@ mod tests {
         assert_eq!(endpoint("/readyz/ping"), Endpoint::Health(Probe::Readyz));
         assert_eq!(endpoint("/livez"), Endpoint::Health(Probe::Livez));
         assert_eq!(endpoint("/backup"), Endpoint::Backup);
+        assert_eq!(endpoint("/delete-objects"), Endpoint::DeleteObjects);
+        assert_eq!(endpoint("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/x.g.io/migrate"), Endpoint::Migrate);
+        assert_eq!(endpoint("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/x.g.io"), Endpoint::Resource);
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
     }
 }

@@ -10,8 +10,8 @@ mod types;
 
 use bytes::Bytes;
 
-use crate::definitions::Definition;
 use crate::definitions::registry::{Registry, Served, same_definitions};
+use crate::definitions::{Definition, builtin};
 use types::{
     ApiGroup, ApiGroupDiscovery, ApiResource, ApiResourceDiscovery, ApiResourceList, ApiSubresourceDiscovery,
     ApiVersionDiscovery, ApiVersions, GroupVersionForDiscovery, GroupVersionKind, NameOnly,
@@ -24,6 +24,8 @@ pub const RESOURCE_VERBS: &[&str] =
 pub const READ_ONLY_VERBS: &[&str] = &["get", "list", "watch"];
 /// Verbs of the status and scale subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+/// Verbs of an action subresource (`builtin::action_subresources`).
+pub const ACTION_VERBS: &[&str] = &["create"];
 
 /// An encoded document with its entity tag.
 #[derive(Debug, Clone)]
@@ -230,6 +232,9 @@ fn api_resources(served: &Served) -> Vec<ApiResource<'_>> {
     if served.version.scale.is_some() {
         out.push(sub("scale", "autoscaling", "v1", "Scale"));
     }
+    for action in builtin::action_subresources(d) {
+        out.push(ApiResource { verbs: ACTION_VERBS, ..sub(action, "", "v1", "Status") });
+    }
     out
 }
 
@@ -249,6 +254,13 @@ fn aggregated_resource(served: &Served) -> ApiResourceDiscovery<'_> {
             subresource: "scale",
             response_kind: GroupVersionKind { group: "autoscaling", version: "v1", kind: "Scale" },
             verbs: SUBRESOURCE_VERBS,
+        });
+    }
+    for action in builtin::action_subresources(d) {
+        subresources.push(ApiSubresourceDiscovery {
+            subresource: action,
+            response_kind: GroupVersionKind { group: "", version: "v1", kind: "Status" },
+            verbs: ACTION_VERBS,
         });
     }
     ApiResourceDiscovery {

@@ -138,3 +138,32 @@ fn a_rebuild_keeps_the_documents_of_unchanged_groups_and_equals_a_full_build() {
     assert!(shrunk.group("b.example.com").is_none());
     assert_eq!(every_document(&shrunk, &only_foos), every_document(&Discovery::build(&only_foos), &only_foos));
 }
+
+#[test]
+fn served_definitions_list_their_migrate_subresource_with_create_only() {
+    let (registry, problems) = Registry::build_shared(crate::definitions::builtin::shared().to_vec());
+    assert!(problems.is_empty(), "{problems:?}");
+    let discovery = Discovery::build(&registry);
+    let list: serde_json::Value =
+        serde_json::from_slice(&discovery.group_version("crd-apiserver.io", "v1alpha1").unwrap().body).unwrap();
+    let migrate = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == "serveddefinitions/migrate");
+    assert_eq!(
+        migrate.map(|r| (r["verbs"].clone(), r["kind"].clone(), r["version"].clone())),
+        Some((json!(["create"]), json!("Status"), json!("v1")))
+    );
+    let aggregated: serde_json::Value = serde_json::from_slice(&discovery.aggregated_v2.body).unwrap();
+    let resource = &aggregated["items"][0]["versions"][0]["resources"][0];
+    assert_eq!(resource["resource"], "serveddefinitions");
+    assert_eq!(
+        resource["subresources"],
+        json!([{"subresource": "migrate", "responseKind": {"group": "", "version": "v1", "kind": "Status"},
+            "verbs": ["create"]}])
+    );
+}
+
+#[test]
+fn a_custom_resource_has_no_action_subresource() {
+    let discovery = Discovery::build(&registry());
+    let list = text(discovery.group_version("stable.example.com", "v1").unwrap());
+    assert!(!list.contains("migrate"), "{list}");
+}

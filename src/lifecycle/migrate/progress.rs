@@ -113,3 +113,57 @@ pub async fn write(store: &impl Store, definition: &str, progress: &Progress) ->
     }
     Err(Error::Backend(format!("{key}: too many concurrent changes")))
 }
+
+/// What asking for a migration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// A pass is recorded as under way: the migrator runs it from the first object.
+    Started,
+    /// A pass into this storage version was already under way; it goes on.
+    AlreadyRunning,
+}
+
+/// Records that a pass over the definition's objects into `storage_version` must run (a
+/// migration asked for through the API), unless one is under way. The record is the request:
+/// it outlives a restart, and whichever server migrates sees it. Written by compare-and-swap on
+/// the record read, so that a pass finishing meanwhile is not mistaken for this one.
+pub async fn request(store: &impl Store, definition: &str, storage_version: &str) -> Result<Requested, Error> {
+    let key = key_of(definition);
+    for _ in 0..4 {
+        let current = store.get(&key).await?;
+        let previous = match &current {
+            Some(found) => Some(
+                serde_json::from_slice::<Progress>(&found.value)
+                    .map_err(|e| Error::Backend(format!("{key}: not a migration progress record: {e}")))?,
+            ),
+            None => None,
+        };
+        if let Some(p) = &previous
+            && p.storage_version == storage_version
+            && p.state == State::Running
+        {
+            return Ok(Requested::AlreadyRunning);
+        }
+        let fresh = Progress::start(storage_version, previous.as_ref());
+        let bytes =
+            Bytes::from(serde_json::to_vec(&fresh).map_err(|e| Error::Backend(format!("encoding {key}: {e}")))?);
+        let written = match &current {
+            Some(found) => store.update(&key, found.revision, bytes).await,
+            None => store.create(&key, bytes).await,
+        };
+        match written {
+            Ok(_) => return Ok(Requested::Started),
+            Err(Error::Conflict { .. } | Error::AlreadyExists(_) | Error::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Backend(format!("{key}: too many concurrent changes")))
+}
+
+/// Drops the record of a definition whose objects were all deleted.
+pub async fn forget(store: &impl Store, definition: &str) -> Result<(), Error> {
+    match store.delete(&key_of(definition), None).await {
+        Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

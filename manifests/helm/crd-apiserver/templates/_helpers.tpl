@@ -57,3 +57,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- toYaml (uniq $gvs | sortAlpha) -}}
 {{- end -}}
+
+{{/* "true" when the server also serves CustomResourceDefinitions of the main apiserver. */}}
+{{- define "crd-apiserver.clusterDefinitions" -}}
+{{- if or .Values.clusterDefinitions.selector .Values.clusterDefinitions.names -}}
+true
+{{- end -}}
+{{- end -}}

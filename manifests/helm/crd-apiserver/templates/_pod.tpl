@@ -40,9 +40,18 @@ spec:
         {{- end }}
         - --definitions=/etc/crd-apiserver/definitions
         - --shutdown-delay-duration={{ .Values.shutdown.delay }}
+        {{- with .Values.clusterDefinitions.selector }}
+        - {{ printf "--cluster-definitions-selector=%s" . | quote }}
+        {{- end }}
+        {{- with .Values.clusterDefinitions.names }}
+        - --cluster-definitions={{ join "," . }}
+        {{- end }}
         {{- if .Values.takeover.rbac }}
         - --takeover-service={{ .Release.Namespace }}/{{ include "crd-apiserver.fullname" . }}
         - --takeover-ca-file=/etc/crd-apiserver/tls/ca.crt
+        {{- end }}
+        {{- if .Values.takeover.automatic }}
+        - --takeover-cluster-definitions
         {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
@@ -146,8 +155,17 @@ spec:
     {{- end }}
 {{- end -}}
 
-{{/* Refuses values that cannot run: sled is one replica on one volume; etcd3 needs servers. */}}
-{{- define "crd-apiserver.checkStorage" -}}
+{{/* Refuses values that cannot run: sled is one replica on one volume; etcd3 needs servers;
+an automatic takeover needs its permissions and definitions from the cluster. */}}
+{{- define "crd-apiserver.checkValues" -}}
+{{- if .Values.takeover.automatic -}}
+{{- if not .Values.takeover.rbac -}}
+{{- fail "takeover.automatic needs takeover.rbac=true (and takeover.groups): a takeover switches APIServices and freezes writes" -}}
+{{- end -}}
+{{- if not (include "crd-apiserver.clusterDefinitions" .) -}}
+{{- fail "takeover.automatic takes over the definitions clusterDefinitions selects: set clusterDefinitions.selector or clusterDefinitions.names" -}}
+{{- end -}}
+{{- end -}}
 {{- if eq .Values.storage.backend "etcd3" -}}
 {{- if not .Values.storage.etcd.servers -}}
 {{- fail "storage.backend=etcd3 needs storage.etcd.servers (e.g. --set 'storage.etcd.servers={https://etcd-0.etcd:2379}')" -}}
