@@ -5,10 +5,17 @@
 //! server's stored objects, so that the server's creates/gets/lists can be set beside them.
 //!
 //! Usage: etcd_load --endpoint http://127.0.0.1:2379 [--connections N] [--seconds S]
-//!        [--value-bytes B | --sample-prefix /crd-apiserver/]
+//!        [--value-bytes B | --sample-prefix /crd-apiserver/] [--cpu-of etcd=PID]
+//!
+//! With `--cpu-of`, each phase also prints the CPU time etcd and this client spent per
+//! operation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+mod bench_client;
+
 use std::time::{Duration, Instant};
+
+use bench_client::Cpu;
 
 use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
 
@@ -18,6 +25,7 @@ struct Args {
     seconds: u64,
     value_bytes: usize,
     sample_prefix: Option<String>,
+    cpu: Cpu,
 }
 
 fn args() -> Args {
@@ -27,6 +35,7 @@ fn args() -> Args {
         seconds: 5,
         value_bytes: 600,
         sample_prefix: None,
+        cpu: Cpu::default(),
     };
     let argv: Vec<String> = std::env::args().collect();
     for pair in argv[1..].chunks(2) {
@@ -37,6 +46,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = v.parse().unwrap(),
             "--value-bytes" => a.value_bytes = v.parse().unwrap(),
             "--sample-prefix" => a.sample_prefix = Some(v),
+            "--cpu-of" => a.cpu = Cpu::parse(&v),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -78,15 +88,17 @@ where
     (all, fewest, started.elapsed())
 }
 
-fn report(name: &str, connections: usize, mut latencies: Vec<Duration>, elapsed: Duration) {
+/// Prints a phase's figures, with the CPU per operation since `ticks` (the phase's start).
+fn report(name: &str, connections: usize, mut latencies: Vec<Duration>, elapsed: Duration, cpu: &Cpu, ticks: &[u64]) {
     latencies.sort();
     let n = latencies.len();
     let at = |q: f64| latencies.get(((n as f64 * q) as usize).min(n.saturating_sub(1))).copied().unwrap_or_default();
     println!(
-        "etcd {name:<9} conns={connections:<2} requests={n:<7} rate={:>9.0}/s p50={:>8.2}ms p99={:>8.2}ms",
+        "etcd {name:<9} conns={connections:<2} requests={n:<7} rate={:>9.0}/s p50={:>8.2}ms p99={:>8.2}ms {}",
         n as f64 / elapsed.as_secs_f64(),
         at(0.5).as_secs_f64() * 1000.0,
-        at(0.99).as_secs_f64() * 1000.0
+        at(0.99).as_secs_f64() * 1000.0,
+        cpu.per_request(ticks, &cpu.snapshot(), n)
     );
 }
 
@@ -111,6 +123,7 @@ async fn main() {
 
     // Creates: a put only if the key is absent, as the backend's create transaction.
     let (prefix, v) = (run.clone(), value.clone());
+    let ticks = a.cpu.snapshot();
     let (lat, written, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, c, i| {
         let (key, v) = (format!("{prefix}/c{c}-{i}"), v.clone());
         async move {
@@ -121,10 +134,11 @@ async fn main() {
         }
     })
     .await;
-    report("create", a.connections, lat, el);
+    report("create", a.connections, lat, el, &a.cpu, &ticks);
 
     // Gets of the keys just written, in turn.
     let prefix = run.clone();
+    let ticks = a.cpu.snapshot();
     let (lat, _, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, c, i| {
         let key = format!("{prefix}/c{c}-{}", i % written.max(1));
         async move {
@@ -132,10 +146,11 @@ async fn main() {
         }
     })
     .await;
-    report("get", a.connections, lat, el);
+    report("get", a.connections, lat, el, &a.cpu, &ticks);
 
     // Deletes of the keys put, each client its own in order, until none are left.
     let prefix = run.clone();
+    let ticks = a.cpu.snapshot();
     let (lat, _, el) = phase(&clients, a.seconds, written, move |mut client, c, i| {
         let key = format!("{prefix}/c{c}-{i}");
         async move {
@@ -147,7 +162,7 @@ async fn main() {
         }
     })
     .await;
-    report("delete", a.connections, lat, el);
+    report("delete", a.connections, lat, el, &a.cpu, &ticks);
 
     // Ranges of 2,000 keys (a list of 2,000 objects).
     let list = format!("{run}-list/");
@@ -155,6 +170,7 @@ async fn main() {
     for i in 0..2000 {
         seeding.put(format!("{list}{i:05}"), value.clone(), None).await.unwrap();
     }
+    let ticks = a.cpu.snapshot();
     let (lat, _, el) = phase(&clients, a.seconds, usize::MAX, move |mut client, _, _| {
         let list = list.clone();
         async move {
@@ -163,5 +179,5 @@ async fn main() {
         }
     })
     .await;
-    report("list2000", a.connections, lat, el);
+    report("list2000", a.connections, lat, el, &a.cpu, &ticks);
 }

@@ -4,14 +4,17 @@
 //! connection its own, in the order it created them) and end early when none are left.
 //!
 //! Usage: load --port P --ca CA.crt --cert C.crt --key C.key [--connections N] [--seconds S]
-//!        [--list-objects N] [--phases create,get,delete,list] [--table]
+//!        [--list-objects N] [--phases create,get,delete,list] [--table] [--cpu-of name=PID,...]
+//!
+//! With `--cpu-of`, each phase also prints the CPU time the named processes (the server,
+//! etcd) and the client itself spent per request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod bench_client;
 
 use std::time::Duration;
 
-use bench_client::{Request, connect, millis, percentile, phase, phase_while, send, tls_config};
+use bench_client::{Cpu, Request, connect, millis, percentile, phase, phase_while, send, tls_config};
 
 struct Args {
     port: u16,
@@ -23,6 +26,7 @@ struct Args {
     list_objects: usize,
     phases: String,
     table: bool,
+    cpu: Cpu,
 }
 
 fn args() -> Args {
@@ -36,6 +40,7 @@ fn args() -> Args {
         list_objects: 2000,
         phases: "create,get,list".into(),
         table: false,
+        cpu: Cpu::default(),
     };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -55,6 +60,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = v.parse().unwrap(),
             "--list-objects" => a.list_objects = v.parse().unwrap(),
             "--phases" => a.phases = v,
+            "--cpu-of" => a.cpu = Cpu::parse(&v),
             other => panic!("unknown flag {other}"),
         }
         i += 2;
@@ -73,14 +79,17 @@ fn crontab(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn report(phase: &str, connections: usize, mut latencies: Vec<Duration>, elapsed: Duration) {
+/// Prints a phase's figures; the CPU per request when processes are watched (`ticks`: the
+/// snapshot taken when the phase began).
+fn report(phase: &str, connections: usize, mut latencies: Vec<Duration>, elapsed: Duration, cpu: &Cpu, ticks: &[u64]) {
     latencies.sort();
     let n = latencies.len();
     println!(
-        "{phase:<8} conns={connections:<2} requests={n:<7} rate={:>9.0}/s p50={:>8.2}ms p99={:>8.2}ms",
+        "{phase:<8} conns={connections:<2} requests={n:<7} rate={:>9.0}/s p50={:>8.2}ms p99={:>8.2}ms {}",
         n as f64 / elapsed.as_secs_f64(),
         millis(percentile(&latencies, 0.50)),
-        millis(percentile(&latencies, 0.99))
+        millis(percentile(&latencies, 0.99)),
+        cpu.per_request(ticks, &cpu.snapshot(), n)
     );
 }
 
@@ -98,27 +107,30 @@ async fn main() {
         let ns = format!("bench-{run}-{}", a.connections);
         let coll = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
         let c2 = coll.clone();
+        let ticks = a.cpu.snapshot();
         let (lat, el, per_conn) = phase(&mut senders, a.seconds, move |c, i| {
             Request::new("POST", c2.clone(), 201).json(crontab(&format!("c{c}-{i}")))
         })
         .await;
-        report("create", a.connections, lat, el);
+        report("create", a.connections, lat, el, &a.cpu, &ticks);
         if phases.contains(&"get") {
             let c3 = coll.clone();
+            let ticks = a.cpu.snapshot();
             let (lat, el, _) = phase(&mut senders, a.seconds, move |c, i| {
                 Request::new("GET", format!("{c3}/c{c}-{}", i % per_conn.max(1)), 200)
             })
             .await;
-            report("get", a.connections, lat, el);
+            report("get", a.connections, lat, el, &a.cpu, &ticks);
         }
         if phases.contains(&"delete") {
             // Every connection created at least `per_conn` objects: c{c}-0 onwards.
             let c5 = coll.clone();
+            let ticks = a.cpu.snapshot();
             let (lat, el, _) = phase_while(&mut senders, a.seconds, move |c, i| {
                 (i < per_conn).then(|| Request::new("DELETE", format!("{c5}/c{c}-{i}"), 200))
             })
             .await;
-            report("delete", a.connections, lat, el);
+            report("delete", a.connections, lat, el, &a.cpu, &ticks);
         }
     }
     if phases.contains(&"get") && !phases.contains(&"create") {
@@ -131,10 +143,11 @@ async fn main() {
                 assert_eq!(send(sender, create).await.0, 201, "seeding objects to get");
             }
         }
+        let ticks = a.cpu.snapshot();
         let (lat, el, _) =
             phase(&mut senders, a.seconds, move |c, i| Request::new("GET", format!("{coll}/c{c}-{}", i % SEEDED), 200))
                 .await;
-        report("get", a.connections, lat, el);
+        report("get", a.connections, lat, el, &a.cpu, &ticks);
     }
     if phases.contains(&"list") {
         // Lists of a fixed size, in their own namespace (shared by runs with the same size).
@@ -148,10 +161,11 @@ async fn main() {
         senders.push(s0);
         let c4 = list_coll.clone();
         let accept = a.table.then_some(TABLE);
+        let ticks = a.cpu.snapshot();
         let (lat, el, _) =
             phase(&mut senders, a.seconds, move |_, _| Request { accept, ..Request::new("GET", c4.clone(), 200) })
                 .await;
         let name = format!("list{}{}", a.list_objects, if a.table { "/table" } else { "" });
-        report(&name, a.connections, lat, el);
+        report(&name, a.connections, lat, el, &a.cpu, &ticks);
     }
 }

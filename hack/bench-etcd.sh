@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The etcd backend beside etcd itself and beside sled, in one run on one machine: creates, gets
-# and deletes (of the objects just created) over 1, 8 and 32 HTTPS connections, lists of 2,000 objects, watch fan-out, against the
-# release server on sled and on etcd (a fresh single-member etcd on loopback ports, fsync on,
-# as deployed), once with every read going to etcd (--watch-cache=false) and once answered by the
-# watch-fed cache, back to back; then etcd's own rate for the same operations
-# (examples/etcd_load: conditional puts, gets, conditional deletes, 2,000-key ranges) at the same concurrency with
-# values the size the server stores; then the cache's resident memory per object
-# (examples/etcd_cache_memory).
+# and deletes (of the objects just created) over 1, 8 and 32 HTTPS connections, lists of 2,000
+# objects, watch fan-out, against the release server on sled and on etcd (a fresh single-member
+# etcd on loopback ports, fsync on, as deployed), once with every read going to etcd
+# (--watch-cache=false) and once answered by the watch-fed cache, back to back; then etcd's own
+# rate for the same operations (examples/etcd_load: conditional puts, gets, conditional deletes,
+# 2,000-key ranges) at the same concurrency with values the size the server stores; then the
+# cache's resident memory per object (examples/etcd_cache_memory). Each create, get and delete
+# phase also prints the CPU time the server, etcd and the client spent per request (/proc): on a
+# machine of few cores they share them, so that a rate follows from what each spends.
 # Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]   (SERVERS="sled etcd-direct etcd" by default)
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
@@ -48,7 +50,8 @@ run_server() { # sled | etcd-direct | etcd
   esac
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for conns in 1 8 32; do
-    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get,delete
+    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get,delete \
+      --cpu-of "server=$server,etcd=$etcd_pid"
   done
   for conns in 1 8; do
     "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases list --list-objects 2000
@@ -69,7 +72,7 @@ sample=/bench-cached/
 case " ${SERVERS:-etcd} " in *" etcd "*) ;; *) sample=/bench-direct/ ;; esac
 for conns in 1 8 32; do
   "$target"/release/examples/etcd_load --endpoint "$endpoint" --connections "$conns" --seconds "$seconds" \
-    --sample-prefix "$sample"
+    --sample-prefix "$sample" --cpu-of "etcd=$etcd_pid"
 done
 echo "== the cache's memory"
 "$target"/release/examples/etcd_cache_memory --endpoint "$endpoint" --objects 20000 --value-bytes 1400

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per request, counted by valgrind's callgrind (deterministic, unlike timings on a
 # shared machine): runs a release build under callgrind, then counts N creates, N gets and a
-# few lists of 2,000 objects, each over one keep-alive connection (curl), TLS included.
+# few lists of 2,000 objects, then deletes N of the objects it created, each over one keep-alive
+# connection (curl), TLS included.
 # Usage: hack/callgrind-requests.sh [BINARY] [N]      (BINARY: a crd-apiserver release build)
 # SERVE_FLAGS="--storage-backend=etcd3 --etcd-servers=..." measures another backend.
 set -euo pipefail
@@ -52,7 +53,12 @@ gets=()
 for i in $(seq 1 "$n"); do gets+=(-o /dev/null "$coll/c$((i % 2000 + 1))"); done
 lists=()
 for i in 1 2 3 4 5; do lists+=(-o /dev/null "$coll"); done
+deletes=()
+for i in $(seq 3001 $((3000 + n))); do deletes+=(-o /dev/null -X DELETE "$coll/c$i"); done
 echo "binary: $binary (TLS handshake included once per measurement)"
+# The first read of a resource loads its cache on etcd: not a request's cost.
+"${client[@]}" -o /dev/null "$coll/c1"
 measure create "$n" creates 3001 $((3000 + n))
 measure get "$n" "${client[@]}" "${gets[@]}"
+measure delete "$n" "${client[@]}" "${deletes[@]}"
 measure list2000 5 "${client[@]}" "${lists[@]}"

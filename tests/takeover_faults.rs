@@ -389,7 +389,8 @@ fn with_replicas_only_the_leader_takes_over_and_the_next_leader_finishes_a_kille
     let etcd = support::etcd::TestEtcd::start();
     let plane = plane_with_widgets(3);
     let before = plane.custom_objects(GROUP, "widgets");
-    // The server shares the main apiserver's etcd, whose revision is past every one it gave out.
+    // etcd's revision past every one the main apiserver gave out, as when the server shares
+    // the main apiserver's etcd.
     let main_revision = support::control_plane::state::lock(&plane.state().objects).revision;
     let mut i = 0;
     let mut put = || {

@@ -1,6 +1,7 @@
 //! The HTTPS client the load generators share (`load`, `apply_bench`, `objectbench`,
-//! `watchload`): a client-certificate TLS configuration, keep-alive HTTP/1.1 connections,
-//! one request, timed phases over many connections, and percentiles.
+//! `watchload`, `etcd_load`): a client-certificate TLS configuration, keep-alive HTTP/1.1
+//! connections, one request, timed phases over many connections, percentiles, and the CPU
+//! time processes on the machine spent on a phase (`Cpu`).
 // Each example uses only part of this module.
 #![allow(dead_code)]
 
@@ -141,4 +142,62 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// Milliseconds, for printing.
 pub fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// The CPU time (user + system, from `/proc/PID/stat`) that named processes and this client
+/// spent, for a phase's figure per request: on a machine of few cores the server, etcd and
+/// the client share them, so that the rate follows from what each spends per request.
+#[derive(Clone, Default)]
+pub struct Cpu {
+    /// Name and pid of each process watched besides this one.
+    processes: Vec<(String, u32)>,
+}
+
+/// Clock ticks per second of `/proc/PID/stat` (`USER_HZ`, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+impl Cpu {
+    /// From `--cpu-of name=PID,name=PID` (empty: this client only).
+    pub fn parse(spec: &str) -> Cpu {
+        let processes = spec
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (name, pid) = p.split_once('=').expect("--cpu-of name=PID,...");
+                (name.to_string(), pid.parse().expect("a pid"))
+            })
+            .collect();
+        Cpu { processes }
+    }
+
+    /// Ticks used so far by each watched process, then by this client.
+    pub fn snapshot(&self) -> Vec<u64> {
+        let mut ticks: Vec<u64> = self.processes.iter().map(|(_, pid)| ticks_of(&pid.to_string())).collect();
+        ticks.push(ticks_of("self"));
+        ticks
+    }
+
+    /// "cpu/req server=120us etcd=80us client=60us" between two snapshots, over `requests`.
+    pub fn per_request(&self, before: &[u64], after: &[u64], requests: usize) -> String {
+        let names = self.processes.iter().map(|(name, _)| name.as_str()).chain(["client"]);
+        let parts: Vec<String> = names
+            .zip(before.iter().zip(after))
+            .map(|(name, (b, a))| {
+                let micros = a.saturating_sub(*b) as f64 / TICKS_PER_SECOND * 1e6 / requests.max(1) as f64;
+                format!("{name}={micros:.0}us")
+            })
+            .collect();
+        format!("cpu/req {}", parts.join(" "))
+    }
+}
+
+/// utime + stime of `/proc/WHO/stat` (0 when the process is gone).
+fn ticks_of(who: &str) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{who}/stat")) else { return 0 };
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the line are the 12th and 13th after the name.
+    let at = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    at(11) + at(12)
 }

@@ -199,7 +199,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     });
     let health = super::checks::build(&store, &informers, &lifecycle);
     // Resources taken over from the main apiserver expire the resourceVersions clients hold
-    // from there, across restarts and whichever replica took them over.
+    // from there, across restarts.
+    // A store that cannot be read yet (closed on a full disk) serves nothing either: the
+    // records are read as soon as it can be.
+    // Followed, for takeovers and handbacks made by other replicas.
     tokio::spawn(crate::takeover::follow_floors(api.clone()));
     let mut takeovers = crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target);
     takeovers.wait = args.takeover_timeout;

@@ -93,45 +93,49 @@ async fn say(progress: &Progress, line: String) {
     let _ = progress.send(line).await;
 }
 
-/// How often a replica on etcd reads the records again for the floors another replica's
-/// takeover set.
-pub const FLOOR_POLL: Duration = Duration::from_millis(500);
+/// How often every replica reads the takeover records again for their floors: a takeover
+/// made by another replica (etcd) expires the main apiserver's resourceVersions here too.
+pub const FLOOR_POLL: Duration = Duration::from_secs(1);
 
-/// How long after its floor is recorded a takeover on etcd waits at least before the switch
-/// sends requests to every replica: several polls, so that each has the floor by then.
-pub const FLOOR_SPREAD: Duration = Duration::from_secs(2);
-
-/// Sets the floors of every resource taken over, from the records.
-pub async fn load_floors(api: &Api) -> Result<(), Error> {
+/// Sets the floors of every resource taken over, from the records; clears those of `held`
+/// (the prefixes set by the previous call) whose record is gone or handed back. Returns the
+/// prefixes set.
+pub async fn load_floors(
+    api: &Api,
+    held: &std::collections::HashSet<String>,
+) -> Result<std::collections::HashSet<String>, Error> {
+    let mut set = std::collections::HashSet::new();
     for (_, record) in record::read_all(api.store()).await? {
         if record.phase != Phase::HandedBack {
-            api.set_floor(&key::resource_prefix(&record.group, &record.plural), Some(record.floor));
+            let prefix = key::resource_prefix(&record.group, &record.plural);
+            api.set_floor(&prefix, Some(record.floor));
+            set.insert(prefix);
         }
     }
-    Ok(())
+    for gone in held.difference(&set) {
+        api.set_floor(gone, None);
+    }
+    Ok(set)
 }
 
-/// Keeps the floors as the records say: read at start (again every second while the store
-/// cannot be read, e.g. closed on a full disk: it serves nothing then either) and, on etcd,
-/// every `FLOOR_POLL` after, since another replica may take a resource over (the leader that
-/// runs the takeover sets its own floor at once).
-pub async fn follow_floors(api: Arc<Api>) {
-    let mut logged = false;
-    while let Err(e) = load_floors(&api).await {
-        if !logged {
-            tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
-            logged = true;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    if !matches!(api.store(), crate::store::Backend::Etcd(_)) {
-        return;
-    }
+/// Follows the takeover records for as long as the server runs (every `FLOOR_POLL`): the
+/// floors are set at start and kept as other replicas take resources over or hand them back.
+pub async fn follow_floors(api: std::sync::Arc<Api>) {
+    let mut held = std::collections::HashSet::new();
+    let mut failing = false;
     loop {
-        tokio::time::sleep(FLOOR_POLL).await;
-        if let Err(e) = load_floors(&api).await {
-            tracing::debug!(error = %e, "reading the takeover records failed");
+        match load_floors(&api, &held).await {
+            Ok(set) => {
+                held = set;
+                failing = false;
+            }
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
+                failing = true;
+            }
+            Err(_) => {}
         }
+        tokio::time::sleep(FLOOR_POLL).await;
     }
 }
 
@@ -273,9 +277,6 @@ impl Takeovers {
             }
             Some(r) if r.phase != Phase::HandedBack => {
                 say(progress, format!("{name}: resuming a takeover left in phase {:?}", r.phase)).await;
-                // Another process (a replica that lost its lead, or this one before a restart)
-                // recorded it: its floor holds here from now on.
-                self.api.set_floor(&key::resource_prefix(&r.group, &r.plural), Some(r.floor));
                 Some(r)
             }
             _ => None,
@@ -286,17 +287,6 @@ impl Takeovers {
                  them first)",
                 definition.plural, definition.group
             )));
-        }
-        if matches!(store, crate::store::Backend::Etcd(_)) {
-            let main_revision = copy::first_page(cluster, &definition).await?.revision;
-            if store.current_revision() <= main_revision {
-                return Err(Error::Refused(format!(
-                    "this server's etcd is at revision {}, the main apiserver at {main_revision}: etcd's revision \
-                     cannot be moved, so a takeover needs the server on the main apiserver's own etcd (under its \
-                     own --etcd-prefix)",
-                    store.current_revision()
-                )));
-            }
         }
         let started = Instant::now();
         // (a) Freeze.
@@ -314,10 +304,15 @@ impl Takeovers {
         }
         let frozen_at = record.as_ref().map_or_else(|| jiff::Timestamp::now().to_string(), |r| r.frozen_at.clone());
         // (b) Copy.
-        let mut floor_recorded = None;
         if record.as_ref().is_none_or(|r| r.phase == Phase::Copying) {
-            floor_recorded = Some(Instant::now());
-            match self.copy(cluster, &definition, &frozen_at, &services, progress).await {
+            let copying = Instant::now();
+            let copied = self.copy(cluster, &definition, &frozen_at, &services, progress).await;
+            if copied.is_ok() && matches!(store, crate::store::Backend::Etcd(_)) {
+                // Other replicas read the new floor within `FLOOR_POLL`: none may serve the
+                // resource without it once the APIServices point here.
+                tokio::time::sleep_until((copying + 2 * FLOOR_POLL).into()).await;
+            }
+            match copied {
                 Ok(r) => record = Some(r),
                 Err(e) => {
                     self.roll_back_copy(cluster, &definition, progress).await;
@@ -328,11 +323,6 @@ impl Takeovers {
         let Some(mut record) = record else { return Err(Error::Store("no takeover record".into())) };
         // (c) Switch.
         if record.phase == Phase::Copied {
-            // The other replicas read the floor from the record: give them time to, before
-            // requests for the resource reach them. (A resumed record was written long before.)
-            if let (Some(at), crate::store::Backend::Etcd(_)) = (floor_recorded, store) {
-                tokio::time::sleep_until((at + FLOOR_SPREAD).into()).await;
-            }
             say(progress, format!("{name}: switching the APIServices {} to this server", api_services.join(", ")))
                 .await;
             let switched = async {
@@ -388,14 +378,9 @@ impl Takeovers {
         let name = &definition.name;
         copy::clear(store, definition).await?;
         let first = copy::first_page(cluster, definition).await?;
-        // sled moves its counter far above; an etcd store can only be past the main etcd's
-        // revision already, which it is when it is that very etcd (the same counter goes on).
-        let target = match store {
-            crate::store::Backend::Sled(_) => {
-                store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN)
-            }
-            crate::store::Backend::Etcd(_) => first.revision.saturating_add(1),
-        };
+        // Far above both (sled moves its counter, etcd the offset over etcd's revision), so
+        // that our history goes on above the main etcd's for a long while.
+        let target = store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN);
         let floor = store.advance_revision(target).await.map_err(|e| Error::Store(e.to_string()))?;
         let mut record = Record {
             phase: Phase::Copying,

@@ -6,9 +6,11 @@
 //!   read waits until the cache has applied every event up to it (asking the feed for a
 //!   progress marker when the events do not come by themselves: the revision may be past the
 //!   prefix's last event), then answers from the
-//!   cache. Revision reads are shared: a read joins the next round that starts after it
-//!   began (`Rounds`), so that however many reads arrive, etcd sees at most one revision read
-//!   in flight, and each read still sees every write acknowledged before it began.
+//!   cache. Revision reads are shared: a read joins the next round sent after it began
+//!   (`Rounds`), so that each read still sees every write acknowledged before it began. Up to
+//!   `ROUNDS_IN_FLIGHT` rounds are in flight at once: a read arriving while one is in flight
+//!   sends the next at once instead of waiting for it to come back, and the reads arriving
+//!   while every slot is taken share the round sent when the first comes back.
 //! - Not older than N (`"0"`, `"N"`): from the cache as soon as it has reached N.
 //! - At an exact revision (`resourceVersionMatch=Exact`, continue tokens): from the cache and
 //!   the history window (every key changed after the revision, with its value then) while the
@@ -45,45 +47,86 @@ pub(crate) struct ReadCounts {
     pub revision_reads: AtomicU64,
 }
 
+/// Most reads of etcd's revision in flight at once. One makes a read arriving while it is in
+/// flight wait for the rest of it and then a whole next round; two let that read send its
+/// round at once, while etcd still sees a bounded number whatever the number of reads.
+const ROUNDS_IN_FLIGHT: usize = 2;
+
 /// Rounds of etcd revision reads shared by the reads that wait for them.
 pub(super) struct Rounds {
     state: Mutex<RoundState>,
-    /// The last round finished, and what it read.
+    /// The newest round finished, and what it read.
     done: watch::Sender<(u64, Option<Result<Revision>>)>,
 }
 
-#[derive(Default)]
+/// Which rounds are sent and which reads wait for one. Rounds are numbered in the order they
+/// are sent (after the state's lock is released); a read waits for a round numbered at least
+/// the one it was given, which is sent after the read began.
+#[derive(Debug, Default)]
 struct RoundState {
-    /// The newest round started.
-    started: u64,
-    /// Whether round `started` is in flight.
-    running: bool,
-    /// A read asked for round `started + 1`.
+    /// Rounds numbered so far (the next one gets `numbered + 1`).
+    numbered: u64,
+    in_flight: usize,
+    /// A read waits for round `numbered + 1`, not sent yet.
     wanted: bool,
+}
+
+/// What a read does to get a round sent after it began.
+#[derive(Debug, PartialEq, Eq)]
+enum Join {
+    /// Send round N now (a slot was free) and wait for it.
+    Send(u64),
+    /// Wait for round N, which the first round to come back sends.
+    Wait(u64),
+}
+
+impl RoundState {
+    /// A read arrives.
+    fn join(&mut self) -> Join {
+        if self.in_flight < ROUNDS_IN_FLIGHT {
+            // No read waits here: one only waits while every slot is taken.
+            self.in_flight += 1;
+            self.numbered += 1;
+            Join::Send(self.numbered)
+        } else {
+            self.wanted = true;
+            Join::Wait(self.numbered + 1)
+        }
+    }
+
+    /// A round came back: the next round to send in its slot, if reads wait for one.
+    fn finished(&mut self) -> Option<u64> {
+        if self.wanted {
+            self.wanted = false;
+            self.numbered += 1;
+            Some(self.numbered)
+        } else {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            None
+        }
+    }
 }
 
 impl Rounds {
     pub fn new() -> Rounds {
         Rounds { state: Mutex::new(RoundState::default()), done: watch::channel((0, None)).0 }
     }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, RoundState> {
+        // Every change of the state is made whole under the lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// etcd's current revision, read after this call began (shared with concurrent callers).
 pub(super) async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
-    let rounds = &shared.rounds;
-    let mut done = rounds.done.subscribe();
-    let round = {
-        let mut state = rounds.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.running {
-            // The round in flight may have been sent before this read began: wait for the next.
-            state.wanted = true;
-            state.started + 1
-        } else {
-            state.started += 1;
-            state.running = true;
-            tokio::spawn(run_rounds(shared.clone()));
-            state.started
+    let mut done = shared.rounds.done.subscribe();
+    let round = match shared.rounds.state().join() {
+        Join::Send(round) => {
+            tokio::spawn(run_rounds(shared.clone(), round));
+            round
         }
+        Join::Wait(round) => round,
     };
     // A round is bounded by the request timeout; twice that covers the round in flight.
     let limit = shared.timeout.saturating_mul(2);
@@ -94,26 +137,30 @@ pub(super) async fn current_revision(shared: &Arc<Shared>) -> Result<Revision> {
     }
 }
 
-/// Reads etcd's revision round after round while reads wait for a next one.
-async fn run_rounds(shared: Arc<Shared>) {
+/// Reads etcd's revision for `round`, then for each next round reads wait for.
+async fn run_rounds(shared: Arc<Shared>, mut round: u64) {
+    let probe = format!("{}{REVISION_PROBE}", shared.prefix);
+    let mut kv = shared.kv();
     loop {
         shared.reads.revision_reads.fetch_add(1, Ordering::Relaxed);
-        let mut kv = shared.kv();
-        let probe = format!("{}{REVISION_PROBE}", shared.prefix);
-        let read = shared.call(kv.get(probe, Some(GetOptions::new().with_keys_only()))).await.and_then(|response| {
+        let options = GetOptions::new().with_keys_only();
+        let read = shared.call(kv.get(probe.as_str(), Some(options))).await.and_then(|response| {
             response
                 .header()
                 .map(|h| shared.rev(h.revision()))
                 .ok_or_else(|| Error::Backend("etcd answered a range without a header".into()))
         });
-        let mut state = shared.rounds.state.lock().unwrap_or_else(|e| e.into_inner());
-        shared.rounds.done.send_replace((state.started, Some(read)));
-        if state.wanted {
-            state.wanted = false;
-            state.started += 1;
-        } else {
-            state.running = false;
-            return;
+        // A later round may have come back first: its revision serves this round's reads too.
+        shared.rounds.done.send_if_modified(|done| {
+            let newer = round > done.0;
+            if newer {
+                *done = (round, Some(read));
+            }
+            newer
+        });
+        match shared.rounds.state().finished() {
+            Some(next) => round = next,
+            None => return,
         }
     }
 }
@@ -257,5 +304,33 @@ pub(super) async fn list(shared: &Arc<Shared>, prefix: &str, options: &ListOptio
             }
             Some(answer)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Join, ROUNDS_IN_FLIGHT, RoundState};
+
+    #[test]
+    fn a_read_arriving_while_every_slot_is_taken_waits_for_a_round_not_sent_yet() {
+        let mut state = RoundState::default();
+        let sent: Vec<Join> = (0..ROUNDS_IN_FLIGHT).map(|_| state.join()).collect();
+        let numbers: Vec<Join> = (1..=ROUNDS_IN_FLIGHT as u64).map(Join::Send).collect();
+        assert_eq!(sent, numbers, "free slots send at once");
+        // Every slot is in flight (sent maybe before these reads began): the next number.
+        let next = ROUNDS_IN_FLIGHT as u64 + 1;
+        assert_eq!(state.join(), Join::Wait(next));
+        assert_eq!(state.join(), Join::Wait(next), "reads waiting together share a round");
+        // The first round back sends that round in its slot; a read after that waits for
+        // the one after it.
+        assert_eq!(state.finished(), Some(next));
+        assert_eq!(state.join(), Join::Wait(next + 1));
+        assert_eq!(state.finished(), Some(next + 1));
+        // Nobody waits: slots free up, and the next read sends its own round.
+        assert_eq!(state.finished(), None);
+        assert_eq!(state.join(), Join::Send(next + 2));
+        assert_eq!(state.finished(), None);
+        assert_eq!(state.finished(), None);
+        assert_eq!(state.in_flight, 0);
     }
 }
