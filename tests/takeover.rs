@@ -343,16 +343,59 @@ fn a_server_killed_while_copying_keeps_the_freeze_and_the_command_run_again_fini
     assert_eq!(listed["items"].as_array().unwrap().len(), 1200);
 }
 
+/// On etcd, whose revision cannot be set: a store whose revision is behind the main
+/// apiserver's still takes over (the store's offset over etcd's revision is raised for every
+/// replica), and a second replica on the same etcd, which learns of it while running, hands out
+/// resourceVersions above the main apiserver's and answers the main apiserver's with 410.
 #[test]
-fn an_etcd_store_behind_the_main_revision_is_refused_before_anything_changes() {
+fn a_takeover_into_an_etcd_behind_the_main_revision_moves_every_replicas_revisions_above_it() {
     let etcd = support::etcd::TestEtcd::start();
     let endpoint = format!("--etcd-servers={}", etcd.endpoint());
     let env = start(3, &["--storage-backend=etcd3", &endpoint]);
+    let mut second = TestServer::prepare(&[WIDGET_CRD], Some(env.plane.server_kubeconfig()));
+    second.spawn(&["--storage-backend=etcd3", &endpoint]);
+    let on_second = Client::new(&second, Some((&env.cert.0, &env.cert.1)));
+    let main_revision: u64 =
+        env.admin.get(WIDGETS).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let ours: u64 =
+        on_second.get(WIDGETS).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    assert!(ours < main_revision, "the store ({ours}) must start behind the main apiserver ({main_revision})");
+    let token = env.admin.get(&format!("{WIDGETS}?limit=1")).unwrap().json()["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
     let out = env.run("takeover", &[]);
-    assert!(!out.status.success());
-    assert!(text(&out).contains("a takeover needs the server on the main apiserver's own etcd"), "{}", text(&out));
-    assert!(!env.policy_exists());
-    assert!(env.plane.api_service("v1.takeover.example.com").unwrap()["spec"]["service"].is_null());
+    assert!(out.status.success(), "{}\n{}", text(&out), env.server.log());
+    assert!(text(&out).contains("moved 3 objects"), "{}", text(&out));
+    let rv = |object: &Value| -> u64 { object["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap() };
+    // Both replicas serve the copies above the main apiserver's revision.
+    for client in [&env.direct(), &on_second] {
+        let listed = client.get(WIDGETS).unwrap().json();
+        assert_eq!(listed["items"].as_array().unwrap().len(), 3, "{listed}");
+        assert!(listed["items"].as_array().unwrap().iter().all(|o| rv(o) > main_revision), "{listed}");
+        assert!(rv(&listed) > main_revision, "{listed}");
+    }
+    // A write on the replica that did not take over is numbered above it too.
+    let created = on_second.send_json("POST", WIDGETS, &widget("after"));
+    assert_eq!(created.status, 201, "{}\n{}", created.text(), second.log());
+    assert!(rv(&created.json()) > main_revision, "{}", created.text());
+    // The main apiserver's resourceVersions are expired on both, with Kubernetes' texts.
+    for (client, server) in [(&env.direct(), &env.server), (&on_second, &second)] {
+        let watch = client.get(&format!("{WIDGETS}?watch=1&timeoutSeconds=1&resourceVersion={main_revision}")).unwrap();
+        assert!(watch.text().contains("\"code\":410"), "{}\n{}", watch.text(), server.log());
+        assert!(watch.text().contains("too old resource version"), "{}", watch.text());
+        let exact =
+            client.get(&format!("{WIDGETS}?resourceVersion={main_revision}&resourceVersionMatch=Exact")).unwrap();
+        assert_eq!(exact.status, 410, "{}", exact.text());
+        assert!(exact.text().contains("too old resource version"), "{}", exact.text());
+        let rest = client.get(&format!("{WIDGETS}?limit=1&continue={token}")).unwrap();
+        assert_eq!(rest.status, 410, "{}", rest.text());
+        assert!(rest.text().contains("The provided continue parameter is too old"), "{}", rest.text());
+    }
+    // kubectl through the aggregator reaches the copies.
+    let listed: Value = serde_json::from_str(&env.kubectl(&["get", "widgets", "-o", "json"])).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 4);
 }
 
 #[test]

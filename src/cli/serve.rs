@@ -202,17 +202,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     // from there, across restarts.
     // A store that cannot be read yet (closed on a full disk) serves nothing either: the
     // records are read as soon as it can be.
-    let reading = api.clone();
-    tokio::spawn(async move {
-        let mut logged = false;
-        while let Err(e) = crate::takeover::load_floors(&reading).await {
-            if !logged {
-                tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
-                logged = true;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
+    // Followed, for takeovers and handbacks made by other replicas.
+    tokio::spawn(crate::takeover::follow_floors(api.clone()));
     let mut takeovers = crate::takeover::Takeovers::new(api.clone(), delegation.cluster.clone(), takeover_target);
     takeovers.wait = args.takeover_timeout;
     let takeovers = Arc::new(takeovers);

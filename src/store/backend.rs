@@ -51,23 +51,13 @@ impl Backend {
     /// Moves the store's revision to at least `at_least` while it serves, so that every
     /// revision handed out afterwards is above it (what a takeover needs: none of ours may equal
     /// or precede one the main apiserver gave out). sled moves its counter; etcd's revision
-    /// cannot be set, so an etcd store must already be past it (an etcd shared with the main
-    /// apiserver always is). Returns the store's revision.
+    /// cannot be set, so the etcd store raises the offset its revisions have over etcd's for
+    /// every later revision (`store::etcd::restore`), on every replica. Returns the store's
+    /// revision.
     pub async fn advance_revision(&self, at_least: Revision) -> Result<Revision> {
         match self {
             Backend::Sled(s) => s.advance_revision(at_least).await,
-            Backend::Etcd(s) => {
-                let current = s.current_revision();
-                if current >= at_least {
-                    Ok(current)
-                } else {
-                    Err(super::Error::Backend(format!(
-                        "the etcd store's revision {current} is below {at_least}, and etcd's revision cannot be \
-                         set: run the server on the main apiserver's etcd (under its own --etcd-prefix), whose \
-                         revision is always past the main apiserver's"
-                    )))
-                }
-            }
+            Backend::Etcd(s) => s.advance_revision(at_least).await,
         }
     }
 

@@ -93,14 +93,50 @@ async fn say(progress: &Progress, line: String) {
     let _ = progress.send(line).await;
 }
 
-/// Sets the floors of every resource taken over, from the records (at start).
-pub async fn load_floors(api: &Api) -> Result<(), Error> {
+/// How often every replica reads the takeover records again for their floors: a takeover
+/// made by another replica (etcd) expires the main apiserver's resourceVersions here too.
+pub const FLOOR_POLL: Duration = Duration::from_secs(1);
+
+/// Sets the floors of every resource taken over, from the records; clears those of `held`
+/// (the prefixes set by the previous call) whose record is gone or handed back. Returns the
+/// prefixes set.
+pub async fn load_floors(
+    api: &Api,
+    held: &std::collections::HashSet<String>,
+) -> Result<std::collections::HashSet<String>, Error> {
+    let mut set = std::collections::HashSet::new();
     for (_, record) in record::read_all(api.store()).await? {
         if record.phase != Phase::HandedBack {
-            api.set_floor(&key::resource_prefix(&record.group, &record.plural), Some(record.floor));
+            let prefix = key::resource_prefix(&record.group, &record.plural);
+            api.set_floor(&prefix, Some(record.floor));
+            set.insert(prefix);
         }
     }
-    Ok(())
+    for gone in held.difference(&set) {
+        api.set_floor(gone, None);
+    }
+    Ok(set)
+}
+
+/// Follows the takeover records for as long as the server runs (every `FLOOR_POLL`): the
+/// floors are set at start and kept as other replicas take resources over or hand them back.
+pub async fn follow_floors(api: std::sync::Arc<Api>) {
+    let mut held = std::collections::HashSet::new();
+    let mut failing = false;
+    loop {
+        match load_floors(&api, &held).await {
+            Ok(set) => {
+                held = set;
+                failing = false;
+            }
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "reading the takeover records failed; trying again every second");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(FLOOR_POLL).await;
+    }
 }
 
 fn elapsed_since(frozen_at: &str) -> f64 {
@@ -252,17 +288,6 @@ impl Takeovers {
                 definition.plural, definition.group
             )));
         }
-        if matches!(store, crate::store::Backend::Etcd(_)) {
-            let main_revision = copy::first_page(cluster, &definition).await?.revision;
-            if store.current_revision() <= main_revision {
-                return Err(Error::Refused(format!(
-                    "this server's etcd is at revision {}, the main apiserver at {main_revision}: etcd's revision \
-                     cannot be moved, so a takeover needs the server on the main apiserver's own etcd (under its \
-                     own --etcd-prefix)",
-                    store.current_revision()
-                )));
-            }
-        }
         let started = Instant::now();
         // (a) Freeze.
         say(progress, format!("{name}: freezing writes in the main apiserver")).await;
@@ -280,7 +305,14 @@ impl Takeovers {
         let frozen_at = record.as_ref().map_or_else(|| jiff::Timestamp::now().to_string(), |r| r.frozen_at.clone());
         // (b) Copy.
         if record.as_ref().is_none_or(|r| r.phase == Phase::Copying) {
-            match self.copy(cluster, &definition, &frozen_at, &services, progress).await {
+            let copying = Instant::now();
+            let copied = self.copy(cluster, &definition, &frozen_at, &services, progress).await;
+            if copied.is_ok() && matches!(store, crate::store::Backend::Etcd(_)) {
+                // Other replicas read the new floor within `FLOOR_POLL`: none may serve the
+                // resource without it once the APIServices point here.
+                tokio::time::sleep_until((copying + 2 * FLOOR_POLL).into()).await;
+            }
+            match copied {
                 Ok(r) => record = Some(r),
                 Err(e) => {
                     self.roll_back_copy(cluster, &definition, progress).await;
@@ -346,14 +378,9 @@ impl Takeovers {
         let name = &definition.name;
         copy::clear(store, definition).await?;
         let first = copy::first_page(cluster, definition).await?;
-        // sled moves its counter far above; an etcd store can only be past the main etcd's
-        // revision already, which it is when it is that very etcd (the same counter goes on).
-        let target = match store {
-            crate::store::Backend::Sled(_) => {
-                store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN)
-            }
-            crate::store::Backend::Etcd(_) => first.revision.saturating_add(1),
-        };
+        // Far above both (sled moves its counter, etcd the offset over etcd's revision), so
+        // that our history goes on above the main etcd's for a long while.
+        let target = store.current_revision().max(first.revision).saturating_add(REVISION_MARGIN);
         let floor = store.advance_revision(target).await.map_err(|e| Error::Store(e.to_string()))?;
         let mut record = Record {
             phase: Phase::Copying,

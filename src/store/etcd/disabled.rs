@@ -39,6 +39,10 @@ impl EtcdStore {
     pub fn leadership(&self) -> crate::store::leadership::Leadership {
         match *self {}
     }
+
+    pub async fn advance_revision(&self, _at_least: Revision) -> Result<Revision> {
+        match *self {}
+    }
 }
 
 impl Store for EtcdStore {

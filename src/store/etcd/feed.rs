@@ -23,6 +23,7 @@ use bytes::Bytes;
 use etcd_client::{EventType as EtcdEventType, WatchOptions, WatchResponse};
 
 use super::connect::describe;
+use super::restore::{META_KEY, parse_meta};
 use super::store::Shared;
 use crate::store::history::Record;
 use crate::store::{Event, EventType, Revision};
@@ -91,14 +92,14 @@ async fn reset_after_compaction(shared: &Shared) {
 
 /// Follows one etcd watch stream until it ends.
 async fn follow(shared: &Arc<Shared>) -> Ended {
-    let from = shared.history().durable() + 1;
+    // The etcd revision after the last one seen (the window's revisions are all mapped from
+    // etcd's, so they map back exactly, even across an advance the mapping knows already).
+    let from = shared.etcd_rev(shared.history().durable()) + 1;
     // From the progress marker to the end of the objects' keys: `<prefix>\0…` up to `<prefix>0`
     // (the byte after `/`), so also the restore record and the election's keys, which `record`
     // passes over.
-    let options = WatchOptions::new()
-        .with_range(format!("{}0", shared.prefix))
-        .with_prev_key()
-        .with_start_revision(shared.etcd_rev(from));
+    let options =
+        WatchOptions::new().with_range(format!("{}0", shared.prefix)).with_prev_key().with_start_revision(from);
     let mut client = shared.client.watch_client().max_decoding_message_size(super::store::MAX_RESPONSE_BYTES);
     let key = format!("{}\0", shared.prefix);
     // The watcher half is kept for as long as the stream is read: dropping it ends the stream.
@@ -161,7 +162,13 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
         shared.cache.set_live(true);
     }
     // A response without events (the watch's creation) says nothing about what was sent.
-    let records: Vec<Record> = events.iter().filter_map(|e| record(shared, e)).collect();
+    let mut records = Vec::with_capacity(events.len());
+    for event in events {
+        // A new revision record (an advance by another replica) maps its own revision and
+        // every later one: taken in before them.
+        learn_record(shared, event);
+        records.extend(record(shared, event));
+    }
     let Some(last) = events.last().and_then(|e| e.kv()).map(|kv| shared.rev(kv.mod_revision())) else {
         return Ok(());
     };
@@ -177,6 +184,21 @@ fn apply(shared: &Shared, response: &WatchResponse) -> Result<(), Ended> {
     shared.cache.apply(&records, last);
     shared.publish(last);
     Ok(())
+}
+
+/// Takes a put of the revision record (`restore::META_KEY`) into the replica's mapping.
+fn learn_record(shared: &Shared, event: &etcd_client::Event) {
+    let Some(kv) = event.kv() else { return };
+    if event.event_type() != EtcdEventType::Put || kv.key() != shared.full_key(META_KEY).as_bytes() {
+        return;
+    }
+    match parse_meta(&shared.prefix, kv.value()) {
+        Ok(meta) => {
+            tracing::info!(offset = meta.revision_offset, "the store's revisions were advanced");
+            shared.learn(&meta, kv.mod_revision());
+        }
+        Err(e) => tracing::error!(error = %e, "the revision record changed to something unreadable; ignored"),
+    }
 }
 
 /// One etcd event as the storage contract describes it; none for the keys beside the

@@ -23,7 +23,7 @@ use super::EtcdOptions;
 use super::cache::{Cache, Stats};
 use super::connect::{self, etcd_revision, revision, storage_error};
 use super::reads::{self, ReadCounts, Rounds};
-use super::restore::Meta;
+use super::restore::{META_KEY, Mapping, Meta, parse_meta};
 use crate::store::history::{History, HistoryLimits};
 use crate::store::leadership::Leadership;
 use crate::store::{Error, Freshness, KeyValue, ListOptions, ListResult, Result, Revision, Store, Versioned, Watch};
@@ -67,9 +67,10 @@ pub(super) struct Shared {
     pub reads: ReadCounts,
     /// `--watch-cache`: false sends every read to etcd.
     pub watch_cache: bool,
-    /// What the last restore into this prefix left (`restore`): the store's revisions are
-    /// etcd's plus its offset, and reads below its `restored_at` are `Expired`.
-    pub restore: Meta,
+    /// What the last restore or advance into this prefix left (`restore`): the store's
+    /// revisions are etcd's plus its offsets, and reads below its `restored_at` are `Expired`.
+    /// Read at start, replaced when the feed sees a newer record or a write finds one.
+    pub mapping: arc_swap::ArcSwap<Mapping>,
 }
 
 impl Shared {
@@ -80,16 +81,20 @@ impl Shared {
 
     /// The store's revision of an etcd revision (0 stays 0: none).
     pub fn rev(&self, etcd: i64) -> Revision {
-        match revision(etcd) {
-            0 => 0,
-            r => r.saturating_add(self.restore.revision_offset),
-        }
+        self.mapping.load().rev(revision(etcd))
     }
 
     /// etcd's revision of a store revision; 0 (which matches no key's revision) for one
     /// from before the last restore.
     pub fn etcd_rev(&self, revision: Revision) -> i64 {
-        etcd_revision(revision.saturating_sub(self.restore.revision_offset))
+        etcd_revision(self.mapping.load().etcd_rev(revision))
+    }
+
+    /// Takes the record `meta` found at etcd revision `at` (its `mod_revision`), unless the
+    /// one held is as new.
+    pub fn learn(&self, meta: &Meta, at: i64) {
+        let fresh = Mapping::of(meta, at);
+        self.mapping.rcu(|held| if held.record_revision >= at { held.clone() } else { Arc::new(fresh.clone()) });
     }
 
     /// A KV client whose responses may be as large as a page of large objects.
@@ -174,8 +179,9 @@ impl EtcdStore {
         let client = connect::client(&options).await?;
         let prefix = options.prefix.trim_end_matches('/').to_string();
         let contact = super::upkeep::first_contact(&client, &prefix, &options).await?;
-        let restore = super::restore::read_meta(&client, &prefix).await?;
-        let start = contact.saturating_add(restore.revision_offset);
+        let (meta, meta_revision) = super::restore::read_meta(&client, &prefix).await?;
+        let mapping = Mapping::of(&meta, meta_revision);
+        let start = mapping.rev(contact);
         let (seen, _) = watch::channel(start);
         let shared = Arc::new(Shared {
             client,
@@ -192,7 +198,7 @@ impl EtcdStore {
             rounds: Rounds::new(),
             reads: ReadCounts::default(),
             watch_cache: options.watch_cache,
-            restore,
+            mapping: arc_swap::ArcSwap::from_pointee(mapping),
         });
         let mut tasks = vec![super::feed::spawn(shared.clone()), super::upkeep::spawn_probe(shared.clone())];
         if !options.compaction_interval.is_zero() {
@@ -240,9 +246,33 @@ impl EtcdStore {
         }
     }
 
+    /// A range at etcd's current revision, read in one transaction with the revision record,
+    /// which is taken in first when it is newer than the replica's: the range's revisions are
+    /// mapped with every offset that applies to them, even before the feed has seen an advance.
+    /// Returns the range and etcd's revision.
+    async fn range_now(&self, key: Vec<u8>, options: Option<GetOptions>) -> Result<(etcd_client::GetResponse, i64)> {
+        let record_key = self.shared.full_key(META_KEY);
+        let txn = Txn::new().and_then([TxnOp::get(key, options), TxnOp::get(record_key.clone(), None)]);
+        let response = self.txn(txn).await?;
+        let now = response
+            .header()
+            .map(|h| h.revision())
+            .ok_or_else(|| Error::Backend("etcd answered without a header".into()))?;
+        let mut gets = response.op_responses().into_iter().filter_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let range = gets.next().ok_or_else(|| Error::Backend("etcd answered a range without its result".into()))?;
+        if let Some(record) = gets.next().and_then(|get| get.kvs().first().cloned())
+            && record.mod_revision() > self.shared.mapping.load().record_revision
+        {
+            self.shared.learn(&parse_meta(&self.shared.prefix, record.value())?, record.mod_revision());
+        }
+        Ok((range, now))
+    }
+
     async fn get_direct(&self, key: &str) -> Result<Option<Versioned>> {
-        let mut kv = self.shared.kv();
-        let response = self.shared.call(kv.get(self.shared.full_key(key), None)).await?;
+        let (response, _) = self.range_now(self.shared.full_key(key).into_bytes(), None).await?;
         Ok(response.kvs().first().map(|kv| Versioned {
             revision: self.shared.rev(kv.mod_revision()),
             value: Bytes::copy_from_slice(kv.value()),
@@ -271,12 +301,19 @@ impl EtcdStore {
             if let Some(r) = at {
                 get = get.with_revision(self.shared.etcd_rev(r));
             }
-            let mut kv = self.shared.kv();
-            let response =
-                self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?;
-            if at.is_none() {
-                at = response.header().map(|h| self.shared.rev(h.revision()));
-            }
+            let response = match at {
+                // The first range of a list at etcd's current revision: that revision is the
+                // list's, mapped with the record read with it.
+                None => {
+                    let (response, now) = self.range_now(cursor.clone(), Some(get)).await?;
+                    at = Some(self.shared.rev(now));
+                    response
+                }
+                Some(_) => {
+                    let mut kv = self.shared.kv();
+                    self.shared.call(kv.get(cursor.clone(), Some(get))).await.map_err(|e| self.revision_error(e, at))?
+                }
+            };
             for kv in response.kvs() {
                 let Some(key) = self.shared.strip(kv.key()) else { continue };
                 items.push(KeyValue {
@@ -322,12 +359,86 @@ impl EtcdStore {
         self.shared.call(kv.txn(txn)).await
     }
 
-    /// What a failed transaction's `or_else` read says: absent, or present at a revision.
-    fn current_of(&self, response: &etcd_client::TxnResponse) -> Option<Revision> {
-        response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| self.shared.rev(kv.mod_revision())),
-            _ => None,
-        })
+    /// A write transaction (`build`: its compares, its ops, its `or_else` ops, with the
+    /// replica's mapping) fenced by the revision record: if another replica advanced the
+    /// revisions since this one learnt them, nothing is written, the record is taken in, and
+    /// the transaction built and tried again. So no replica ever hands out a revision mapped
+    /// with an outdated offset, even before its feed has seen the record.
+    async fn fenced_txn(
+        &self,
+        build: impl Fn() -> (Vec<Compare>, Vec<TxnOp>, Vec<TxnOp>),
+    ) -> Result<etcd_client::TxnResponse> {
+        let record_key = self.shared.full_key(META_KEY);
+        for _ in 0..8 {
+            let known = self.shared.mapping.load().record_revision;
+            let (mut compares, then, mut otherwise) = build();
+            compares.push(Compare::mod_revision(record_key.clone(), CompareOp::Equal, known));
+            otherwise.push(TxnOp::get(record_key.clone(), None));
+            let response = self.txn(Txn::new().when(compares).and_then(then).or_else(otherwise)).await?;
+            if response.succeeded() {
+                return Ok(response);
+            }
+            match found(&response, &record_key) {
+                Some(record) if record.mod_revision() != known => {
+                    let meta = parse_meta(&self.shared.prefix, record.value())?;
+                    self.shared.learn(&meta, record.mod_revision());
+                }
+                None if known != 0 => {
+                    return Err(Error::Backend(format!(
+                        "the revision record {record_key:?} is gone: the store was replaced under this server"
+                    )));
+                }
+                _ => return Ok(response),
+            }
+        }
+        Err(Error::Backend("the revision record kept changing during a write".into()))
+    }
+
+    /// What a failed transaction's `or_else` read of `key` says: absent, or present at a
+    /// revision.
+    fn current_of(&self, response: &etcd_client::TxnResponse, key: &str) -> Option<Revision> {
+        found(response, key).map(|kv| self.shared.rev(kv.mod_revision()))
+    }
+
+    /// Moves the store's revision to at least `at_least`: a new offset for every etcd revision
+    /// from the revision record's own on (earlier ones keep theirs), written with a compare on
+    /// the record so that two advances never both apply. Every replica takes it in from its
+    /// feed (before any later event) or from its next fenced write. Returns the store's
+    /// revision, that of the record.
+    pub async fn advance_revision(&self, at_least: Revision) -> Result<Revision> {
+        let record_key = self.shared.full_key(META_KEY);
+        for _ in 0..16 {
+            let mut kv = self.shared.kv();
+            let response = self.shared.call(kv.get(record_key.clone(), None)).await?;
+            let now = response.header().map_or(0, |h| revision(h.revision()));
+            let (known, record_revision) = match response.kvs().first() {
+                Some(kv) => (parse_meta(&self.shared.prefix, kv.value())?, kv.mod_revision()),
+                None => (Meta::default(), 0),
+            };
+            self.shared.learn(&known, record_revision);
+            let mapping = self.shared.mapping.load_full();
+            if mapping.record_revision != record_revision {
+                // Held a newer record than etcd showed: read again.
+                continue;
+            }
+            if mapping.rev(now) >= at_least {
+                return Ok(mapping.rev(now));
+            }
+            let advanced = mapping.advanced(now, at_least);
+            let body = serde_json::to_vec(&advanced).map_err(|e| Error::Backend(e.to_string()))?;
+            let txn = Txn::new()
+                .when([Compare::mod_revision(record_key.clone(), CompareOp::Equal, record_revision)])
+                .and_then([TxnOp::put(record_key.clone(), body, None)]);
+            let response = self.txn(txn).await?;
+            if !response.succeeded() {
+                continue;
+            }
+            let at = response.header().map_or(0, |h| h.revision());
+            self.shared.learn(&advanced, at);
+            tracing::info!(at_least, offset = advanced.revision_offset, "advanced the store's revisions");
+            return Ok(self.shared.rev(at));
+        }
+        Err(Error::Backend("the revision record kept changing while advancing it".into()))
     }
 
     fn header_revision(&self, response: &etcd_client::TxnResponse) -> Result<Revision> {
@@ -351,6 +462,14 @@ impl EtcdStore {
         }
         error
     }
+}
+
+/// The key-value a transaction's `or_else` read of `key` found.
+fn found(response: &etcd_client::TxnResponse, key: &str) -> Option<etcd_client::KeyValue> {
+    response.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => get.kvs().iter().find(|kv| kv.key() == key.as_bytes()).cloned(),
+        _ => None,
+    })
 }
 
 /// The first key after every key starting with `prefix` (etcd's range end for a prefix).
@@ -390,10 +509,11 @@ impl Store for EtcdStore {
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListResult> {
         // etcd still has the revisions of a restore's writes, but the data is whole only
         // from `restored_at` on.
+        let restored_at = self.shared.mapping.load().restored_at;
         if let Some(requested) = options.revision
-            && requested < self.shared.restore.restored_at
+            && requested < restored_at
         {
-            return Err(Error::Expired { requested, oldest: self.shared.restore.restored_at });
+            return Err(Error::Expired { requested, oldest: restored_at });
         }
         if let Some(page) = reads::list(&self.shared, prefix, &options).await {
             let page = page.map_err(|e| self.revision_error(e, options.revision))?;
@@ -409,10 +529,12 @@ impl Store for EtcdStore {
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         let full = self.shared.full_key(key);
-        let txn = Txn::new()
-            .when([Compare::create_revision(full.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(full, value.to_vec(), None)]);
-        let response = self.txn(txn).await?;
+        let response = self
+            .fenced_txn(|| {
+                let compares = vec![Compare::create_revision(full.clone(), CompareOp::Equal, 0)];
+                (compares, vec![TxnOp::put(full.clone(), value.to_vec(), None)], Vec::new())
+            })
+            .await?;
         if !response.succeeded() {
             return Err(Error::AlreadyExists(key.to_string()));
         }
@@ -421,16 +543,17 @@ impl Store for EtcdStore {
 
     async fn update(&self, key: &str, expected: Revision, value: Bytes) -> Result<Revision> {
         let full = self.shared.full_key(key);
-        let txn = Txn::new()
-            .when([
-                Compare::version(full.clone(), CompareOp::Greater, 0),
-                Compare::mod_revision(full.clone(), CompareOp::Equal, self.shared.etcd_rev(expected)),
-            ])
-            .and_then([TxnOp::put(full.clone(), value.to_vec(), None)])
-            .or_else([TxnOp::get(full, None)]);
-        let response = self.txn(txn).await?;
+        let response = self
+            .fenced_txn(|| {
+                let compares = vec![
+                    Compare::version(full.clone(), CompareOp::Greater, 0),
+                    Compare::mod_revision(full.clone(), CompareOp::Equal, self.shared.etcd_rev(expected)),
+                ];
+                (compares, vec![TxnOp::put(full.clone(), value.to_vec(), None)], vec![TxnOp::get(full.clone(), None)])
+            })
+            .await?;
         if !response.succeeded() {
-            return Err(match self.current_of(&response) {
+            return Err(match self.current_of(&response, &full) {
                 None => Error::NotFound(key.to_string()),
                 Some(current) => Error::Conflict { key: key.to_string(), expected, current },
             });
@@ -440,17 +563,22 @@ impl Store for EtcdStore {
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, Bytes)> {
         let full = self.shared.full_key(key);
-        let mut compares = vec![Compare::version(full.clone(), CompareOp::Greater, 0)];
-        if let Some(expected) = expected {
-            compares.push(Compare::mod_revision(full.clone(), CompareOp::Equal, self.shared.etcd_rev(expected)));
-        }
-        let txn = Txn::new()
-            .when(compares)
-            .and_then([TxnOp::delete(full.clone(), Some(DeleteOptions::new().with_prev_key()))])
-            .or_else([TxnOp::get(full, None)]);
-        let response = self.txn(txn).await?;
+        let response = self
+            .fenced_txn(|| {
+                let mut compares = vec![Compare::version(full.clone(), CompareOp::Greater, 0)];
+                if let Some(expected) = expected {
+                    compares.push(Compare::mod_revision(
+                        full.clone(),
+                        CompareOp::Equal,
+                        self.shared.etcd_rev(expected),
+                    ));
+                }
+                let delete = TxnOp::delete(full.clone(), Some(DeleteOptions::new().with_prev_key()));
+                (compares, vec![delete], vec![TxnOp::get(full.clone(), None)])
+            })
+            .await?;
         if !response.succeeded() {
-            return Err(match (self.current_of(&response), expected) {
+            return Err(match (self.current_of(&response, &full), expected) {
                 (Some(current), Some(expected)) => Error::Conflict { key: key.to_string(), expected, current },
                 _ => Error::NotFound(key.to_string()),
             });

@@ -283,6 +283,63 @@ async fn a_restore_keeps_revisions_above_the_backups_and_an_interrupted_one_is_r
     store.close();
 }
 
+/// A takeover into an etcd whose revision is behind the main apiserver's: the revisions every
+/// replica issues afterwards are above the target, even a replica whose feed has not seen the
+/// advance yet (its write is fenced by the record), while the revisions of every key written
+/// before keep their numbers (compare-and-swap and watches from them go on).
+#[tokio::test]
+async fn an_advance_moves_every_replicas_later_revisions_and_keeps_the_earlier_ones() {
+    let etcd = TestEtcd::start();
+    let a = open(&etcd).await;
+    let b_replica = open(&etcd).await;
+    let before = a.create("/g/r/old", b("1")).await.unwrap();
+    let mut watch_on_b = b_replica.watch("/g/r/", before).await.unwrap();
+    // A replica that reads etcd directly (no cache) learns the record with its reads.
+    let direct = EtcdStore::open(EtcdOptions { watch_cache: false, ..options(&etcd) }).await.unwrap();
+    let target = before + 1_000_000_000;
+    let floor = a.advance_revision(target).await.unwrap();
+    assert!(floor > target, "{floor}");
+    // b's feed may not have seen the record yet: its write is fenced and learns it.
+    let on_b = b_replica.create("/g/r/new-b", b("b")).await.unwrap();
+    let on_a = a.create("/g/r/new-a", b("a")).await.unwrap();
+    assert!(on_b > floor && on_a > floor && on_a != on_b, "{floor} {on_a} {on_b}");
+    assert_eq!(direct.get("/g/r/new-a").await.unwrap().unwrap().revision, on_a);
+    let listed = direct.list("/g/r/", ListOptions::default()).await.unwrap();
+    assert!(listed.revision >= on_a.max(on_b), "{}", listed.revision);
+    let revisions: Vec<u64> = listed.items.iter().map(|kv| kv.revision).collect();
+    assert_eq!(revisions, [on_a, on_b, before], "new-a, new-b, old");
+    direct.close();
+    // The key written before keeps its revision, on both replicas, and updates from it work.
+    assert_eq!(b_replica.get("/g/r/old").await.unwrap().unwrap().revision, before);
+    let updated = b_replica.update("/g/r/old", before, b("2")).await.unwrap();
+    assert!(updated > on_a.max(on_b));
+    // b's watch from before the advance goes on with the new revisions, in order.
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let event = tokio::time::timeout(Duration::from_secs(5), watch_on_b.next()).await.unwrap().unwrap();
+        seen.push((event.key, event.revision));
+    }
+    let revisions: Vec<u64> = seen.iter().map(|(_, r)| *r).collect();
+    assert!(revisions.windows(2).all(|w| w[0] < w[1]) && revisions[0] > floor, "{seen:?}");
+    assert!(b_replica.wait_for_revision(updated, Duration::from_secs(10)).await);
+    assert!(b_replica.current_revision() >= updated);
+    // An advance that is already passed changes nothing; a second one stacks on the first.
+    assert_eq!(b_replica.advance_revision(10).await.unwrap(), b_replica.advance_revision(10).await.unwrap());
+    let second = b_replica.advance_revision(updated + 1_000).await.unwrap();
+    assert!(second > updated + 1_000);
+    // A replica opened afterwards numbers everything the same.
+    let c = open(&etcd).await;
+    for (key, revision) in [("/g/r/new-a", on_a), ("/g/r/new-b", on_b), ("/g/r/old", updated)] {
+        assert_eq!(c.get(key).await.unwrap().unwrap().revision, revision, "{key}");
+    }
+    assert!(c.create("/g/r/c", b("c")).await.unwrap() > second);
+    let listed = c.list("/g/r/", ListOptions { revision: Some(on_b), ..Default::default() }).await.unwrap();
+    assert_eq!(listed.items.len(), 2, "the state at a revision after the advance");
+    for store in [a, b_replica, c] {
+        store.close();
+    }
+}
+
 /// Waits until `store` caches `n` resources (each is loaded on its first read) and may answer
 /// from them (its watch is open).
 async fn cached(store: &EtcdStore, resources: usize) {
