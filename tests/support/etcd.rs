@@ -171,6 +171,26 @@ impl TestEtcd {
         self.plain_get("/health")
     }
 
+    /// Writes `key` through etcd's JSON gateway (`/v3/kv/put`, plain-HTTP members only), as
+    /// another client of the same etcd would; answers etcd's revision after the write.
+    pub fn put(&self, key: &str, value: &str) -> u64 {
+        use base64::Engine;
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let body = format!(r#"{{"key":"{}","value":"{}"}}"#, b64(key), b64(value));
+        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let request = format!(
+            "POST /v3/kv/put HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let json = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let parsed: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        parsed["header"]["revision"].as_str().and_then(|r| r.parse().ok()).unwrap_or_else(|| panic!("{answer}"))
+    }
+
     /// A GET on the member's plain-HTTP metrics port: the whole answer, or empty.
     fn plain_get(&self, path: &str) -> String {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {

@@ -20,6 +20,7 @@ pub mod core_api;
 pub mod crd_api;
 pub mod custom_resources;
 pub mod discovery;
+pub mod faults;
 pub mod namespace_controller;
 pub mod openapi;
 pub mod rbac;
@@ -272,6 +273,42 @@ impl ControlPlane {
         }
         self.set_auth_configmap(Some(self.standard_configmap()));
         old
+    }
+
+    /// Holds the requests with `method` whose path and query contain `path` (after `skip` of
+    /// them went through) at the door until `release_held`: the caller is stopped at that step.
+    /// Answers the hold's id.
+    pub fn hold(&self, method: http::Method, path: &str, skip: usize) -> usize {
+        self.state().faults.hold(method, path, skip)
+    }
+
+    /// How many requests wait at the hold `id` now.
+    pub fn held(&self, id: usize) -> usize {
+        self.state().faults.held(id)
+    }
+
+    /// Lets the requests of the hold `id` go on (`apply`), or answers them 503 with no effect.
+    pub fn release_held(&self, id: usize, apply: bool) {
+        self.state().faults.release(id, apply);
+    }
+
+    /// Moves the double's resourceVersion (one counter for every object it holds) to `revision`,
+    /// as a main apiserver whose etcd other clients also write to: its next write gets the next.
+    pub fn set_revision(&self, revision: u64) {
+        let mut objects = lock(&self.state().objects);
+        assert!(revision >= objects.revision, "a revision never goes back");
+        objects.revision = revision;
+    }
+
+    /// How many requests with `method` whose path contains `path` came in so far.
+    pub fn requests(&self, method: &http::Method, path: &str) -> usize {
+        self.state().faults.count(method, path)
+    }
+
+    /// While `down`, the double is unreachable as a dead kube-apiserver is: open connections
+    /// are closed, new ones reset before the TLS handshake (aggregated requests included).
+    pub fn set_down(&self, down: bool) {
+        self.state().faults.set_down(down);
     }
 
     /// While `down`, the CustomResourceDefinition API answers 503 and its open watches end.

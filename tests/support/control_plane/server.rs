@@ -18,7 +18,7 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{apiservices, core_api, crd_api, custom_resources, discovery, openapi, reviews, stored_api};
+use super::{apiservices, core_api, crd_api, custom_resources, discovery, faults, openapi, reviews, stored_api};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -68,6 +68,16 @@ async fn handle(
     remote: SocketAddr,
     peer: Arc<Vec<CertificateDer<'static>>>,
 ) -> Response {
+    let target = request.uri().path_and_query().map_or_else(|| request.uri().path().to_string(), |p| p.to_string());
+    match plane.state.faults.arrive(request.method(), &target) {
+        faults::Door::Pass => {}
+        faults::Door::Held(mut released) => {
+            let apply = released.wait_for(Option::is_some).await.ok().and_then(|r| *r).unwrap_or(false);
+            if !apply {
+                return respond::status(503, "ServiceUnavailable", "the request was dropped (a test's hold)", None);
+            }
+        }
+    }
     let user = match authenticate(&plane, request.headers(), &peer) {
         Ok(user) => user,
         Err(response) => return response,
@@ -183,26 +193,47 @@ pub async fn serve(plane: Arc<Plane>, listener: tokio::net::TcpListener, tls: Ar
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     loop {
         let Ok((tcp, remote)) = listener.accept().await else { continue };
+        // Followed before the outage is looked at, so that none starts unseen in between.
+        let mut outages = plane.state.faults.outages();
+        if plane.state.faults.is_down() {
+            // A reset, as from a host whose apiserver is gone.
+            let _ = tcp.set_zero_linger();
+            drop(tcp);
+            continue;
+        }
         let acceptor = acceptor.clone();
         let plane = plane.clone();
         tokio::spawn(async move {
-            let Ok(stream) = acceptor.accept(tcp).await else { return };
-            let peer: Arc<Vec<CertificateDer<'static>>> = Arc::new(
-                stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                    .unwrap_or_default(),
-            );
-            let service = hyper::service::service_fn(move |request| {
-                let plane = plane.clone();
-                let peer = peer.clone();
-                async move { Ok::<_, Infallible>(handle(plane, request, remote, peer).await) }
-            });
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            tokio::select! {
+                () = serve_one(plane, acceptor, tcp, remote) => {}
+                _ = outages.changed() => {}
+            }
         });
     }
+}
+
+/// Serves one connection to its end.
+async fn serve_one(
+    plane: Arc<Plane>,
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    remote: SocketAddr,
+) {
+    let Ok(stream) = acceptor.accept(tcp).await else { return };
+    let peer: Arc<Vec<CertificateDer<'static>>> = Arc::new(
+        stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default(),
+    );
+    let service = hyper::service::service_fn(move |request| {
+        let plane = plane.clone();
+        let peer = peer.clone();
+        async move { Ok::<_, Infallible>(handle(plane, request, remote, peer).await) }
+    });
+    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }

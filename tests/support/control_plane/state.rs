@@ -88,6 +88,8 @@ pub struct State {
     pub crd_compacted: std::sync::atomic::AtomicU64,
     /// Bumped to end every open CustomResourceDefinition watch (as an apiserver restart does).
     pub crd_watch_epoch: std::sync::atomic::AtomicU64,
+    /// Requests held at the door, an outage, the log of requests (`faults`).
+    pub faults: super::faults::Faults,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +125,7 @@ impl State {
             crd_bookmark_ms: std::sync::atomic::AtomicU64::new(60_000),
             crd_compacted: std::sync::atomic::AtomicU64::new(0),
             crd_watch_epoch: std::sync::atomic::AtomicU64::new(0),
+            faults: super::faults::Faults::default(),
         }
     }
 
