@@ -7,7 +7,8 @@
 //! With `WRITES_PER_SECOND` 0 nothing writes meanwhile. When `PERF_CTL_FIFO` names the control
 //! fifo of `perf stat --control fifo:... -D -1`, counting is enabled for the migration only
 //! (`hack/bench-migration.sh` does this to give instructions per object).
-//! Usage: migration_bench [OBJECTS] [WRITES_PER_SECOND] [DIR]     (hack/bench-migration.sh)
+//! `CACHE_MIB` is sled's page cache (the server's `--storage-cache-mb`, 256 by default).
+//! Usage: migration_bench [OBJECTS] [WRITES_PER_SECOND] [DIR] [CACHE_MIB]  (hack/bench-migration.sh)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::collections::HashMap;
@@ -139,11 +140,14 @@ fn main() {
     let objects: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
     let write_rate: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(500);
     let base = args.get(3).map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let cache_mib: u64 = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(256);
     let dir = tempfile::tempdir_in(base).unwrap();
     // One worker: the migration's own work runs on one core (sled's writer has its thread).
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     runtime.block_on(async {
-        let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        let options = SledOptions { cache_capacity: cache_mib << 20, ..SledOptions::default() };
+        println!("sled page cache: {cache_mib} MiB");
+        let store = Backend::Sled(SledStore::open(dir.path(), options).unwrap());
         load(&store, objects).await;
         stored_versions::add(&store, "crontabs.stable.example.com", "v1beta1").await.unwrap();
         let before = rss_mib();
@@ -168,14 +172,15 @@ fn main() {
         perf_control("enable");
         let started = Instant::now();
         let mut pages = 0u64;
-        // Resident memory as the migration goes, every tenth of the objects.
-        let mut trace = Vec::new();
+        // Resident memory as the migration goes, every tenth of the objects of each pass.
+        let mut trace = [Vec::new(), Vec::new()];
         let step = (objects / 10).max(1);
         let progress = migrate::migrate(&store, &definition, migrate::Options::default(), &|| true, &mut |p| {
             pages += 1;
             let looked_at: u64 = p.objects_per_version.values().sum();
-            if p.last_objects_per_version.is_none() && looked_at / step > trace.len() as u64 {
-                trace.push(rss_mib());
+            let pass = &mut trace[usize::from(p.last_objects_per_version.is_some())];
+            if looked_at / step > pass.len() as u64 {
+                pass.push(rss_mib());
             }
         })
         .await
@@ -208,8 +213,10 @@ fn main() {
             "resident memory: before {before} MiB, during (peak) {} MiB, after {after} MiB",
             peak.load(Ordering::Relaxed)
         );
-        let trace: Vec<String> = trace.iter().map(u64::to_string).collect();
-        println!("resident memory every tenth of the first pass (MiB): {}", trace.join(" "));
+        for (pass, trace) in ["first pass (rewrite)", "second pass (check)"].iter().zip(&trace) {
+            let trace: Vec<String> = trace.iter().map(u64::to_string).collect();
+            println!("resident memory every tenth of the {pass} (MiB): {}", trace.join(" "));
+        }
 
         // Nothing lost or overwritten: every object in v1, each user write as acknowledged.
         let stored = stored_versions::read(&store, "crontabs.stable.example.com").await.unwrap();

@@ -38,26 +38,44 @@ pub fn oldest_first(mut definitions: Vec<Definition>, ages: &HashMap<String, u64
 }
 
 /// Records the served definitions that have no record yet, and removes the records of those
-/// that are gone.
-pub async fn record(store: &Backend, registry: &Registry, ages: &HashMap<String, u64>) {
+/// that are gone; returns `ages` as the store now has them (kept by the reloader between reloads,
+/// so that a reload reads no record of a definition it did not add or remove).
+pub async fn record(store: &Backend, registry: &Registry, ages: &HashMap<String, u64>) -> HashMap<String, u64> {
     // All at once, so that the store commits them together.
     let new = registry.definitions().iter().filter(|d| !ages.contains_key(&d.name)).map(|definition| async move {
         let names = json!({"plural": definition.plural, "singular": definition.singular, "kind": definition.kind,
                            "listKind": definition.list_kind, "shortNames": definition.short_names});
         let key = format!("{ACCEPTED}{}", definition.name);
-        if let Err(e) = store.create(&key, Bytes::from(names.to_string())).await {
-            tracing::warn!(definition = %definition.name, error = %e, "recording the definition's accepted names failed");
-        }
+        let age = match store.create(&key, Bytes::from(names.to_string())).await {
+            Ok(revision) => Some(revision),
+            // Another replica on the store served it first: its record tells the age.
+            Err(crate::store::Error::AlreadyExists(_)) => store.get(&key).await.ok().flatten().map(|found| found.revision),
+            Err(e) => {
+                tracing::warn!(definition = %definition.name, error = %e, "recording the definition's accepted names failed");
+                None
+            }
+        };
+        age.map(|age| (definition.name.clone(), age))
     });
-    futures_util::future::join_all(new).await;
+    let created = futures_util::future::join_all(new).await;
     let served: std::collections::HashSet<&str> = registry.definitions().iter().map(|d| d.name.as_str()).collect();
-    for name in ages.keys() {
-        if !served.contains(name.as_str()) {
-            if let Err(e) = store.delete(&format!("{ACCEPTED}{name}"), None).await {
+    let mut now = HashMap::with_capacity(served.len());
+    for (name, age) in ages {
+        if served.contains(name.as_str()) {
+            now.insert(name.clone(), *age);
+            continue;
+        }
+        match store.delete(&format!("{ACCEPTED}{name}"), None).await {
+            Ok(_) | Err(crate::store::Error::NotFound(_)) => {}
+            Err(e) => {
                 tracing::warn!(definition = %name, error = %e, "freeing the names of a definition no longer served failed");
+                // Still held in the store: tried again at the next reload.
+                now.insert(name.clone(), *age);
             }
         }
     }
+    now.extend(created.into_iter().flatten());
+    now
 }
 
 #[cfg(test)]
@@ -85,5 +103,22 @@ mod tests {
         assert_eq!(served, ["older.example.com"]);
         assert_eq!(problems.len(), 1);
         assert!(problems[0].to_string().contains("names not accepted: \"thing\" is already in use"), "{}", problems[0]);
+    }
+
+    #[tokio::test]
+    async fn the_ages_kept_between_reloads_are_the_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let sled = crate::store::sled::SledStore::open(dir.path(), crate::store::sled::SledOptions::default()).unwrap();
+        let store = Backend::Sled(sled);
+        // Another replica recorded one of them first; one record is of a definition gone since.
+        store.create(&format!("{ACCEPTED}bs.two.com"), Bytes::from_static(b"{}")).await.unwrap();
+        store.create(&format!("{ACCEPTED}gone.three.com"), Bytes::from_static(b"{}")).await.unwrap();
+        let kept = HashMap::from([("gone.three.com".to_string(), 2)]);
+        let (registry, problems) = Registry::build(vec![definition("as.one.com"), definition("bs.two.com")]);
+        assert!(problems.is_empty());
+        let now = record(&store, &registry, &kept).await;
+        assert_eq!(now, ages(&store).await);
+        assert_eq!(now.len(), 2);
+        assert_eq!(now["bs.two.com"], 1, "the age of the record another replica wrote");
     }
 }

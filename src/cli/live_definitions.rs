@@ -41,6 +41,9 @@ struct State {
     /// The served set was planned without the store's records (it could not be read at
     /// start): it is planned again, as a first load, once they can be read.
     provisional: bool,
+    /// When each served definition was first served (`accepted_names::ages`), as the last
+    /// reload left the records.
+    ages: Option<HashMap<String, u64>>,
 }
 
 /// Loads and reloads the definitions of `paths`.
@@ -89,13 +92,14 @@ impl LiveDefinitions {
             self.cluster_served();
             return;
         };
+        let served = catalog.registry.definitions().iter().filter(|d| !d.read_only).count();
         api.replace_catalog(catalog);
         self.cluster_served();
         tracing::info!(
             added = plan.added.len(),
             changed = plan.changed.len(),
             removed = plan.removed.len(),
-            served = plan.served.len(),
+            served,
             since_file_event = %crate::logs::duration::GoDuration(since.elapsed()),
             "definitions reloaded"
         );
@@ -113,25 +117,38 @@ impl LiveDefinitions {
     /// Scans, plans and, when the served set changes (or on the first load), records the
     /// accepted names and builds the catalog (when given the one served now, whose unchanged
     /// parts it reuses), off the request path. `None` when nothing changed.
+    ///
+    /// The store's records are read whole at the first load only; a reload uses the ages kept
+    /// since and reads the storedVersions of the definitions whose files changed, so that its
+    /// cost follows what changed rather than how many definitions are served.
     async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
-        // Both records at once (each a listing of the store).
-        let (ages, stored_versions) =
-            tokio::join!(super::accepted_names::ages(&self.store), stored_versions::read_all(&self.store));
-        let (first, provisional) = self.state.lock().map(|s| (!s.loaded, s.provisional)).unwrap_or((false, false));
-        let (stored_versions, unread) = match stored_versions {
-            Ok(all) => (all, false),
-            Err(e) if first => {
-                // A store that cannot be read at start (a full disk keeps it closed): serve
-                // what the files say, so that requests are answered (with the store's error),
-                // and plan again once the records can be read.
-                tracing::error!(error = %e, "reading status.storedVersions failed; serving the definitions as the files say until it can be read");
-                (HashMap::new(), true)
+        let (loaded, provisional, kept_ages) =
+            self.state.lock().map(|s| (s.loaded, s.provisional, s.ages.clone())).unwrap_or((true, false, None));
+        let (ages, stored_versions, unread) = if !loaded || provisional {
+            // Both records at once (each a listing of the store).
+            let (ages, stored_versions) =
+                tokio::join!(super::accepted_names::ages(&self.store), stored_versions::read_all(&self.store));
+            match stored_versions {
+                Ok(all) => (ages, Some(all), false),
+                Err(e) if !loaded => {
+                    // A store that cannot be read at start (a full disk keeps it closed): serve
+                    // what the files say, so that requests are answered (with the store's error),
+                    // and plan again once the records can be read.
+                    tracing::error!(error = %e, "reading status.storedVersions failed; serving the definitions as the files say until it can be read");
+                    (ages, Some(HashMap::new()), true)
+                }
+                Err(e) => {
+                    // Without the record, the update rule cannot be applied: nothing changes.
+                    tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
+                    return None;
+                }
             }
-            Err(e) => {
-                // Without the record, the update rule cannot be applied: nothing changes.
-                tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
-                return None;
-            }
+        } else {
+            let ages = match kept_ages {
+                Some(ages) => ages,
+                None => super::accepted_names::ages(&self.store).await,
+            };
+            (ages, None, false)
         };
         if provisional && let Ok(mut state) = self.state.lock() {
             // Planned as a first load, with every check the records allow.
@@ -139,9 +156,11 @@ impl LiveDefinitions {
             state.loaded = false;
             state.provisional = false;
         }
-        let (paths, state) = (self.paths.clone(), self.state.clone());
+        let (paths, state, store) = (self.paths.clone(), self.state.clone(), self.store.clone());
         let cluster = self.cluster.as_ref().map(|c| c.snapshot());
-        let planned = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Handle::current();
+        // A reload while serving yields the processor to requests (the first load has none).
+        let planned = off_request_path(serving.is_some(), move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let scan = state.cache.scan(&paths);
             let (scan, conflicts) = match &cluster {
@@ -149,6 +168,16 @@ impl LiveDefinitions {
                 None => (scan, Vec::new()),
             };
             state.cluster_synced = cluster.as_ref().is_some_and(|c| c.synced);
+            // The update rule needs the stored versions of the definitions checked as updates.
+            let stored_versions = match stored_versions {
+                Some(all) => all,
+                None => {
+                    let names = reload::updated_names(&state.served, &scan);
+                    let reads = names.iter().map(|name| stored_versions::read(&store, name));
+                    let read = runtime.block_on(futures_util::future::join_all(reads));
+                    names.into_iter().zip(read).map(|(name, read)| read.map(|v| (name, v))).collect::<Result<_, _>>()?
+                }
+            };
             let age = |name: &str| ages.get(name).copied();
             let stored = |name: &str| stored_versions.get(name).cloned().unwrap_or_default();
             let context = Context { age: &age, stored_versions: &stored };
@@ -159,11 +188,15 @@ impl LiveDefinitions {
                 Some(serving) if changed => Some(Catalog::next(&serving, std::mem::take(&mut plan.registry))),
                 _ => None,
             };
-            (plan, changed, catalog, ages, stored_versions)
+            Ok::<_, crate::store::Error>((plan, changed, catalog, ages, stored_versions))
         })
         .await;
-        let (plan, changed, catalog, ages, recorded) = match planned {
-            Ok(planned) => planned,
+        let (mut plan, changed, catalog, ages, stored) = match planned {
+            Ok(Ok(planned)) => planned,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
+                return None;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "reloading the definitions failed; serving the previous ones");
                 return None;
@@ -171,13 +204,19 @@ impl LiveDefinitions {
         };
         self.report(&plan.problems, &plan.served);
         if !changed {
+            if let Ok(mut state) = self.state.lock() {
+                state.ages = Some(ages);
+            }
             return None;
         }
         let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
         // Before any object can be written in a storage version, it is among the stored
-        // versions; if that cannot be recorded, the new set is not served.
+        // versions; if that cannot be recorded, the new set is not served. At the first load
+        // every definition is looked at; a reload added or changed only those it names.
+        let whole = !loaded || provisional;
         let unrecorded = |d: &&Arc<crate::definitions::Definition>| {
-            !recorded.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name))
+            let recorded = stored.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name));
+            !recorded && (whole || plan.added.contains(&d.name) || plan.changed.contains(&d.name))
         };
         let serving = registry.definitions().iter().filter(unrecorded).map(|d| &**d);
         if let Err(e) = stored_versions::record_storage_versions(&self.store, serving).await {
@@ -190,13 +229,15 @@ impl LiveDefinitions {
             // At start there is nothing else to serve; writes need the same store anyway.
             tracing::error!(error = %e, "recording status.storedVersions failed");
         }
-        super::accepted_names::record(&self.store, registry, &ages).await;
+        let ages = super::accepted_names::record(&self.store, registry, &ages).await;
         let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
         crate::metrics::global().definitions_served.store(served, Ordering::Relaxed);
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.served = plan.served.clone();
+        // What the caller needs of the plan is the rest of it.
+        state.served = std::mem::take(&mut plan.served);
         state.loaded = true;
         state.provisional = unread;
+        state.ages = Some(ages);
         drop(state);
         Some((plan, catalog))
     }
@@ -269,6 +310,39 @@ impl LiveDefinitions {
             }
         });
         Ok(())
+    }
+}
+
+/// How much a reload's thread yields to the others (`nice(1)`'s scale, 0 to 19): on a busy
+/// machine, requests go first, so that a reload among many definitions is no pause for them.
+const RELOAD_NICENESS: i32 = 5;
+
+/// Runs `work` on a thread of its own, at a lower priority when `background` (a reload while
+/// serving; the first load has no requests to yield to). The threads it starts (CEL
+/// compilation) inherit its priority.
+async fn off_request_path<R: Send + 'static>(
+    background: bool,
+    work: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, String> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("definitions-reload".into())
+        .spawn(move || {
+            if background {
+                lower_priority();
+            }
+            // The receiver is gone only when the reload was abandoned.
+            let _ = done.send(work());
+        })
+        .map_err(|e| format!("starting the reload's thread: {e}"))?;
+    result.await.map_err(|_| "the reload's thread panicked".to_string())
+}
+
+/// Lowers the calling thread's priority (setpriority on its thread id: that thread alone).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), RELOAD_NICENESS) {
+        tracing::debug!(error = %e, "lowering the reload thread's priority failed");
     }
 }
 

@@ -51,14 +51,16 @@ impl Registry {
     /// [`Registry::build`] over definitions that may be served already (a reload keeps the
     /// unchanged ones as they are).
     pub fn build_shared(definitions: Vec<Arc<Definition>>) -> (Registry, Vec<Problem>) {
-        let mut registry = Registry::default();
+        let mut registry = Registry { definitions: Vec::with_capacity(definitions.len()), ..Registry::default() };
         let mut problems = Vec::new();
-        let mut by_name: HashMap<String, String> = HashMap::new();
-        // Per group: resource names (plural, singular, short names) and kinds in use.
-        let mut resource_names: HashMap<String, HashSet<String>> = HashMap::new();
-        let mut kind_names: HashMap<String, HashSet<String>> = HashMap::new();
-        for definition in definitions {
-            if let Some(first) = by_name.get(&definition.name) {
+        // What is taken, borrowed from `definitions` (a reload among many definitions
+        // allocates nothing per definition for it): the file of each name, and per group the
+        // resource names (plural, singular, short names) and kinds in use.
+        let mut by_name: HashMap<&str, &str> = HashMap::with_capacity(definitions.len());
+        let mut resource_names: HashMap<&str, HashSet<&str>> = HashMap::new();
+        let mut kind_names: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for definition in &definitions {
+            if let Some(first) = by_name.get(definition.name.as_str()) {
                 problems.push(Problem::new(
                     &definition.source,
                     Some(definition.name.clone()),
@@ -69,8 +71,8 @@ impl Registry {
                 ));
                 continue;
             }
-            let used = resource_names.entry(definition.group.clone()).or_default();
-            let kinds = kind_names.entry(definition.group.clone()).or_default();
+            let used = resource_names.entry(definition.group.as_str()).or_default();
+            let kinds = kind_names.entry(definition.group.as_str()).or_default();
             let mut mine: Vec<&str> = vec![definition.plural.as_str(), definition.singular.as_str()];
             mine.extend(definition.short_names.iter().map(String::as_str));
             let kind_pair = [definition.kind.as_str(), definition.list_kind.as_str()];
@@ -84,11 +86,10 @@ impl Registry {
                 ));
                 continue;
             }
-            used.extend(mine.iter().map(|s| s.to_string()));
-            kinds.insert(definition.kind.clone());
-            kinds.insert(definition.list_kind.clone());
-            by_name.insert(definition.name.clone(), definition.source.clone());
-            registry.insert(definition);
+            used.extend(mine);
+            kinds.extend(kind_pair);
+            by_name.insert(definition.name.as_str(), definition.source.as_str());
+            registry.insert(definition.clone());
         }
         for versions in registry.group_versions.values_mut() {
             versions.sort_by(|a, b| version_order::by_priority(a, b));

@@ -126,6 +126,22 @@ pub fn plan(previous: &HashMap<String, Served>, scan: &Scan, context: &Context<'
     plan
 }
 
+/// The definitions of `scan` that [`plan`] checks as updates of what `previous` served (their
+/// manifests changed): the ones whose stored versions it asks the context for.
+pub fn updated_names(previous: &HashMap<String, Served>, scan: &Scan) -> Vec<String> {
+    let Scan::Files(files) = scan else { return Vec::new() };
+    let documents = files.iter().flat_map(|f| f.documents.iter().filter_map(|d| d.as_ref().ok()));
+    let updated = documents.filter(|loaded| {
+        previous.get(&loaded.definition.name).is_some_and(|old| {
+            !Arc::ptr_eq(&old.loaded.definition, &loaded.definition) && old.loaded.manifest.spec != loaded.manifest.spec
+        })
+    });
+    let mut names: Vec<String> = updated.map(|loaded| loaded.definition.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// A definition to serve, and the previous form to fall back to if its names clash.
 struct Candidate {
     served: Served,

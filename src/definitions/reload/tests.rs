@@ -162,3 +162,28 @@ fn names_stay_with_their_holder() {
     assert!(newcomer.added.is_empty());
     assert_eq!(newcomer.problems.len(), 1);
 }
+
+#[test]
+fn only_definitions_whose_spec_changed_are_checked_as_updates() {
+    let first = run(
+        &HashMap::new(),
+        vec![file("a.yaml", vec![manifest("as", "A", |_| {})]), file("b.yaml", vec![manifest("bs", "B", |_| {})])],
+    );
+    // b.yaml read again as it was (other `Arc`s, the same spec), a.yaml changed, c.yaml new.
+    let files = vec![
+        file("a.yaml", vec![manifest("as", "A", |m| m["spec"]["versions"][0]["deprecated"] = true.into())]),
+        file("b.yaml", vec![manifest("bs", "B", |_| {})]),
+        file("c.yaml", vec![manifest("cs", "C", |_| {})]),
+    ];
+    assert_eq!(updated_names(&first.served, &Scan::Files(files.clone())), ["as.example.com"]);
+    // Those are the ones whose stored versions the plan asks for.
+    let asked = std::cell::RefCell::new(Vec::new());
+    let age = |_: &str| Some(1);
+    let stored = |name: &str| {
+        asked.borrow_mut().push(name.to_string());
+        Vec::new()
+    };
+    let second = plan(&first.served, &Scan::Files(files), &Context { age: &age, stored_versions: &stored });
+    assert_eq!(second.changed, ["as.example.com"]);
+    assert_eq!(asked.into_inner(), ["as.example.com"]);
+}
