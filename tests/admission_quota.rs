@@ -161,19 +161,7 @@ fn two_replicas_never_exceed_the_quota() {
     let cluster = TestCluster::start_on(plane, &[CRONTAB_CRD], &[]);
     let second = support::TestServer::start_delegated(&[CRONTAB_CRD], &cluster.plane.server_kubeconfig(), &[]);
     // The admin presents a certificate of the cluster's client CA to each replica directly.
-    let admin = cluster
-        .plane
-        .client_ca
-        .issue(&crd_apiserver::cli::pki::Leaf {
-            common_name: "admin".into(),
-            organizations: vec!["system:masters".into()],
-            client: true,
-            ..Default::default()
-        })
-        .unwrap();
-    let (cert, key) = (second.dir.path().join("admin.crt"), second.dir.path().join("admin.key"));
-    std::fs::write(&cert, &admin.cert).unwrap();
-    std::fs::write(&key, &admin.key).unwrap();
+    let (cert, key) = cluster.plane.write_admin_certificate(second.dir.path(), "admin");
     let replicas = [Client::new(&cluster.server, Some((&cert, &key))), Client::new(&second, Some((&cert, &key)))];
     for replica in &replicas {
         assert_eq!(replica.get(CRONTABS).unwrap().status, 200, "the admin is authenticated by both replicas");

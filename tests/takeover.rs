@@ -14,11 +14,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crd_apiserver::cli::pki::Leaf;
 use serde_json::{Value, json};
 use support::TestServer;
 use support::control_plane::ControlPlane;
-use support::control_plane::rbac::{Rule, SERVICE_ACCOUNT, Subject, User};
+use support::control_plane::rbac::User;
 use support::http::Client;
 
 const GROUP: &str = "takeover.example.com";
@@ -56,45 +55,6 @@ spec:
 "#;
 
 /// What the server's service account needs for a takeover (the chart's `takeover.rbac`).
-fn grant_takeover(plane: &ControlPlane) {
-    let sa = || vec![Subject::User(SERVICE_ACCOUNT.into())];
-    plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover",
-        sa(),
-        &["get", "list", "watch"],
-        &["apiextensions.k8s.io"],
-        &["customresourcedefinitions"],
-    ));
-    plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover",
-        sa(),
-        &["get", "list", "create", "update", "delete"],
-        &["apiregistration.k8s.io"],
-        &["apiservices"],
-    ));
-    plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover-freeze",
-        sa(),
-        &["create", "delete"],
-        &["admissionregistration.k8s.io"],
-        &["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
-    ));
-    plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover",
-        sa(),
-        &["get", "list", "create", "update", "delete"],
-        &[GROUP],
-        &["widgets", "widgets/status"],
-    ));
-    plane.add_rule(Rule::resources(
-        "crd-apiserver:takeover",
-        sa(),
-        &["create"],
-        &["authentication.k8s.io"],
-        &["selfsubjectreviews"],
-    ));
-}
-
 struct Env {
     plane: ControlPlane,
     server: TestServer,
@@ -120,7 +80,7 @@ fn start_serving(files: &[&str], objects: usize, extra: &[&str]) -> Env {
     let crd: Value = serde_saphyr::from_str(WIDGET_CRD).unwrap();
     plane.create_crd(crd).unwrap();
     plane.autoregister();
-    grant_takeover(&plane);
+    plane.grant_takeover(GROUP, "widgets");
     plane.add_user("admin-token", User::new("admin", &["system:masters"]));
     let mut first = widget("first");
     first["metadata"]["finalizers"] = json!(["example.com/keep"]);
@@ -144,18 +104,7 @@ fn start_serving(files: &[&str], objects: usize, extra: &[&str]) -> Env {
     server.spawn(&flags);
     plane.register_backend(server.port, &server.pki.serving_ca());
     plane.register("crd-apiserver.io", "v1alpha1");
-    let pem = plane
-        .client_ca
-        .issue(&Leaf {
-            common_name: "admin".into(),
-            organizations: vec!["system:masters".into()],
-            client: true,
-            ..Leaf::default()
-        })
-        .unwrap();
-    let cert = (server.dir.path().join("admin-cluster.crt"), server.dir.path().join("admin-cluster.key"));
-    std::fs::write(&cert.0, &pem.cert).unwrap();
-    std::fs::write(&cert.1, &pem.key).unwrap();
+    let cert = plane.write_admin_certificate(server.dir.path(), "admin-cluster");
     let admin = Client::to_plane(&plane, "admin-token");
     let admin_kubeconfig = plane.token_kubeconfig("admin-token");
     Env { plane, server, admin, admin_kubeconfig, cert }

@@ -15,12 +15,11 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crd_apiserver::cli::pki::Leaf;
 use http::Method;
 use serde_json::{Value, json};
 use support::TestServer;
 use support::control_plane::ControlPlane;
-use support::control_plane::rbac::{Rule, SERVICE_ACCOUNT, Subject, User};
+use support::control_plane::rbac::User;
 use support::http::Client;
 
 const GROUP: &str = "faults.example.com";
@@ -77,21 +76,7 @@ fn plane_with_widgets(objects: usize) -> ControlPlane {
     let plane = ControlPlane::start();
     plane.create_crd(serde_saphyr::from_str(CRD).unwrap()).unwrap();
     plane.autoregister();
-    let sa = || vec![Subject::User(SERVICE_ACCOUNT.into())];
-    let grants: [(&[&str], &str, &[&str]); 5] = [
-        (&["get", "list", "watch"], "apiextensions.k8s.io", &["customresourcedefinitions"]),
-        (&["get", "list", "create", "update", "delete"], "apiregistration.k8s.io", &["apiservices"]),
-        (
-            &["create", "delete"],
-            "admissionregistration.k8s.io",
-            &["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
-        ),
-        (&["get", "list", "create", "update", "delete"], GROUP, &["widgets", "widgets/status"]),
-        (&["create"], "authentication.k8s.io", &["selfsubjectreviews"]),
-    ];
-    for (verbs, group, resources) in grants {
-        plane.add_rule(Rule::resources("crd-apiserver:takeover", sa(), verbs, &[group], resources));
-    }
+    plane.grant_takeover(GROUP, "widgets");
     plane.add_user("admin-token", User::new("admin", &["system:masters"]));
     for i in 0..objects {
         plane.seed_custom(GROUP, "widgets", widget("v1", &format!("w{i:05}")));
@@ -103,18 +88,7 @@ fn plane_with_widgets(objects: usize) -> ControlPlane {
 /// for the `takeover` command.
 fn prepare(plane: &ControlPlane, files: &[&str]) -> (TestServer, (PathBuf, PathBuf)) {
     let server = TestServer::prepare(files, Some(plane.server_kubeconfig()));
-    let pem = plane
-        .client_ca
-        .issue(&Leaf {
-            common_name: "admin".into(),
-            organizations: vec!["system:masters".into()],
-            client: true,
-            ..Leaf::default()
-        })
-        .unwrap();
-    let cert = (server.dir.path().join("admin-cluster.crt"), server.dir.path().join("admin-cluster.key"));
-    std::fs::write(&cert.0, &pem.cert).unwrap();
-    std::fs::write(&cert.1, &pem.key).unwrap();
+    let cert = plane.write_admin_certificate(server.dir.path(), "admin-cluster");
     (server, cert)
 }
 

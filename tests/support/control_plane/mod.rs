@@ -187,6 +187,55 @@ impl ControlPlane {
         lock(&self.state().rules).push(rule);
     }
 
+    /// What the server's service account needs for `takeover`/`handback` of `plural` in
+    /// `group`: bindings `crd-apiserver:takeover` and `crd-apiserver:takeover-freeze` (the
+    /// admission policy part, apart so that a test can take it away).
+    pub fn grant_takeover(&self, group: &str, plural: &str) {
+        let status = format!("{plural}/status");
+        let grants: [(&str, &[&str], &str, &[&str]); 5] = [
+            (
+                "crd-apiserver:takeover",
+                &["get", "list", "watch"],
+                "apiextensions.k8s.io",
+                &["customresourcedefinitions"],
+            ),
+            (
+                "crd-apiserver:takeover",
+                &["get", "list", "create", "update", "delete"],
+                "apiregistration.k8s.io",
+                &["apiservices"],
+            ),
+            (
+                "crd-apiserver:takeover-freeze",
+                &["create", "delete"],
+                "admissionregistration.k8s.io",
+                &["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+            ),
+            ("crd-apiserver:takeover", &["get", "list", "create", "update", "delete"], group, &[plural, &status]),
+            ("crd-apiserver:takeover", &["create"], "authentication.k8s.io", &["selfsubjectreviews"]),
+        ];
+        for (binding, verbs, group, resources) in grants {
+            let subjects = vec![rbac::Subject::User(SERVICE_ACCOUNT.into())];
+            self.add_rule(Rule::resources(binding, subjects, verbs, &[group], resources));
+        }
+    }
+
+    /// A client certificate of the cluster's client CA for `admin` in `system:masters`, written
+    /// as `<dir>/<stem>.crt` and `.key`.
+    pub fn write_admin_certificate(&self, dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
+        let leaf = Leaf {
+            common_name: "admin".into(),
+            organizations: vec!["system:masters".into()],
+            client: true,
+            ..Leaf::default()
+        };
+        let pem = self.client_ca.issue(&leaf).unwrap();
+        let files = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
+        std::fs::write(&files.0, &pem.cert).unwrap();
+        std::fs::write(&files.1, &pem.key).unwrap();
+        files
+    }
+
     /// Deletes every rule of a binding.
     pub fn remove_binding(&self, binding: &str) {
         lock(&self.state().rules).retain(|r| r.binding != binding);
