@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::managed::{Entry, Managed, Manager, Operation, VersionedSet, is_reset};
+use super::managed::{Entry, Managed, Manager, Operation, VersionedSet, entry_value, is_reset};
 use super::path::{Path, PathElement};
 use super::set::Set;
 use super::updater::{Error, Updater, Versions};
@@ -47,10 +47,14 @@ fn managed_fields(object: &Value) -> Option<&Value> {
 }
 
 fn set_managed_fields(object: &mut Value, managed: &Managed) {
+    put_entries(object, managed.encode());
+}
+
+/// Sets the managedFields entries of `object`; none removes them.
+fn put_entries(object: &mut Value, entries: Vec<Value>) {
     let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let entries = managed.encode();
     if entries.is_empty() {
         meta.remove("managedFields");
     } else {
@@ -142,6 +146,34 @@ impl FieldManager<'_> {
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str, now: Timestamp) {
         let requested = new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
         let managed = self.starting_point(live, requested.as_ref());
+        if managed.is_empty()
+            && let Some(entries) = self.created(live, new, manager, now)
+        {
+            put_entries(new, entries);
+            return;
+        }
+        self.update_from(live, new, managed, manager, now);
+    }
+
+    /// The managedFields of a create (`live` holds apiVersion and kind only, and there are no
+    /// managers yet) from one walk of `new` ([`typed::created_fields`]): the entries the
+    /// general path computes, which it is left to when this returns `None`.
+    pub(super) fn created(&self, live: &Value, new: &Value, manager: &str, now: Timestamp) -> Option<Vec<Value>> {
+        let placeholder = live.as_object().filter(|m| m.keys().all(|k| k == "apiVersion" || k == "kind"))?;
+        let schema = self.versions.schema(self.api_version)?;
+        typed::validate(schema, schema.root(), new, true).ok()?;
+        typed::validate(schema, schema.root(), live, true).ok()?;
+        let fields = typed::created_fields(schema, schema.root(), placeholder, new, self.ignored, &STRIPPED).ok()?;
+        if fields.is_empty() {
+            return Some(Vec::new());
+        }
+        let name = if manager.is_empty() { "unknown" } else { manager };
+        let id = Manager::new(name, Operation::Update, self.api_version, self.subresource);
+        Some(vec![entry_value(&id, Operation::Update, self.api_version, Value::Object(fields), Some(now))])
+    }
+
+    /// [`FieldManager::update`] from the managers `managed`, through the general compare.
+    pub(super) fn update_from(&self, live: &Value, new: &mut Value, managed: Managed, manager: &str, now: Timestamp) {
         match self.track_update(live, new, managed, manager, now) {
             Ok(managed) => set_managed_fields(new, &managed),
             Err(_) => {
