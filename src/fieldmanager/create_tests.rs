@@ -71,14 +71,18 @@ fn placeholder() -> Value {
     json!({"apiVersion": "g/v1", "kind": "K"})
 }
 
-/// The managedFields of creating `object`: through the fast path when it applies (whether
-/// it did is returned too), and through the general path.
+/// The managedFields of creating `object`: through [`FieldManager::create`] and
+/// [`FieldManager::update`] over the placeholder, which take the fast path when it applies
+/// (whether it did is returned too), and through the general path.
 fn both(versions: &OneVersion, subresource: &str, ignored: &Set, object: &Value) -> (Value, bool, Value) {
     let manager = FieldManager { versions, api_version: "g/v1", kind: "K", subresource, ignored };
     let at = jiff::Timestamp::from_second(1_700_000_000).unwrap();
-    let fast = manager.created(&placeholder(), object, "creator", at).is_some();
+    let fast = manager.created(object, "creator", at).is_some();
     let mut a = object.clone();
     manager.update(&placeholder(), &mut a, "creator", at);
+    let mut created = object.clone();
+    manager.create(&mut created, "creator", at);
+    assert_eq!(created, a);
     let mut b = object.clone();
     manager.update_from(&placeholder(), &mut b, Managed::default(), "creator", at);
     (a, fast, b)
@@ -143,6 +147,16 @@ fn creates_match_the_general_path() {
         object(json!({"replicas": "one"})),
         object(json!({"hosts": [{"ip": "no key"}]})),
         object(json!({"tags": [{"a": 1}]})),
+        object(json!({"selector": {"app": 1}})),
+        object(json!({"args": [1]})),
+        object(json!({"tags": [1, 1]})),
+        object(json!({"ports": [{"port": 80, "name": 1}, {"port": 80}]})),
+        object(json!({"ports": [{"port": 80, "tags": [{}]}]})),
+        object(json!({"env": {"A": []}})),
+        json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": 5}}),
+        json!({"apiVersion": "g/v1", "kind": "K", "status": {"ready": "yes"}}),
+        json!({"apiVersion": "g/v1", "kind": "K", "status": {"nope": 1}}),
+        json!({"apiVersion": "g/v1", "kind": "K", "status": {"conditions": [{"type": "A", "status": 1}]}}),
         json!({"apiVersion": "g/v2", "kind": "K", "spec": {"replicas": 1}}),
     ] {
         check(&versions, &object, false);

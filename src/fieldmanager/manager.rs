@@ -62,6 +62,11 @@ fn put_entries(object: &mut Value, entries: Vec<Value>) {
     }
 }
 
+/// Removes the managedFields a client sent with `object`.
+fn take_managed_fields(object: &mut Value) -> Option<Value> {
+    object.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"))
+}
+
 fn decode(entries: Option<&Value>) -> Result<Managed, String> {
     match entries {
         None => Ok(Managed::default()),
@@ -144,10 +149,11 @@ impl FieldManager<'_> {
     /// in `new`'s managedFields. Client-sent managedFields are used when valid (an empty
     /// list clears them); subresources always start from the live object's.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str, now: Timestamp) {
-        let requested = new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+        let requested = take_managed_fields(new);
         let managed = self.starting_point(live, requested.as_ref());
         if managed.is_empty()
-            && let Some(entries) = self.created(live, new, manager, now)
+            && self.is_placeholder(live)
+            && let Some(entries) = self.created(new, manager, now)
         {
             put_entries(new, entries);
             return;
@@ -155,15 +161,41 @@ impl FieldManager<'_> {
         self.update_from(live, new, managed, manager, now);
     }
 
-    /// The managedFields of a create (`live` holds apiVersion and kind only, and there are no
-    /// managers yet) from one walk of `new` ([`typed::created_fields`]): the entries the
-    /// general path computes, which it is left to when this returns `None`.
-    pub(super) fn created(&self, live: &Value, new: &Value, manager: &str, now: Timestamp) -> Option<Vec<Value>> {
-        let placeholder = live.as_object().filter(|m| m.keys().all(|k| k == "apiVersion" || k == "kind"))?;
+    /// Records the create of `new` by `manager`: [`FieldManager::update`] over the
+    /// placeholder (apiVersion and kind only), which is built only when the general path
+    /// computes the entries.
+    pub fn create(&self, new: &mut Value, manager: &str, now: Timestamp) {
+        let requested = take_managed_fields(new);
+        // The placeholder has no managedFields: the same starting point as no object.
+        let managed = self.starting_point(&Value::Null, requested.as_ref());
+        if managed.is_empty()
+            && let Some(entries) = self.created(new, manager, now)
+        {
+            put_entries(new, entries);
+            return;
+        }
+        let placeholder = serde_json::json!({"apiVersion": self.api_version, "kind": self.kind});
+        self.update_from(&placeholder, new, managed, manager, now);
+    }
+
+    /// Whether `live` is the placeholder of an object that does not exist yet.
+    fn is_placeholder(&self, live: &Value) -> bool {
+        live.as_object().is_some_and(|m| {
+            m.len() == 2
+                && m.get("apiVersion").and_then(Value::as_str) == Some(self.api_version)
+                && m.get("kind").and_then(Value::as_str) == Some(self.kind)
+        })
+    }
+
+    /// The managedFields of a create (no managers yet) from one walk of `new`
+    /// ([`typed::created_fields`]): the entries the general path computes, which it is left
+    /// to when this returns `None`.
+    pub(super) fn created(&self, new: &Value, manager: &str, now: Timestamp) -> Option<Vec<Value>> {
         let schema = self.versions.schema(self.api_version)?;
-        typed::validate(schema, schema.root(), new, true).ok()?;
-        typed::validate(schema, schema.root(), live, true).ok()?;
-        let fields = typed::created_fields(schema, schema.root(), placeholder, new, self.ignored, &STRIPPED).ok()?;
+        // Validating `new` also validates the placeholder: the same type, a subset of the
+        // same fields.
+        let type_meta = [("apiVersion", self.api_version), ("kind", self.kind)];
+        let fields = typed::created_fields(schema, schema.root(), &type_meta, new, self.ignored, &STRIPPED).ok()?;
         if fields.is_empty() {
             return Some(Vec::new());
         }

@@ -1,36 +1,38 @@
 //! The fields a create sets, straight in their FieldsV1 form: what [`super::compare`] of the
-//! empty placeholder with the new object reports as added, less the ignored fields (and all
+//! placeholder (apiVersion and kind) with the new object reports as added, less the ignored fields (and all
 //! below them) and the stripped members, encoded as [`super::super::fieldsv1::encode`] would
 //! encode that set, in one walk of the new object, without building sets.
 //!
 //! Every node the walk reaches is a member: scalars, atomic lists and maps, empty or null
 //! values and duplicated list items as leaves; granular maps and associative lists with their
-//! insides as well. Anything the general path reports as an error (a node without a type, a
-//! list item without an identity) ends the walk with [`Fallback`]; the caller then takes the
-//! general path, which reports it.
+//! insides as well. The walk validates the new object as it goes (what it does not descend
+//! into through [`super::validate`]); anything the general path reports as an error (a value
+//! that does not fit its type, a list item without an identity) ends the walk with
+//! [`Fallback`], and the caller then takes the general path, which reports it.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
 use super::super::fieldsv1::element_key;
-use super::super::path::{PathElement, values_equal};
+use super::super::path::PathElement;
 use super::super::schema::{ListType, MapType, Schema, TypeId};
 use super::super::set::Set;
-use super::{Facet, item_element, type_facet};
+use super::{Facet, item_element, type_facet, validate_node};
 
 /// The walk met something only the general path handles.
 #[derive(Debug)]
 pub struct Fallback;
 
-/// The FieldsV1 object of the fields `new` adds to `live`, an object all of whose fields
-/// `new` holds with equal values (the placeholder of a create: apiVersion and kind), less
-/// `ignored` (recursively, as `recursive_difference`) and the members of `stripped` (as
-/// `difference`).
+/// The FieldsV1 object of the fields `new` sets, less `ignored` (recursively, as
+/// `recursive_difference`) and the members of `stripped` (as `difference`), when `new` is
+/// valid (as [`super::validate`] with duplicates allowed, checked on the way) and holds the
+/// `type_meta` fields (apiVersion and kind: the placeholder a create compares with) with
+/// these values.
 pub fn created_fields(
     schema: &Schema,
     t: TypeId,
-    live: &Map<String, Value>,
+    type_meta: &[(&str, &str)],
     new: &Value,
     ignored: &Set,
     stripped: &Set,
@@ -38,12 +40,17 @@ pub fn created_fields(
     let (Facet::Map(map), Some(fields)) = (type_facet(schema, Some(t), Some(new)), new.as_object()) else {
         return Err(Fallback);
     };
-    if map.atomic || !live.iter().all(|(k, v)| fields.get(k).is_some_and(|w| values_equal(v, w))) {
+    if map.atomic || !type_meta.iter().all(|(k, v)| fields.get(*k).and_then(Value::as_str) == Some(*v)) {
         return Err(Fallback);
     }
     let walk = Walk { schema };
     let mut out = Map::new();
-    for (key, value) in fields.iter().filter(|(k, _)| !live.contains_key(*k)) {
+    for (key, value) in fields {
+        // Equal in the placeholder: neither added nor changed, only checked.
+        if type_meta.iter().any(|(k, _)| k == key) {
+            walk.check(map.type_of(key), value)?;
+            continue;
+        }
         walk.field(map, key, value, Some(ignored), Some(stripped), &mut out)?;
     }
     Ok(out)
@@ -80,6 +87,11 @@ fn container(mut children: Map<String, Value>, member: bool) -> Option<Value> {
 }
 
 impl Walk<'_> {
+    /// Validates what the walk does not descend into (leaves, ignored fields).
+    fn check(&self, t: Option<TypeId>, value: &Value) -> Result<(), Fallback> {
+        if validate_node(self.schema, t, value, true).is_empty() { Ok(()) } else { Err(Fallback) }
+    }
+
     fn field(
         &self,
         map: &MapType,
@@ -90,7 +102,7 @@ impl Walk<'_> {
         out: &mut Map<String, Value>,
     ) -> Result<(), Fallback> {
         if field_member(ignored, key) {
-            return Ok(());
+            return self.check(map.type_of(key), value);
         }
         let member = !field_member(stripped, key);
         let node = self.node(map.type_of(key), value, field_child(ignored, key), field_child(stripped, key), member)?;
@@ -112,12 +124,11 @@ impl Walk<'_> {
         member: bool,
     ) -> Result<Option<Value>, Fallback> {
         match type_facet(self.schema, t, Some(value)) {
-            Facet::Scalar(_) => Ok(leaf(member)),
             Facet::List(list) => match value.as_array() {
                 Some(items) if list.associative && !items.is_empty() => {
                     Ok(container(self.items(list, items, ignored, stripped)?, member))
                 }
-                _ => Ok(leaf(member)),
+                _ => self.check(t, value).map(|()| leaf(member)),
             },
             Facet::Map(map) => match value.as_object() {
                 Some(fields) if !map.atomic && !fields.is_empty() => {
@@ -127,8 +138,9 @@ impl Walk<'_> {
                     }
                     Ok(container(out, member))
                 }
-                _ => Ok(leaf(member)),
+                _ => self.check(t, value).map(|()| leaf(member)),
             },
+            Facet::Scalar(_) => self.check(t, value).map(|()| leaf(member)),
             Facet::Invalid => Err(Fallback),
         }
     }
@@ -148,9 +160,16 @@ impl Walk<'_> {
             let element = item_element(self.schema, list, item).map_err(|_| Fallback)?;
             groups.entry(element).and_modify(|g| g.0 += 1).or_insert((1, item));
         }
+        if groups.values().any(|(count, _)| *count > 1) {
+            // Items there several times are not walked: checked, as validation reads them.
+            for item in items {
+                self.check(Some(list.element), item)?;
+            }
+        }
         let mut out = Map::new();
         for (element, (count, item)) in &groups {
             if ignored.is_some_and(|s| s.has_member(element)) {
+                self.check(Some(list.element), item)?;
                 continue;
             }
             let member = !stripped.is_some_and(|s| s.has_member(element));
