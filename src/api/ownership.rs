@@ -197,7 +197,8 @@ pub fn placeholder(call: &Call) -> Value {
 
 /// Records a create in the new object's managedFields.
 pub fn track_create(call: &Call, object: &mut Value) {
-    track_update(call, &placeholder(call), object);
+    let manager = manager_name(call);
+    with_manager(call, |fm| fm.create(object, &manager, fieldmanager::now()));
 }
 
 /// Records an update (PUT, JSON or merge patch, status writes) of `live` into `object`.

@@ -179,19 +179,32 @@ fn decode_entry(i: usize, entry: &Value) -> Result<Entry, InvalidManagedFields> 
 }
 
 fn encode_entry(entry: &Entry) -> Value {
-    let mut out = Map::new();
     let operation = if entry.fields.applied { Operation::Apply } else { entry.manager.operation };
-    out.insert("apiVersion".into(), Value::String(entry.fields.api_version.clone()));
+    let fields = fieldsv1::encode(&entry.fields.set);
+    entry_value(&entry.manager, operation, &entry.fields.api_version, fields, entry.time)
+}
+
+/// One managedFields entry: `manager`'s name and subresource, `operation`, the `fields`
+/// (FieldsV1) at `api_version`, written at `time`.
+pub fn entry_value(
+    manager: &Manager,
+    operation: Operation,
+    api_version: &str,
+    fields: Value,
+    time: Option<jiff::Timestamp>,
+) -> Value {
+    let mut out = Map::new();
+    out.insert("apiVersion".into(), Value::String(api_version.to_string()));
     out.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-    out.insert("fieldsV1".into(), fieldsv1::encode(&entry.fields.set));
-    if !entry.manager.manager.is_empty() {
-        out.insert("manager".into(), Value::String(entry.manager.manager.clone()));
+    out.insert("fieldsV1".into(), fields);
+    if !manager.manager.is_empty() {
+        out.insert("manager".into(), Value::String(manager.manager.clone()));
     }
     out.insert("operation".into(), Value::String(operation.as_str().into()));
-    if !entry.manager.subresource.is_empty() {
-        out.insert("subresource".into(), Value::String(entry.manager.subresource.clone()));
+    if !manager.subresource.is_empty() {
+        out.insert("subresource".into(), Value::String(manager.subresource.clone()));
     }
-    if let Some(time) = entry.time {
+    if let Some(time) = time {
         out.insert("time".into(), Value::String(format_rfc3339(time)));
     }
     Value::Object(out)

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::managed::{Entry, Managed, Manager, Operation, VersionedSet, is_reset};
+use super::managed::{Entry, Managed, Manager, Operation, VersionedSet, entry_value, is_reset};
 use super::path::{Path, PathElement};
 use super::set::Set;
 use super::updater::{Error, Updater, Versions};
@@ -47,15 +47,24 @@ fn managed_fields(object: &Value) -> Option<&Value> {
 }
 
 fn set_managed_fields(object: &mut Value, managed: &Managed) {
+    put_entries(object, managed.encode());
+}
+
+/// Sets the managedFields entries of `object`; none removes them.
+fn put_entries(object: &mut Value, entries: Vec<Value>) {
     let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let entries = managed.encode();
     if entries.is_empty() {
         meta.remove("managedFields");
     } else {
         meta.insert("managedFields".into(), Value::Array(entries));
     }
+}
+
+/// Removes the managedFields a client sent with `object`.
+fn take_managed_fields(object: &mut Value) -> Option<Value> {
+    object.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"))
 }
 
 fn decode(entries: Option<&Value>) -> Result<Managed, String> {
@@ -140,8 +149,63 @@ impl FieldManager<'_> {
     /// in `new`'s managedFields. Client-sent managedFields are used when valid (an empty
     /// list clears them); subresources always start from the live object's.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str, now: Timestamp) {
-        let requested = new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+        let requested = take_managed_fields(new);
         let managed = self.starting_point(live, requested.as_ref());
+        if managed.is_empty()
+            && self.is_placeholder(live)
+            && let Some(entries) = self.created(new, manager, now)
+        {
+            put_entries(new, entries);
+            return;
+        }
+        self.update_from(live, new, managed, manager, now);
+    }
+
+    /// Records the create of `new` by `manager`: [`FieldManager::update`] over the
+    /// placeholder (apiVersion and kind only), which is built only when the general path
+    /// computes the entries.
+    pub fn create(&self, new: &mut Value, manager: &str, now: Timestamp) {
+        let requested = take_managed_fields(new);
+        // The placeholder has no managedFields: the same starting point as no object.
+        let managed = self.starting_point(&Value::Null, requested.as_ref());
+        if managed.is_empty()
+            && let Some(entries) = self.created(new, manager, now)
+        {
+            put_entries(new, entries);
+            return;
+        }
+        let placeholder = serde_json::json!({"apiVersion": self.api_version, "kind": self.kind});
+        self.update_from(&placeholder, new, managed, manager, now);
+    }
+
+    /// Whether `live` is the placeholder of an object that does not exist yet.
+    fn is_placeholder(&self, live: &Value) -> bool {
+        live.as_object().is_some_and(|m| {
+            m.len() == 2
+                && m.get("apiVersion").and_then(Value::as_str) == Some(self.api_version)
+                && m.get("kind").and_then(Value::as_str) == Some(self.kind)
+        })
+    }
+
+    /// The managedFields of a create (no managers yet) from one walk of `new`
+    /// ([`typed::created_fields`]): the entries the general path computes, which it is left
+    /// to when this returns `None`.
+    pub(super) fn created(&self, new: &Value, manager: &str, now: Timestamp) -> Option<Vec<Value>> {
+        let schema = self.versions.schema(self.api_version)?;
+        // Validating `new` also validates the placeholder: the same type, a subset of the
+        // same fields.
+        let type_meta = [("apiVersion", self.api_version), ("kind", self.kind)];
+        let fields = typed::created_fields(schema, schema.root(), &type_meta, new, self.ignored, &STRIPPED).ok()?;
+        if fields.is_empty() {
+            return Some(Vec::new());
+        }
+        let name = if manager.is_empty() { "unknown" } else { manager };
+        let id = Manager::new(name, Operation::Update, self.api_version, self.subresource);
+        Some(vec![entry_value(&id, Operation::Update, self.api_version, Value::Object(fields), Some(now))])
+    }
+
+    /// [`FieldManager::update`] from the managers `managed`, through the general compare.
+    pub(super) fn update_from(&self, live: &Value, new: &mut Value, managed: Managed, manager: &str, now: Timestamp) {
         match self.track_update(live, new, managed, manager, now) {
             Ok(managed) => set_managed_fields(new, &managed),
             Err(_) => {

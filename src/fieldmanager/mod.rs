@@ -38,4 +38,6 @@ pub fn now() -> jiff::Timestamp {
 }
 
 #[cfg(test)]
+mod create_tests;
+#[cfg(test)]
 mod tests;

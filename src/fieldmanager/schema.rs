@@ -49,8 +49,9 @@ pub struct ListType {
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MapType {
-    /// Declared fields: their type and default value.
-    pub fields: HashMap<String, (TypeId, Option<Value>)>,
+    /// Declared fields: their type and default value. foldhash: looked up for every field of
+    /// every write (schema field names are the definition's own).
+    pub fields: HashMap<String, (TypeId, Option<Value>), foldhash::fast::RandomState>,
     /// The type of undeclared keys; `None` when they are not allowed.
     pub element: Option<TypeId>,
     pub atomic: bool,
@@ -253,7 +254,7 @@ impl Builder {
     }
 
     fn object(&mut self, node: &Value, preserve: bool, resource: bool) -> MapType {
-        let mut fields = HashMap::new();
+        let mut fields = HashMap::default();
         let properties = node.get("properties").and_then(Value::as_object);
         for (name, property) in properties.into_iter().flatten() {
             let t = self.node(property, preserve, false);

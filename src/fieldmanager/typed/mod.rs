@@ -7,11 +7,13 @@
 //! `deduceAtom` picks it, so untyped and deduced nodes accept anything.
 
 mod compare;
+mod created;
 mod fieldset;
 mod merge;
 mod render;
 
 pub use compare::{Comparison, compare};
+pub use created::created_fields;
 pub use fieldset::{ensure_named_fields_are_members, reconcile_with_schema, to_field_set};
 pub use merge::{merge, remove_items};
 
