@@ -297,37 +297,38 @@ fn to_api_error(error: fieldmanager::Error) -> ApiError {
 /// Keeps the stored times when a write changes nothing but managedFields times
 /// (`IgnoreManagedFieldsTimestampsTransformer`), so an unchanged object is not written again.
 pub fn keep_times_of_unchanged(old: &Value, new: &mut Value) {
-    let entries = |o: &Value| o.pointer("/metadata/managedFields").and_then(Value::as_array).cloned();
-    let (Some(before), Some(mut after)) = (entries(old), entries(new)) else { return };
+    let (Some(before), Some(after)) = (managed_entries(old), managed_entries(new)) else { return };
     if before.len() != after.len() || after.is_empty() {
         return;
     }
-    let time = |e: &Value| e.get("time").cloned();
-    if before.iter().zip(&after).all(|(b, a)| time(b) == time(a)) {
+    if before.iter().zip(after).all(|(b, a)| b.get("time") == a.get("time")) {
         return;
     }
-    let without_time = |e: &Value| {
-        let mut e = e.clone();
-        if let Some(map) = e.as_object_mut() {
-            map.remove("time");
-        }
-        e
-    };
-    if before.iter().zip(&after).any(|(b, a)| without_time(b) != without_time(a)) || !equal_but_managed_fields(old, new)
-    {
+    if before.iter().zip(after).any(|(b, a)| !equal_but_time(b, a)) || !equal_but_managed_fields(old, new) {
         return;
     }
-    for (a, b) in after.iter_mut().zip(&before) {
+    let times: Vec<Option<Value>> = before.iter().map(|b| b.get("time").cloned()).collect();
+    let Some(after) = new.pointer_mut("/metadata/managedFields").and_then(Value::as_array_mut) else { return };
+    for (a, t) in after.iter_mut().zip(times) {
         if let Some(map) = a.as_object_mut() {
-            match b.get("time") {
-                Some(t) => map.insert("time".into(), t.clone()),
+            match t {
+                Some(t) => map.insert("time".into(), t),
                 None => map.remove("time"),
             };
         }
     }
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("managedFields".into(), Value::Array(after));
-    }
+}
+
+fn managed_entries(object: &Value) -> Option<&Vec<Value>> {
+    object.get("metadata")?.get("managedFields")?.as_array()
+}
+
+/// Whether two managedFields entries are equal but for their times (entries that are not
+/// objects compare whole).
+fn equal_but_time(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return a == b };
+    let others = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| *k != "time").count();
+    others(a) == others(b) && a.iter().filter(|(k, _)| *k != "time").all(|(k, v)| b.get(k) == Some(v))
 }
 
 fn equal_but_managed_fields(a: &Value, b: &Value) -> bool {

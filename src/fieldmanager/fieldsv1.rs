@@ -21,7 +21,12 @@ pub struct DecodeError(pub String);
 /// The serialized form of one path element (`f:spec`, `k:{"port":80,"protocol":"TCP"}`).
 pub fn element_key(element: &PathElement) -> String {
     match element {
-        PathElement::Field(name) => format!("f:{name}"),
+        PathElement::Field(name) => {
+            let mut out = String::with_capacity(name.len() + 2);
+            out.push_str("f:");
+            out.push_str(name);
+            out
+        }
         PathElement::Key(fields) => {
             let mut out = String::from("k:{");
             for (i, (name, value)) in fields.iter().enumerate() {
@@ -119,7 +124,7 @@ fn decode_node(map: &Map<String, Value>) -> Result<(Set, bool), DecodeError> {
             set.insert_member(element.clone());
         }
         if !child.is_empty() {
-            set.descend(&element).union_with(&child);
+            set.add_child(element, child);
         }
     }
     // A node with nothing below it is a member of its parent.

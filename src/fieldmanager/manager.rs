@@ -101,7 +101,7 @@ static STRIPPED: LazyLock<Set> = LazyLock::new(|| {
 
 fn strip(managed: &mut Managed, key: &str) {
     if let Some(entry) = managed.entries.get_mut(key) {
-        entry.fields.set = entry.fields.set.difference(&STRIPPED);
+        entry.fields.set.difference_with(&STRIPPED);
         if entry.fields.set.is_empty() {
             managed.entries.remove(key);
         }
@@ -274,10 +274,10 @@ impl FieldManager<'_> {
         self.updater().update(live, new, managed, CURRENT_OPERATION, &id)?;
         strip(managed, CURRENT_OPERATION);
         if let Some(current) = managed.entries.remove(CURRENT_OPERATION) {
-            let set = match managed.entries.get(&key) {
-                Some(previous) => current.fields.set.union(&previous.fields.set),
-                None => current.fields.set,
-            };
+            let mut set = current.fields.set;
+            if let Some(previous) = managed.entries.get(&key) {
+                set.union_with(&previous.fields.set);
+            }
             let fields = VersionedSet { set, api_version: current.fields.api_version, applied: false };
             managed.entries.insert(key, Entry { manager: id, fields, time: Some(now) });
         }

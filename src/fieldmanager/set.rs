@@ -44,11 +44,43 @@ impl Set {
         let Some((last, parents)) = path.split_last() else {
             return;
         };
-        let mut node = self;
-        for element in parents {
-            node = node.descend(element);
+        self.insert_below(parents, last);
+    }
+
+    /// Adds `last` below `parents`, cloning only the elements not there yet.
+    fn insert_below(&mut self, parents: &[PathElement], last: &PathElement) {
+        let Some((first, rest)) = parents.split_first() else {
+            if !self.members.contains(last) {
+                self.members.insert(last.clone());
+            }
+            return;
+        };
+        if let Some(child) = self.children.get_mut(first) {
+            child.insert_below(rest, last);
+            return;
         }
-        node.insert_member(last.clone());
+        let mut child = Set::new();
+        child.insert_below(rest, last);
+        self.children.insert(first.clone(), child);
+    }
+
+    /// Adds `child`'s paths below `element` (moved, not copied).
+    pub fn add_child(&mut self, element: PathElement, child: Set) {
+        match self.children.get_mut(&element) {
+            Some(mine) => mine.merge(child),
+            None => {
+                self.children.insert(element, child);
+            }
+        }
+    }
+
+    /// Adds every path of `other`, as [`Set::union_with`], moving them.
+    pub fn merge(&mut self, other: Set) {
+        // An element already there stays: BTreeSet keeps the first of equal elements.
+        self.members.extend(other.members);
+        for (element, set) in other.children {
+            self.add_child(element, set);
+        }
     }
 
     /// Adds one member at this level.
@@ -150,6 +182,35 @@ impl Set {
         Set { members, children }
     }
 
+    /// [`Set::difference`] in place.
+    pub fn difference_with(&mut self, other: &Set) {
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|element, set| match other.children.get(element) {
+            Some(theirs) => {
+                set.difference_with(theirs);
+                !set.is_empty()
+            }
+            None => true,
+        });
+    }
+
+    /// [`Set::recursive_difference`] in place.
+    pub fn recursive_difference_with(&mut self, other: &Set) {
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|element, set| {
+            if other.has_member(element) {
+                return false;
+            }
+            match other.child(element) {
+                Some(theirs) => {
+                    set.recursive_difference_with(theirs);
+                    !set.is_empty()
+                }
+                None => true,
+            }
+        });
+    }
+
     /// Like [`Set::difference`], but a member of `other` also removes everything below it.
     pub fn recursive_difference(&self, other: &Set) -> Set {
         let members = self.members.difference(&other.members).cloned().collect();
@@ -238,6 +299,39 @@ mod tests {
         assert_eq!(rendered(&a.difference(&parent)), [".a", ".b.c", ".b.d"]);
         assert_eq!(rendered(&a.recursive_difference(&parent)), [".a"]);
         assert!(a.difference(&a).is_empty());
+    }
+
+    /// Sets of up to six paths over a three-letter alphabet, up to three deep, from `seed`.
+    fn generated(seed: &mut u64) -> Set {
+        let mut next = |n: u64| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed % n
+        };
+        let mut set = Set::new();
+        for _ in 0..next(7) {
+            let path: Vec<String> = (0..=next(3)).map(|_| ["a", "b", "c"][next(3) as usize].to_string()).collect();
+            set.insert(&p(&path.iter().map(String::as_str).collect::<Vec<_>>()));
+        }
+        set
+    }
+
+    #[test]
+    fn in_place_operations_match_the_copying_ones() {
+        let mut seed = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..2000 {
+            let (a, b) = (generated(&mut seed), generated(&mut seed));
+            let mut x = a.clone();
+            x.difference_with(&b);
+            assert_eq!(x, a.difference(&b));
+            let mut x = a.clone();
+            x.recursive_difference_with(&b);
+            assert_eq!(x, a.recursive_difference(&b));
+            let mut x = a.clone();
+            x.merge(b.clone());
+            assert_eq!(x, a.union(&b));
+        }
     }
 
     #[test]

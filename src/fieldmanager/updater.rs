@@ -110,36 +110,44 @@ impl Updater<'_> {
         force: bool,
     ) -> Result<Comparison, Error> {
         let comparison = self.compare(self.schema(version)?, old, new)?;
-        let mut at_version: BTreeMap<String, Comparison> = BTreeMap::new();
-        let mut conflicts: Vec<(String, Set)> = Vec::new();
-        let mut removed: Vec<(String, Set)> = Vec::new();
+        // Each other version's comparison once, with what changed in it (modified or added).
+        let mut at_version: BTreeMap<String, (Comparison, Set)> = BTreeMap::new();
         let mut gone = Vec::new();
+        for (key, entry) in &managed.entries {
+            let v = &entry.fields.api_version;
+            if key == writer || v == version || at_version.contains_key(v) {
+                continue;
+            }
+            let (Some((o, schema)), Some((n, _))) = (self.at(old, v)?, self.at(new, v)?) else {
+                gone.push(key.clone());
+                continue;
+            };
+            let cmp = self.compare(schema, &o, &n)?;
+            let changed = cmp.modified.union(&cmp.added);
+            at_version.insert(v.clone(), (cmp, changed));
+        }
+        let mut changed_here: Option<Set> = None;
+        let mut conflicts: Vec<(String, Set)> = Vec::new();
+        let mut removed: Vec<(String, &Set)> = Vec::new();
         for (key, entry) in &managed.entries {
             if key == writer {
                 continue;
             }
             let v = &entry.fields.api_version;
-            let cmp = if v == version {
-                &comparison
+            let (cmp, changed) = if v == version {
+                (&comparison, &*changed_here.get_or_insert_with(|| comparison.modified.union(&comparison.added)))
             } else {
-                if !at_version.contains_key(v) {
-                    let (Some((o, schema)), Some((n, _))) = (self.at(old, v)?, self.at(new, v)?) else {
-                        gone.push(key.clone());
-                        continue;
-                    };
-                    at_version.insert(v.clone(), self.compare(schema, &o, &n)?);
-                }
                 match at_version.get(v) {
-                    Some(c) => c,
+                    Some((c, changed)) => (c, changed),
                     None => continue,
                 }
             };
-            let conflict = entry.fields.set.intersection(&cmp.modified.union(&cmp.added));
+            let conflict = entry.fields.set.intersection(changed);
             if !conflict.is_empty() {
                 conflicts.push((key.clone(), conflict));
             }
             if !cmp.removed.is_empty() {
-                removed.push((key.clone(), cmp.removed.clone()));
+                removed.push((key.clone(), &cmp.removed));
             }
         }
         for key in gone {
@@ -148,9 +156,10 @@ impl Updater<'_> {
         if !force && !conflicts.is_empty() {
             return Err(Error::Conflicts(conflicts_of(managed, &conflicts)));
         }
-        for (key, set) in conflicts.iter().chain(&removed) {
+        let taken = conflicts.iter().map(|(k, s)| (k, s)).chain(removed.iter().map(|(k, s)| (k, *s)));
+        for (key, set) in taken {
             if let Some(entry) = managed.entries.get_mut(key) {
-                entry.fields.set = entry.fields.set.difference(set);
+                entry.fields.set.difference_with(set);
             }
         }
         managed.entries.retain(|_, e| !e.fields.set.is_empty());
@@ -171,13 +180,11 @@ impl Updater<'_> {
         let comparison = self.take_changed(live, new, version, managed, writer, true)?;
         let previous = managed.entries.remove(writer);
         let time = previous.as_ref().and_then(|e| e.time);
-        let set = previous
-            .map(|e| e.fields.set)
-            .unwrap_or_default()
-            .difference(&comparison.removed)
-            .union(&comparison.modified)
-            .union(&comparison.added)
-            .recursive_difference(self.ignored);
+        let mut set = previous.map(|e| e.fields.set).unwrap_or_default();
+        set.difference_with(&comparison.removed);
+        set.merge(comparison.modified);
+        set.merge(comparison.added);
+        set.recursive_difference_with(self.ignored);
         if !set.is_empty() {
             let fields = VersionedSet { set, api_version: version.to_string(), applied: false };
             managed.entries.insert(writer.to_string(), Entry { manager: manager.clone(), fields, time });

@@ -21,15 +21,14 @@ pub struct Comparison {
 
 impl Comparison {
     /// Drops the fields under `exclude` (and below them) from all three sets.
-    pub fn excluding(self, exclude: &Set) -> Comparison {
+    pub fn excluding(mut self, exclude: &Set) -> Comparison {
         if exclude.is_empty() {
             return self;
         }
-        Comparison {
-            removed: self.removed.recursive_difference(exclude),
-            modified: self.modified.recursive_difference(exclude),
-            added: self.added.recursive_difference(exclude),
-        }
+        self.removed.recursive_difference_with(exclude);
+        self.modified.recursive_difference_with(exclude);
+        self.added.recursive_difference_with(exclude);
+        self
     }
 }
 
