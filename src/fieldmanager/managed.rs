@@ -181,13 +181,14 @@ fn decode_entry(i: usize, entry: &Value) -> Result<Entry, InvalidManagedFields> 
 fn encode_entry(entry: &Entry) -> Value {
     let operation = if entry.fields.applied { Operation::Apply } else { entry.manager.operation };
     let fields = fieldsv1::encode(&entry.fields.set);
-    entry_value(&entry.manager, operation, &entry.fields.api_version, fields, entry.time)
+    let manager = (entry.manager.manager.as_str(), entry.manager.subresource.as_str());
+    entry_value(manager, operation, &entry.fields.api_version, fields, entry.time)
 }
 
 /// One managedFields entry: `manager`'s name and subresource, `operation`, the `fields`
 /// (FieldsV1) at `api_version`, written at `time`.
 pub fn entry_value(
-    manager: &Manager,
+    (manager, subresource): (&str, &str),
     operation: Operation,
     api_version: &str,
     fields: Value,
@@ -197,12 +198,12 @@ pub fn entry_value(
     out.insert("apiVersion".into(), Value::String(api_version.to_string()));
     out.insert("fieldsType".into(), Value::String("FieldsV1".into()));
     out.insert("fieldsV1".into(), fields);
-    if !manager.manager.is_empty() {
-        out.insert("manager".into(), Value::String(manager.manager.clone()));
+    if !manager.is_empty() {
+        out.insert("manager".into(), Value::String(manager.to_string()));
     }
     out.insert("operation".into(), Value::String(operation.as_str().into()));
-    if !manager.subresource.is_empty() {
-        out.insert("subresource".into(), Value::String(manager.subresource.clone()));
+    if !subresource.is_empty() {
+        out.insert("subresource".into(), Value::String(subresource.to_string()));
     }
     if let Some(time) = time {
         out.insert("time".into(), Value::String(format_rfc3339(time)));

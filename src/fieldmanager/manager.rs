@@ -200,8 +200,8 @@ impl FieldManager<'_> {
             return Some(Vec::new());
         }
         let name = if manager.is_empty() { "unknown" } else { manager };
-        let id = Manager::new(name, Operation::Update, self.api_version, self.subresource);
-        Some(vec![entry_value(&id, Operation::Update, self.api_version, Value::Object(fields), Some(now))])
+        let fields = Value::Object(fields);
+        Some(vec![entry_value((name, self.subresource), Operation::Update, self.api_version, fields, Some(now))])
     }
 
     /// [`FieldManager::update`] from the managers `managed`, through the general compare.
