@@ -151,15 +151,17 @@ pub async fn dispatch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<
     if call.served.definition.read_only && !matches!(call.verb.as_str(), "get" | "list" | "watch") {
         return Err(ApiError::method_not_allowed());
     }
+    // Each handler's future is boxed: unboxed, every request's future would be as large as
+    // the largest handler's (16 KB measured, 5-6 KB each), and moved whole into its box twice.
     match (call.verb.as_str(), call.subresource) {
-        ("get", _) => super::get::get(api, call).await,
-        ("list", Subresource::None) => super::list::list(api, call).await,
-        ("watch", Subresource::None) => super::watch::watch(api, call).await,
-        ("create", Subresource::None) => super::create::create(api, call, body).await,
-        ("update", _) => super::update::update(api, call, body).await,
-        ("patch", _) => super::patch::patch(api, call, body).await,
-        ("delete", Subresource::None) => super::delete::delete(api, call, body).await,
-        ("deletecollection", Subresource::None) => super::delete::delete_collection(api, call, body).await,
+        ("get", _) => Box::pin(super::get::get(api, call)).await,
+        ("list", Subresource::None) => Box::pin(super::list::list(api, call)).await,
+        ("watch", Subresource::None) => Box::pin(super::watch::watch(api, call)).await,
+        ("create", Subresource::None) => Box::pin(super::create::create(api, call, body)).await,
+        ("update", _) => Box::pin(super::update::update(api, call, body)).await,
+        ("patch", _) => Box::pin(super::patch::patch(api, call, body)).await,
+        ("delete", Subresource::None) => Box::pin(super::delete::delete(api, call, body)).await,
+        ("deletecollection", Subresource::None) => Box::pin(super::delete::delete_collection(api, call, body)).await,
         (verb, _) => Err(ApiError::method_not_supported(&call.resource(), verb)),
     }
 }

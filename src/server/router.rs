@@ -139,7 +139,7 @@ impl Router {
                 };
                 if endpoint == Endpoint::Migrate {
                     let info = info.clone();
-                    super::admin::migrate(&lifecycle, &info, request, encoding).await
+                    Box::pin(super::admin::migrate(&lifecycle, &info, request, encoding)).await
                 } else if posted {
                     super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding)
                 } else {
@@ -179,7 +179,8 @@ impl Router {
                     None => body::error_response(&ApiError::path_not_found(), encoding),
                 }
             }
-            Endpoint::Resource => self.api.serve_resource(request).await,
+            // Boxed, as the API layer boxes each handler: the request's future stays small.
+            Endpoint::Resource => Box::pin(self.api.serve_resource(request)).await,
             Endpoint::NotFound => body::error_response(&ApiError::path_not_found(), encoding),
         }
     }
