@@ -9,6 +9,9 @@
 # cache's resident memory per object (examples/etcd_cache_memory). Each create, get and delete
 # phase also prints the CPU time the server, etcd and the client spent per request (/proc): on a
 # machine of few cores they share them, so that a rate follows from what each spends.
+# With PIN=1, etcd runs on CPU 0 and everything else (the server, its clients, etcd's own
+# client) on CPU 1: as deployed, where etcd has machines of its own, so that the rates compare
+# what each path costs rather than how the server and etcd split two cores.
 # Usage: hack/bench-etcd.sh [SECONDS_PER_PHASE]   (SERVERS="sled etcd-direct etcd" by default)
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
@@ -22,11 +25,13 @@ work=$(mktemp -d)
 server="" etcd_pid=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null; rm -rf "$work"' EXIT
 source hack/lib/dev-server.sh
-echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase; $(etcd --version | head -1)"
+etcd_cpu=() rest_cpu=()
+[ -z "${PIN:-}" ] || { etcd_cpu=(taskset -c 0); rest_cpu=(taskset -c 1); }
+echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase; $(etcd --version | head -1)${PIN:+; pinned: etcd on CPU 0, the rest on CPU 1}"
 
 client_port=$((40000 + RANDOM % 10000)); peer_port=$((client_port + 1))
 endpoint="http://127.0.0.1:$client_port"
-etcd --data-dir "$work/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
+"${etcd_cpu[@]}" etcd --data-dir "$work/etcd" --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
   --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
   --initial-cluster "default=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
@@ -36,11 +41,11 @@ run_server() { # sled | etcd-direct | etcd
   mkdir -p "$dir" && cp -r manifests "$dir/"
   unset port
   case "$1" in
-    etcd-direct) dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
+    etcd-direct) dev_server "$dir" "${rest_cpu[@]}" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
       --etcd-compaction-interval=0 --etcd-prefix=/bench-direct --watch-cache=false ;;
-    etcd) dev_server "$dir" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
+    etcd) dev_server "$dir" "${rest_cpu[@]}" "$binary" -- --storage-backend=etcd3 --etcd-servers="$endpoint" \
       --etcd-compaction-interval=0 --etcd-prefix=/bench-cached ;;
-    *) dev_server "$dir" "$binary" ;;
+    *) dev_server "$dir" "${rest_cpu[@]}" "$binary" ;;
   esac
   tls=(--port "$port" --ca "$dir/certs/dev/serving-ca.crt" --cert "$dir/certs/dev/admin.crt" --key "$dir/certs/dev/admin.key")
   case "$1" in
@@ -50,14 +55,14 @@ run_server() { # sled | etcd-direct | etcd
   esac
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for conns in 1 8 32; do
-    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get,delete \
+    "${rest_cpu[@]}" "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases create,get,delete \
       --cpu-of "server=$server,etcd=$etcd_pid"
   done
   for conns in 1 8; do
-    "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases list --list-objects 2000
+    "${rest_cpu[@]}" "$target"/release/examples/load "${tls[@]}" --connections "$conns" --seconds "$seconds" --phases list --list-objects 2000
   done
   for watchers in 1 100 1000; do
-    "$target"/release/examples/watchload "${tls[@]}" --watchers "$watchers" --writes 200
+    "${rest_cpu[@]}" "$target"/release/examples/watchload "${tls[@]}" --watchers "$watchers" --writes 200
   done
   echo "server resident memory: $(ps -o rss= -p "$server" | awk '{print int($1/1024)}') MiB"
   kill "$server"; wait "$server" 2>/dev/null || true; server=""
@@ -71,7 +76,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 sample=/bench-cached/
 case " ${SERVERS:-etcd} " in *" etcd "*) ;; *) sample=/bench-direct/ ;; esac
 for conns in 1 8 32; do
-  "$target"/release/examples/etcd_load --endpoint "$endpoint" --connections "$conns" --seconds "$seconds" \
+  "${rest_cpu[@]}" "$target"/release/examples/etcd_load --endpoint "$endpoint" --connections "$conns" --seconds "$seconds" \
     --sample-prefix "$sample" --cpu-of "etcd=$etcd_pid"
 done
 echo "== the cache's memory"

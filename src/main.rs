@@ -3,6 +3,11 @@
 use clap::Parser;
 use crd_apiserver::cli::{self, Cli, Command};
 
+/// mimalloc instead of glibc's malloc: allocation was a fifth of a request's instructions
+/// (ARCHITECTURE.md, entry points).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args = Cli::parse();
     crd_apiserver::logs::init(&crd_apiserver::logs::Options { verbosity: args.verbosity, format: args.logging_format });

@@ -140,7 +140,7 @@ impl Call {
 
     /// The request version's `apiVersion`.
     pub fn api_version(&self) -> String {
-        format!("{}/{}", self.served.definition.group, self.served.version.name)
+        crate::core::gvr::join_api_version(&self.served.definition.group, &self.served.version.name)
     }
 }
 

@@ -139,7 +139,7 @@ pub fn prepare_create(object: &mut Value, placement: &Placement<'_>) -> Result<V
     meta.remove("resourceVersion");
     meta.remove("selfLink");
     meta.insert("generation".into(), Value::from(1));
-    meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+    meta.insert("uid".into(), Value::String(crate::core::random::uuid_v4().to_string()));
     meta.insert("creationTimestamp".into(), Value::String(crate::core::time::now_rfc3339()));
     let mut errors = Vec::new();
     let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();

@@ -53,8 +53,8 @@ pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> 
     if api_version.is_empty() {
         return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{}'", codec::compact(object))));
     }
-    let expected = format!("{}/{}", definition.group, served.version.name);
-    if api_version != expected {
+    if !crate::core::gvr::is_api_version(api_version, &definition.group, &served.version.name) {
+        let expected = crate::core::gvr::join_api_version(&definition.group, &served.version.name);
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({api_version}) does not match the expected API version ({expected})"
         )));

@@ -22,19 +22,39 @@ impl Path {
         Path(name.to_string())
     }
 
+    // The three below build paths on every write's hot path (object metadata, schema
+    // validation), most of them never rendered: plain appends, not `format!`, which costs
+    // several times as much.
+
     /// `path.name`
     pub fn child(&self, name: &str) -> Path {
-        if self.0.is_empty() { Path(name.to_string()) } else { Path(format!("{}.{}", self.0, name)) }
+        if self.0.is_empty() {
+            return Path(name.to_string());
+        }
+        let mut path = String::with_capacity(self.0.len() + 1 + name.len());
+        path.push_str(&self.0);
+        path.push('.');
+        path.push_str(name);
+        Path(path)
     }
 
     /// `path[i]`
     pub fn index(&self, index: usize) -> Path {
-        Path(format!("{}[{}]", self.0, index))
+        self.bracketed(&index.to_string())
     }
 
     /// `path[key]`
     pub fn key(&self, key: &str) -> Path {
-        Path(format!("{}[{}]", self.0, key))
+        self.bracketed(key)
+    }
+
+    fn bracketed(&self, inner: &str) -> Path {
+        let mut path = String::with_capacity(self.0.len() + 2 + inner.len());
+        path.push_str(&self.0);
+        path.push('[');
+        path.push_str(inner);
+        path.push(']');
+        Path(path)
     }
 
     pub fn is_nil(&self) -> bool {

@@ -13,6 +13,7 @@ pub mod names;
 pub mod namespace;
 pub mod parallel;
 pub mod paths;
+pub mod random;
 pub mod request_info;
 pub mod request_scope;
 pub mod sorted_map;

@@ -82,7 +82,7 @@ pub fn generate_name(prefix: &str) -> String {
         cut -= 1;
     }
     let mut name = prefix.get(..cut).unwrap_or_default().to_string();
-    let random = uuid::Uuid::new_v4();
+    let random = super::random::uuid_v4();
     for byte in random.as_bytes().iter().take(SUFFIX_LEN) {
         let index = usize::from(*byte) % SUFFIX_ALPHABET.len();
         name.push(char::from(SUFFIX_ALPHABET.get(index).copied().unwrap_or(b'x')));

@@ -3,10 +3,19 @@
 
 /// The key of one object.
 pub fn object_key(group: &str, plural: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) => format!("/{group}/{plural}/{ns}/{name}"),
-        None => format!("/{group}/{plural}/{name}"),
+    // Joined by hand: every request builds one, and `format!` costs several times as much.
+    let mut key = String::with_capacity(group.len() + plural.len() + namespace.map_or(0, str::len) + name.len() + 4);
+    key.push('/');
+    key.push_str(group);
+    key.push('/');
+    key.push_str(plural);
+    if let Some(namespace) = namespace {
+        key.push('/');
+        key.push_str(namespace);
     }
+    key.push('/');
+    key.push_str(name);
+    key
 }
 
 /// The prefix of every object of a resource (all namespaces).
