@@ -138,12 +138,13 @@ struct Changes {
     collapse: Vec<Path>,
 }
 
-fn reconcile_node(
+/// `path` borrows the set's elements: they are copied only into a change.
+fn reconcile_node<'a>(
     schema: &Schema,
     t: Option<TypeId>,
-    set: Option<&Set>,
+    set: Option<&'a Set>,
     is_atomic: bool,
-    path: &mut Path,
+    path: &mut Vec<&'a PathElement>,
     changes: &mut Changes,
 ) {
     let Some(atom) = t.map(|t| schema.atom(t)) else {
@@ -157,7 +158,7 @@ fn reconcile_node(
         }
         if !is_atomic && map.atomic {
             if set.is_some_and(|s| !s.is_empty()) {
-                changes.collapse.push(path.clone());
+                changes.collapse.push(owned(path));
             }
             return;
         }
@@ -176,7 +177,7 @@ fn reconcile_node(
     } else if atom.scalar.is_some() {
     } else if let Some(list) = &atom.list {
         if !is_atomic && !list.associative {
-            changes.collapse.push(path.clone());
+            changes.collapse.push(owned(path));
             return;
         }
         if let Some(set) = set {
@@ -186,17 +187,21 @@ fn reconcile_node(
 }
 
 /// Visits the children that are not members, then the members, as the Go walker does.
-fn visit_children(
-    set: &Set,
-    path: &mut Path,
+fn owned(path: &[&PathElement]) -> Path {
+    path.iter().map(|e| (*e).clone()).collect()
+}
+
+fn visit_children<'a>(
+    set: &'a Set,
+    path: &mut Vec<&'a PathElement>,
     changes: &mut Changes,
     type_of: impl Fn(&PathElement) -> Option<TypeId>,
     schema: &Schema,
 ) {
-    let mut visit = |element: &PathElement, is_member: bool| {
+    let mut visit = |element: &'a PathElement, is_member: bool| {
         let Some(t) = type_of(element) else { return };
         let child = set.child(element);
-        path.push(element.clone());
+        path.push(element);
         reconcile_node(schema, Some(t), child, is_member && child.is_none(), path, changes);
         path.pop();
     };
