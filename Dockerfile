@@ -16,6 +16,9 @@ RUN cargo build --release --locked --features etcd --bin crd-apiserver \
 
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/crd-apiserver /usr/local/bin/crd-apiserver
+# mimalloc (the binary's allocator) commits its arenas on demand: committed on reservation,
+# they kept about 50 MiB more resident after a burst of writes, for no measurable speed.
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 # 65532: the conventional "nonroot" user; the pod's securityContext uses the same ids.
 USER 65532:65532
 EXPOSE 8443
