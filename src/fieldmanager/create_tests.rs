@@ -5,19 +5,8 @@
 use serde_json::{Value, json};
 
 use super::managed::Managed;
+use super::tests::OneVersion;
 use super::*;
-
-struct OneVersion(Schema);
-
-impl Versions for OneVersion {
-    fn schema(&self, api_version: &str) -> Option<&Schema> {
-        (api_version == "g/v1").then_some(&self.0)
-    }
-
-    fn convert(&self, _: &Value, api_version: &str) -> Result<Value, String> {
-        Err(format!("no version {api_version}"))
-    }
-}
 
 fn openapi() -> Value {
     let port = json!({"type": "object", "properties": {

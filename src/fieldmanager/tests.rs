@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::*;
 
-struct OneVersion(Schema);
+/// One version, `g/v1`, of the given schema (also used by `create_tests`).
+pub(super) struct OneVersion(pub(super) Schema);
 
 impl Versions for OneVersion {
     fn schema(&self, api_version: &str) -> Option<&Schema> {

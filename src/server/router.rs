@@ -81,6 +81,13 @@ pub struct Router {
     pub lifecycle: Option<Arc<crate::lifecycle::controller::Controller>>,
 }
 
+/// The build's time (build.rs: `SOURCE_DATE_EPOCH`, else when it was built) as Kubernetes
+/// writes `buildDate`.
+fn build_date() -> String {
+    let seconds = env!("CRD_APISERVER_BUILD_EPOCH").parse().unwrap_or(0);
+    crate::core::time::format_rfc3339(jiff::Timestamp::from_second(seconds).unwrap_or(jiff::Timestamp::UNIX_EPOCH))
+}
+
 fn version_info() -> serde_json::Value {
     json!({
         "major": "1",
@@ -89,7 +96,7 @@ fn version_info() -> serde_json::Value {
         // Set by build.rs from the git checkout (empty outside one).
         "gitCommit": env!("CRD_APISERVER_GIT_COMMIT"),
         "gitTreeState": env!("CRD_APISERVER_GIT_TREE_STATE"),
-        "buildDate": env!("CRD_APISERVER_BUILD_DATE"),
+        "buildDate": build_date(),
         "goVersion": "",
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
