@@ -27,7 +27,7 @@ impl Versions for DefinitionVersions<'_> {
         if group != self.0.group {
             return None;
         }
-        self.0.version(version).map(|v| v.field_schema.as_ref())
+        self.0.version(version).map(|v| v.field_schema().as_ref())
     }
 
     fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {

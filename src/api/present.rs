@@ -120,7 +120,7 @@ pub fn read_coerce(definition: &Definition, object: &mut Value) {
         .and_then(|v| v.rsplit('/').next())
         .and_then(|v| definition.version(v))
         .unwrap_or(&definition.storage);
-    let schema = stored_version.schema.as_deref();
+    let schema = stored_version.schema().map(std::sync::Arc::as_ref);
     // A stored object's metadata may only be wrong in ways that dropping fixes.
     let _ = crate::schema::coerce(object, schema, true);
     if let Some(meta) = objects::metadata_mut(object)

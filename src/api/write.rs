@@ -72,7 +72,7 @@ pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> 
 /// resources' metadata, then the version's defaults. Returns the unknown field paths
 /// (`spec.someRandomField`, `metadata.foo`).
 pub fn coerce(served: &Served, object: &mut Value) -> Result<Vec<String>, ApiError> {
-    let schema = served.version.schema.as_deref();
+    let schema = served.version.schema().map(std::sync::Arc::as_ref);
     let unknown = schema::coerce(object, schema, false).map_err(|e| undecodable(served, &e.to_string()))?;
     objects::ensure_metadata(object)?;
     schema::default(object, schema);
@@ -125,7 +125,7 @@ pub fn validate(
     mut errors: Vec<FieldError>,
 ) -> Result<Vec<String>, ApiError> {
     let version = &served.version;
-    let schema = version.schema.as_deref();
+    let schema = version.schema().map(std::sync::Arc::as_ref);
     let no_metadata = serde_json::Map::new();
     let meta = objects::metadata(object).unwrap_or(&no_metadata);
     errors.extend(meta_rules::validate_details(meta, &Path::new("metadata"), old.is_none()));
@@ -151,7 +151,7 @@ pub fn validate(
         }
     }
     let mut warnings = Vec::new();
-    if let Some(rules) = &version.cel_rules {
+    if let Some(rules) = version.cel_rules() {
         // CEL: x-kubernetes-validations. Kubernetes skips the rules when earlier errors mean
         // the object is not what they expect, and says so; otherwise they run over the whole
         // object (with `old` for transition rules and ratcheting, whose suppressed errors
@@ -222,7 +222,7 @@ pub fn convert_all_to(
 fn prune_converted(before: Option<&str>, object: &mut Value, target: &crate::definitions::Version) {
     let after = object.get("apiVersion").and_then(Value::as_str);
     if before != after
-        && let Some(schema) = target.schema.as_deref()
+        && let Some(schema) = target.schema().map(std::sync::Arc::as_ref)
     {
         // Metadata was coerced on decode already; an error here leaves the object as it is.
         let _ = schema::coerce(object, Some(schema), true);

@@ -447,6 +447,19 @@ pub fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
     })
 }
 
+/// `work` applied to every item on one thread per core with the compile stack, in item order:
+/// everything `work` compiles is compiled on its worker (loading many definitions starts no
+/// thread per definition). A panicking item fails alone (`None`), as on a thread of its own;
+/// `None` for every item when no thread could be started.
+pub fn map_on_compile_stack<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<Option<R>> {
+    let on_stack = |item: &T| {
+        ON_COMPILE_STACK.with(|on| on.set(true));
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(item))).ok()
+    };
+    crate::core::parallel::map_with_stack(items, COMPILE_STACK_BYTES, on_stack)
+        .unwrap_or_else(|| items.iter().map(|_| None).collect())
+}
+
 /// An admission expression compiled, with what mutations need besides the program.
 pub struct AdmissionProgram {
     pub program: Program,

@@ -29,7 +29,9 @@ mod value;
 use serde_json::Value as Json;
 
 use crate::core::field::{FieldError, Path};
-pub use compile::{STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT, on_compile_stack};
+pub use compile::{
+    STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT, map_on_compile_stack, on_compile_stack,
+};
 pub use validator::{Outcome, PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
 
 /// The compiled validation rules of one schema.

@@ -9,19 +9,47 @@ pub fn map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<
     if threads <= 1 {
         return items.iter().map(work).collect();
     }
+    on_threads(items, threads, None, work)
+}
+
+/// [`map`] on threads of their own (at least one, even for one item) with `stack_bytes` of
+/// stack each: a worker takes item after item, so that work needing a deep stack starts one
+/// thread per core, not one per item. `None` when no thread could be started.
+pub fn map_with_stack<T: Sync, R: Send>(
+    items: &[T],
+    stack_bytes: usize,
+    work: impl Fn(&T) -> R + Sync,
+) -> Option<Vec<R>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    let done = on_threads(items, threads, Some(stack_bytes), work);
+    (done.len() == items.len()).then_some(done)
+}
+
+fn on_threads<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    stack_bytes: Option<usize>,
+    work: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        out.push((i, work(item)));
-                    }
-                    out
-                })
+            .filter_map(|_| {
+                let mut builder = std::thread::Builder::new();
+                if let Some(bytes) = stack_bytes {
+                    builder = builder.stack_size(bytes);
+                }
+                builder
+                    .spawn_scoped(scope, || {
+                        let mut out = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(item) = items.get(i) else { break };
+                            out.push((i, work(item)));
+                        }
+                        out
+                    })
+                    .ok()
             })
             .collect();
         // A worker's panic is the caller's, as it would be without threads.
@@ -38,5 +66,7 @@ mod tests {
         let items: Vec<u64> = (0..1000).collect();
         assert_eq!(super::map(&items, |i| i * 2), items.iter().map(|i| i * 2).collect::<Vec<_>>());
         assert!(super::map(&Vec::<u8>::new(), |_| 0).is_empty());
+        assert_eq!(super::map_with_stack(&items, 1 << 20, |i| i + 1).unwrap(), (1..1001).collect::<Vec<_>>());
+        assert_eq!(super::map_with_stack(&[7u8], 1 << 20, |i| *i).unwrap(), [7]);
     }
 }

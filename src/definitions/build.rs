@@ -1,72 +1,68 @@
-//! The served model of a valid definition: versions with their compiled schema, CEL rules
-//! and field-manager types, deprecation warnings naming the newer version, the storage version.
+//! The served model of a valid definition: versions with their schema (compiled, with its CEL
+//! rules and field-manager types, on first use), deprecation warnings naming the newer version,
+//! the storage version.
 
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::model::{Definition, Scale, Scope, Version};
-use super::validate::{CompiledRules, version_schema};
+use super::model::{Definition, Scale, Scope, Version, VersionFields};
+use super::validate::version_schema;
 use super::version_order;
-use crate::core::field::Path;
-
-/// The CEL rules of a version, compiled (errors were reported by `check`).
-fn compiled_rules(
-    v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion,
-) -> Option<Arc<crate::cel::Rules>> {
-    let (rules, _) = crate::cel::Rules::compile(&version_schema(v)?, &Path::nil());
-    (!rules.is_empty()).then(|| Arc::new(rules))
-}
 
 /// The served model of a definition that passed [`super::validate::check`].
 pub fn build(crd: CustomResourceDefinition, source: String) -> Definition {
-    let rules = crd.spec.versions.iter().map(compiled_rules).collect();
-    build_compiled(crd, source, rules)
-}
-
-/// [`build`] with the CEL rules [`super::validate::check_and_compile`] compiled: compiling
-/// them is most of the cost of loading a definition, and is done once.
-pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: CompiledRules) -> Definition {
-    let spec = &crd.spec;
-    let kind = spec.names.kind.clone();
-    rules.resize(spec.versions.len(), None);
-    let mut versions: Vec<Arc<Version>> = spec
+    let schemas = crd
+        .spec
         .versions
         .iter()
-        .zip(rules)
-        .map(|(v, cel_rules)| {
-            let subresources = v.subresources.as_ref();
-            let openapi_schema = version_schema(v);
-            let schema = openapi_schema.as_ref().map(|raw| Arc::new(crate::schema::compile(raw)));
-            let openapi_schema = openapi_schema.and_then(|raw| serde_json::to_string(&raw).ok()).map(Arc::from);
-            Arc::new(Version {
-                name: v.name.clone(),
-                served: v.served,
-                storage: v.storage,
-                deprecated: v.deprecated.unwrap_or(false),
-                deprecation_warning: None,
-                openapi_schema,
-                schema,
-                printer_columns: v.additional_printer_columns.clone().unwrap_or_default(),
-                status_subresource: subresources.is_some_and(|s| s.status.is_some()),
-                scale: subresources.and_then(|s| s.scale.as_ref()).map(|s| Scale {
-                    spec_replicas_path: s.spec_replicas_path.clone(),
-                    status_replicas_path: s.status_replicas_path.clone(),
-                    label_selector_path: s.label_selector_path.clone().filter(|p| !p.is_empty()),
-                }),
-                selectable_fields: v
-                    .selectable_fields
-                    .iter()
-                    .flatten()
-                    .map(|f| f.json_path.trim_start_matches('.').to_string())
-                    .collect(),
-                // --- CEL (issue 5)
-                cel_rules,
-                // --- end CEL
-                field_schema: crate::fieldmanager::Schema::of_version(v),
-            })
-        })
+        .map(|v| version_schema(v).and_then(|raw| serde_json::to_string(&raw).ok()).map(Arc::from))
         .collect();
+    build_with_schemas(&crd, source, schemas)
+}
+
+/// [`build`] with each version's `openAPIV3Schema` as compact JSON text (in version order), as
+/// the loader made it once for the checks. Nothing is compiled here: each version compiles its
+/// schema, CEL rules and field-manager types on first use; versions with the same schema text
+/// share the text and what it compiles to.
+pub fn build_with_schemas(
+    crd: &CustomResourceDefinition,
+    source: String,
+    schemas: Vec<Option<Arc<str>>>,
+) -> Definition {
+    let spec = &crd.spec;
+    let kind = spec.names.kind.clone();
+    let mut schemas = schemas.into_iter();
+    let mut versions: Vec<Arc<Version>> = Vec::with_capacity(spec.versions.len());
+    for v in &spec.versions {
+        let subresources = v.subresources.as_ref();
+        let version = Version::new(VersionFields {
+            name: v.name.clone(),
+            served: v.served,
+            storage: v.storage,
+            deprecated: v.deprecated.unwrap_or(false),
+            deprecation_warning: None,
+            openapi_schema: schemas.next().flatten(),
+            printer_columns: v.additional_printer_columns.clone().unwrap_or_default(),
+            status_subresource: subresources.is_some_and(|s| s.status.is_some()),
+            scale: subresources.and_then(|s| s.scale.as_ref()).map(|s| Scale {
+                spec_replicas_path: s.spec_replicas_path.clone(),
+                status_replicas_path: s.status_replicas_path.clone(),
+                label_selector_path: s.label_selector_path.clone().filter(|p| !p.is_empty()),
+            }),
+            selectable_fields: v
+                .selectable_fields
+                .iter()
+                .flatten()
+                .map(|f| f.json_path.trim_start_matches('.').to_string())
+                .collect(),
+        });
+        let version = match versions.iter().find(|earlier| earlier.same_schema(&version)) {
+            Some(earlier) => version.sharing_compiled_with(earlier),
+            None => version,
+        };
+        versions.push(Arc::new(version));
+    }
     // Deprecation warnings name the newest non-deprecated served version, if any is newer.
     let warnings: Vec<Option<String>> = spec
         .versions
@@ -96,23 +92,12 @@ pub fn build_compiled(crd: CustomResourceDefinition, source: String, mut rules: 
             Arc::make_mut(version).deprecation_warning = warning;
         }
     }
-    let storage = versions.iter().find(|v| v.storage).or(versions.first()).cloned().unwrap_or_else(|| {
-        Arc::new(Version {
-            name: String::new(),
-            served: false,
-            storage: true,
-            deprecated: false,
-            deprecation_warning: None,
-            openapi_schema: None,
-            schema: None,
-            printer_columns: Vec::new(),
-            status_subresource: false,
-            scale: None,
-            selectable_fields: Vec::new(),
-            cel_rules: None, // CEL (issue 5)
-            field_schema: Default::default(),
-        })
-    });
+    let storage = versions
+        .iter()
+        .find(|v| v.storage)
+        .or(versions.first())
+        .cloned()
+        .unwrap_or_else(|| Arc::new(Version::new(VersionFields { storage: true, ..VersionFields::default() })));
     Definition {
         conversion: super::conversion::build(crd.spec.conversion.as_ref()),
         name: crd.metadata.name.clone().unwrap_or_default(),

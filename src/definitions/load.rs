@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::model::Definition;
@@ -109,8 +110,20 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
 /// what a later version of the file is compared with.
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The manifest, defaulted, without its versions' schemas: those are the definition's
+    /// versions' schema texts (a decoded schema takes several times the memory of its text).
     pub manifest: Arc<CustomResourceDefinition>,
     pub definition: Arc<Definition>,
+}
+
+impl Loaded {
+    /// Whether `other` has the same spec: its manifest and every version's schema the same.
+    pub fn same_spec(&self, other: &Loaded) -> bool {
+        let (mine, theirs) = (&self.definition.versions, &other.definition.versions);
+        self.manifest.spec == other.manifest.spec
+            && mine.len() == theirs.len()
+            && mine.iter().zip(theirs).all(|(a, b)| a.openapi_schema == b.openapi_schema)
+    }
 }
 
 /// Checks one manifest document and builds its served model.
@@ -131,28 +144,50 @@ pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
             vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
         ));
     }
-    let mut crd: CustomResourceDefinition =
-        serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
-    let decoded = serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    let mut crd = CustomResourceDefinition::deserialize(&raw)
+        .map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    let mut decoded =
+        serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
         return Err(Problem::new(source, name, vec![super::strict::message(&unknown)]));
     }
     validate::apply_defaults(&mut crd);
-    let (errors, rules) = validate::check_and_compile(&crd, &raw);
+    // Each version's schema as a value once, for the checks and the schema text (defaulting
+    // leaves schemas alone).
+    let schemas = take_version_schemas(&mut decoded, crd.spec.versions.len());
+    let errors = validate::check_with_schemas(&crd, &raw, &schemas);
     if !errors.is_empty() {
         return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
     }
-    let mut definition = super::build::build_compiled(crd.clone(), source.to_string(), rules);
-    let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
-    definition.warnings =
-        schemas.filter_map(|v| v.pointer("/schema/openAPIV3Schema")).flat_map(crate::schema::check::warnings).collect();
+    let texts = schemas.iter().map(|s| s.as_ref().and_then(|s| serde_json::to_string(s).ok()).map(Arc::from)).collect();
+    drop(schemas);
+    for version in &mut crd.spec.versions {
+        version.schema = None;
+    }
+    let mut definition = super::build::build_with_schemas(&crd, source.to_string(), texts);
+    let raw_schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
+    definition.warnings = raw_schemas
+        .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .flat_map(crate::schema::check::warnings)
+        .collect();
     Ok(Loaded { manifest: Arc::new(crd), definition: Arc::new(definition) })
 }
 
+/// The versions' `openAPIV3Schema`s taken out of a decoded manifest, in version order.
+fn take_version_schemas(decoded: &mut Value, count: usize) -> Vec<Option<Value>> {
+    let mut versions = decoded.pointer_mut("/spec/versions").and_then(Value::as_array_mut);
+    (0..count)
+        .map(|i| {
+            let version = versions.as_mut().and_then(|v| v.get_mut(i));
+            version.and_then(|v| v.pointer_mut("/schema/openAPIV3Schema")).map(Value::take).filter(|s| !s.is_null())
+        })
+        .collect()
+}
+
 /// Loads every definition from files and directories. Problems are collected, not fatal.
-/// Files are loaded on every core (checking and compiling a definition is CPU work); the
-/// report lists them in file order whatever the order they finished in.
+/// Files are loaded on every core, on threads with CEL's compile stack (checking a definition
+/// is CPU work); the report lists them in file order whatever the order they finished in.
 pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
     let mut report = LoadReport::default();
     let files = match manifest_files(paths) {
@@ -162,7 +197,10 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
             return report;
         }
     };
-    for outcome in crate::core::parallel::map(&files, |file| load_file(file)).into_iter().flatten() {
+    let loaded = crate::cel::map_on_compile_stack(&files, |file| load_file(file));
+    for outcome in
+        files.iter().zip(loaded).flat_map(|(file, documents)| documents.unwrap_or_else(|| not_compiled(file)))
+    {
         match outcome {
             Ok(d) => report.definitions.push(Arc::unwrap_or_clone(d.definition)),
             Err(p) => report.problems.push(p),
@@ -182,10 +220,13 @@ fn load_file(file: &Path) -> Vec<Result<Loaded, Problem>> {
 /// The definitions of a file's contents, and its problems, in document order. Loaded on one
 /// thread with the stack CEL compilation needs, shared by every rule of the file.
 pub fn load_text(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
-    crate::cel::on_compile_stack(|| load_text_here(file, bytes)).unwrap_or_else(|| {
-        let problem = "cannot load: the definitions could not be compiled".to_string();
-        vec![Err(Problem::new(file.display().to_string(), None, vec![problem]))]
-    })
+    crate::cel::on_compile_stack(|| load_text_here(file, bytes)).unwrap_or_else(|| not_compiled(file))
+}
+
+/// What a file whose loading failed on its compile thread gave.
+pub fn not_compiled(file: &Path) -> Vec<Result<Loaded, Problem>> {
+    let problem = "cannot load: the definitions could not be compiled".to_string();
+    vec![Err(Problem::new(file.display().to_string(), None, vec![problem]))]
 }
 
 fn load_text_here(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {

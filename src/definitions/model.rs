@@ -1,7 +1,7 @@
 //! The served form of a definition: what the API needs per resource and version, computed
 //! once when the definition is loaded.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 
@@ -30,28 +30,125 @@ pub struct Version {
     pub deprecated: bool,
     /// The warning every request to this version gets, if deprecated.
     pub deprecation_warning: Option<String>,
-    /// The version's `openAPIV3Schema`, as compact JSON text (what publishing reads, rarely;
-    /// text takes a fraction of a value's memory).
+    /// The version's `openAPIV3Schema`, as compact JSON text: what publishing reads, and what
+    /// the compiled forms are built from on first use (text takes a fraction of a value's
+    /// memory, and versions with the same schema share it).
     pub openapi_schema: Option<Arc<str>>,
-    /// The same schema compiled once for the write and read paths (pruning, defaulting,
-    /// validation); shared, never recompiled per request.
-    pub schema: Option<Arc<crate::schema::Schema>>,
     pub printer_columns: Vec<CustomResourceColumnDefinition>,
     pub status_subresource: bool,
     pub scale: Option<Scale>,
     /// `selectableFields` JSON paths without the leading dot (`spec.color`).
     pub selectable_fields: Vec<String>,
-    // --- CEL (issue 5): the version's x-kubernetes-validations, compiled once at load.
-    pub cel_rules: Option<Arc<crate::cel::Rules>>,
-    // --- end CEL
-    /// The type tree server-side apply merges and tracks ownership with.
-    pub field_schema: Arc<crate::fieldmanager::Schema>,
+    /// The compiled forms of `openapi_schema`, each built when first needed and then kept
+    /// (shared by the clones of this version): a definition nobody uses costs its text only.
+    compiled: Arc<Compiled>,
+}
+
+/// What a version's schema compiles to, built on first use. The definition's checks compiled
+/// the schema and its CEL rules once already (and refused it on any error), so building them
+/// again from the same text gives what the checks saw.
+#[derive(Debug, Default)]
+struct Compiled {
+    schema: OnceLock<Option<Arc<crate::schema::Schema>>>,
+    cel_rules: OnceLock<Option<Arc<crate::cel::Rules>>>,
+    field_schema: OnceLock<Arc<crate::fieldmanager::Schema>>,
+}
+
+/// A version's fields but the compiled forms, for [`Version::new`].
+#[derive(Debug, Default)]
+pub struct VersionFields {
+    pub name: String,
+    pub served: bool,
+    pub storage: bool,
+    pub deprecated: bool,
+    pub deprecation_warning: Option<String>,
+    pub openapi_schema: Option<Arc<str>>,
+    pub printer_columns: Vec<CustomResourceColumnDefinition>,
+    pub status_subresource: bool,
+    pub scale: Option<Scale>,
+    pub selectable_fields: Vec<String>,
 }
 
 impl Version {
+    pub fn new(fields: VersionFields) -> Version {
+        let VersionFields {
+            name,
+            served,
+            storage,
+            deprecated,
+            deprecation_warning,
+            openapi_schema,
+            printer_columns,
+            status_subresource,
+            scale,
+            selectable_fields,
+        } = fields;
+        Version {
+            name,
+            served,
+            storage,
+            deprecated,
+            deprecation_warning,
+            openapi_schema,
+            printer_columns,
+            status_subresource,
+            scale,
+            selectable_fields,
+            compiled: Arc::default(),
+        }
+    }
+
     /// The version's `openAPIV3Schema` as a value.
     pub fn openapi_schema_value(&self) -> Option<serde_json::Value> {
         self.openapi_schema.as_deref().and_then(|text| serde_json::from_str(text).ok())
+    }
+
+    /// The schema compiled for the write and read paths (pruning, defaulting, validation):
+    /// built on first use, then shared; never recompiled per request.
+    pub fn schema(&self) -> Option<&Arc<crate::schema::Schema>> {
+        self.compiled
+            .schema
+            .get_or_init(|| self.openapi_schema_value().map(|raw| Arc::new(crate::schema::compile(&raw))))
+            .as_ref()
+    }
+
+    /// The version's `x-kubernetes-validations`, compiled on first use (`None`: it has none).
+    pub fn cel_rules(&self) -> Option<&Arc<crate::cel::Rules>> {
+        self.compiled
+            .cel_rules
+            .get_or_init(|| {
+                let raw = self.openapi_schema_value()?;
+                // One thread with the compile stack for all the version's rules.
+                let (rules, _) = crate::cel::on_compile_stack(|| {
+                    crate::cel::Rules::compile(&raw, &crate::core::field::Path::nil())
+                })?;
+                (!rules.is_empty()).then(|| Arc::new(rules))
+            })
+            .as_ref()
+    }
+
+    /// The type tree server-side apply merges and tracks ownership with, built on first use.
+    pub fn field_schema(&self) -> &Arc<crate::fieldmanager::Schema> {
+        self.compiled.field_schema.get_or_init(|| {
+            Arc::new(crate::fieldmanager::Schema::custom_resource(self.openapi_schema_value().as_ref()))
+        })
+    }
+
+    /// Whether `other` has this version's schema (the same text): then their compiled forms
+    /// behave alike.
+    pub fn same_schema(&self, other: &Version) -> bool {
+        Arc::ptr_eq(&self.compiled, &other.compiled)
+            || (self.openapi_schema.is_some() && self.openapi_schema == other.openapi_schema)
+    }
+
+    /// This version sharing `other`'s compiled forms, for versions of one definition whose
+    /// schemas are the same text: each form is built once for both.
+    pub fn sharing_compiled_with(mut self, other: &Version) -> Version {
+        if self.openapi_schema.is_some() && self.openapi_schema == other.openapi_schema {
+            self.openapi_schema = other.openapi_schema.clone();
+            self.compiled = other.compiled.clone();
+        }
+        self
     }
 }
 

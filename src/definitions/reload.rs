@@ -133,7 +133,7 @@ pub fn updated_names(previous: &HashMap<String, Served>, scan: &Scan) -> Vec<Str
     let documents = files.iter().flat_map(|f| f.documents.iter().filter_map(|d| d.as_ref().ok()));
     let updated = documents.filter(|loaded| {
         previous.get(&loaded.definition.name).is_some_and(|old| {
-            !Arc::ptr_eq(&old.loaded.definition, &loaded.definition) && old.loaded.manifest.spec != loaded.manifest.spec
+            !Arc::ptr_eq(&old.loaded.definition, &loaded.definition) && !old.loaded.same_spec(loaded)
         })
     });
     let mut names: Vec<String> = updated.map(|loaded| loaded.definition.name.clone()).collect();
@@ -163,8 +163,7 @@ fn candidate(
     let Some(old) = previous.get(&loaded.definition.name) else {
         return Candidate { served: new, previous: None, was_served: false };
     };
-    let same =
-        Arc::ptr_eq(&old.loaded.definition, &loaded.definition) || old.loaded.manifest.spec == loaded.manifest.spec;
+    let same = Arc::ptr_eq(&old.loaded.definition, &loaded.definition) || old.loaded.same_spec(loaded);
     if same {
         // Kubernetes ignores an update that leaves the spec as it was: the storage, and the
         // watches on it, go on.

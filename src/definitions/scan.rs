@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::load::{Loaded, Problem, load_text, manifest_files};
+use super::load::{Loaded, Problem, load_text, manifest_files, not_compiled};
 
 /// Each document's definition or problem, in document order.
 pub type Documents = Vec<Result<Loaded, Problem>>;
@@ -84,17 +84,28 @@ impl Stamp {
     }
 }
 
+/// A file's contents, by their SHA-256: enough to tell a changed file, without keeping every
+/// file's bytes for as long as it is served.
+type Digest = [u8; 32];
+
+fn digest(bytes: &[u8]) -> Digest {
+    let mut out = [0; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    out
+}
+
 /// A file as the last scan saw it.
 #[derive(Debug)]
 struct Cached {
-    bytes: Vec<u8>,
+    /// The digest of its bytes.
+    digest: Digest,
     /// Its metadata just before `bytes` were read, and when that was.
     stamp: Option<Stamp>,
     looked_at: SystemTime,
     documents: Documents,
 }
 
-/// The files seen at the last scan, by path, with their bytes and what they gave.
+/// The files seen at the last scan, by path, with their digests and what they gave.
 #[derive(Debug, Default)]
 pub struct FileCache {
     files: HashMap<PathBuf, Cached>,
@@ -106,6 +117,8 @@ enum Found {
     Unchanged,
     Read {
         bytes: Result<Vec<u8>, String>,
+        /// The digest of the bytes read.
+        digest: Option<Digest>,
         stamp: Option<Stamp>,
         changed: bool,
     },
@@ -132,11 +145,12 @@ impl FileCache {
                     return (path, Found::Unchanged);
                 }
                 let bytes = std::fs::read(&path).map_err(|e| format!("cannot read: {e}"));
-                let changed = match (&bytes, cached) {
-                    (Ok(bytes), Some(cached)) => *bytes != cached.bytes,
+                let read = bytes.as_deref().ok().map(digest);
+                let changed = match (read, cached) {
+                    (Some(read), Some(cached)) => read != cached.digest,
                     _ => true,
                 };
-                (path, Found::Read { bytes, stamp, changed })
+                (path, Found::Read { bytes, digest: read, stamp, changed })
             })
             .collect();
         let changed: Vec<(&Path, &Result<Vec<u8>, String>)> = found
@@ -146,10 +160,12 @@ impl FileCache {
                 _ => None,
             })
             .collect();
-        let loaded = crate::core::parallel::map(&changed, |(path, bytes)| match bytes {
+        let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes)| match bytes {
             Ok(bytes) => load_text(path, bytes),
             Err(message) => vec![Err(Problem::new(path.display().to_string(), None, vec![message.clone()]))],
         });
+        let loaded =
+            changed.iter().zip(loaded).map(|((path, _), documents)| documents.unwrap_or_else(|| not_compiled(path)));
         let fresh: HashMap<PathBuf, Documents> =
             changed.iter().map(|(path, _)| path.to_path_buf()).zip(loaded).collect();
         let mut previous = std::mem::take(&mut self.files);
@@ -170,11 +186,11 @@ impl FileCache {
                         self.files.insert(path.clone(), cached);
                     }
                 }
-                Found::Read { bytes: Ok(bytes), stamp, .. } => {
-                    let cached = Cached { bytes, stamp, looked_at, documents: documents.clone() };
+                Found::Read { digest: Some(digest), stamp, .. } => {
+                    let cached = Cached { digest, stamp, looked_at, documents: documents.clone() };
                     self.files.insert(path.clone(), cached);
                 }
-                Found::Read { bytes: Err(_), .. } => {}
+                Found::Read { digest: None, .. } => {}
             }
             scanned.push(ScannedFile { path, documents });
         }

@@ -4,8 +4,6 @@
 //!
 //! Paths use the v1 layout (`spec.versions[0]...`).
 
-use std::sync::Arc;
-
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
@@ -26,15 +24,14 @@ pub fn apply_defaults(crd: &mut CustomResourceDefinition) {
 /// Every problem with a (defaulted) definition. `raw` is the manifest as written, used to
 /// print offending values as they appeared.
 pub fn check(crd: &CustomResourceDefinition, raw: &Value) -> Vec<FieldError> {
-    check_and_compile(crd, raw).0
+    let schemas: Vec<Option<Value>> = crd.spec.versions.iter().map(version_schema).collect();
+    check_with_schemas(crd, raw, &schemas)
 }
 
-/// Each version's compiled CEL rules (`None`: the version has none), in version order.
-pub type CompiledRules = Vec<Option<Arc<crate::cel::Rules>>>;
-
-/// [`check`], also returning the CEL rules it compiled, for [`build_compiled`]: compiling
-/// them is most of the cost of loading a definition, and is done once.
-pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<FieldError>, CompiledRules) {
+/// [`check`] with each version's `openAPIV3Schema` as a value (in version order), as the
+/// loader decoded them once. CEL rules are compiled to be checked, then dropped: a version
+/// compiles them again on first use.
+pub fn check_with_schemas(crd: &CustomResourceDefinition, raw: &Value, schemas: &[Option<Value>]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     check_metadata(crd, &mut errs);
     let spec = &crd.spec;
@@ -59,8 +56,8 @@ pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<Fi
         other => errs.push(FieldError::not_supported(sp.child("scope"), other, &["Cluster", "Namespaced"])),
     }
     check_names(crd, &mut errs);
-    super::versions::check_versions(crd, raw, &mut errs);
-    let rules = check_cel(crd, &mut errs); // CEL (issue 5)
+    super::versions::check_versions(crd, raw, schemas, &mut errs);
+    check_cel(schemas, &mut errs); // CEL (issue 5)
     if spec.preserve_unknown_fields == Some(true) {
         errs.push(FieldError::invalid(
             sp.child("preserveUnknownFields"),
@@ -71,7 +68,7 @@ pub fn check_and_compile(crd: &CustomResourceDefinition, raw: &Value) -> (Vec<Fi
     if let Some(conversion) = &spec.conversion {
         super::conversion::check(conversion, spec.preserve_unknown_fields == Some(true), &mut errs);
     }
-    (errs, rules)
+    errs
 }
 
 fn check_metadata(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) {
@@ -162,18 +159,13 @@ pub fn version_schema(
     v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
 }
 
-fn check_cel(crd: &CustomResourceDefinition, errs: &mut Vec<FieldError>) -> CompiledRules {
-    let mut compiled = Vec::new();
-    for (i, v) in crd.spec.versions.iter().enumerate() {
-        let rules = version_schema(v).and_then(|schema| {
+fn check_cel(schemas: &[Option<Value>], errs: &mut Vec<FieldError>) {
+    for (i, schema) in schemas.iter().enumerate() {
+        if let Some(schema) = schema {
             let path = Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema");
-            let (rules, problems) = crate::cel::Rules::compile(&schema, &path);
-            errs.extend(problems);
-            (!rules.is_empty()).then(|| Arc::new(rules))
-        });
-        compiled.push(rules);
+            errs.extend(crate::cel::Rules::compile(schema, &path).1);
+        }
     }
-    compiled
 }
 
 // --- end CEL

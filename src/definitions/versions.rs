@@ -7,7 +7,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::Value;
 
-use super::validate::version_schema;
 use crate::core::field::{FieldError, Path};
 use crate::core::names;
 
@@ -17,7 +16,13 @@ const COLUMN_FORMATS: &[&str] = &["byte", "date", "date-time", "double", "float"
 const MAX_SELECTABLE_FIELDS: usize = 8;
 
 /// Every problem with the versions of a definition.
-pub fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Vec<FieldError>) {
+/// `schemas` are the versions' `openAPIV3Schema`s as values, in version order.
+pub fn check_versions(
+    crd: &CustomResourceDefinition,
+    raw: &Value,
+    schemas: &[Option<Value>],
+    errs: &mut Vec<FieldError>,
+) {
     let versions = &crd.spec.versions;
     let vp = Path::new("spec").child("versions");
     let raw_versions = raw.pointer("/spec/versions").cloned().unwrap_or(Value::Null);
@@ -51,7 +56,7 @@ pub fn check_versions(crd: &CustomResourceDefinition, raw: &Value, errs: &mut Ve
         }
         check_selectable_fields(
             version.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()),
-            version_schema(version).as_ref(),
+            schemas.get(i).and_then(Option::as_ref),
             &path.child("selectableFields"),
             errs,
         );

@@ -252,7 +252,7 @@ impl Invocation<'_> {
         let schema = request
             .definition
             .version(self.version)
-            .map(|v| v.field_schema.clone())
+            .map(|v| v.field_schema().clone())
             .ok_or_else(|| Error::Internal(format!("version {} is not served", self.version)))?;
         for mutation in &self.policy.mutations {
             let result = match mutation {

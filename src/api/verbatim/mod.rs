@@ -45,7 +45,7 @@ fn prove_and_splice(
 ) -> bool {
     // The general path reads with the schema of the version named in the object; the proof
     // requires that version to be the requested one, so that conversion changes nothing.
-    let Some(schema) = definition.version(&version.name).and_then(|v| v.schema.as_deref()) else {
+    let Some(schema) = definition.version(&version.name).and_then(|v| v.schema().map(Arc::as_ref)) else {
         return false;
     };
     let Ok(text) = std::str::from_utf8(stored) else { return false };
@@ -64,7 +64,7 @@ fn prove_and_splice(
 /// proven (the caller takes the general path). The definition's conversion must be `None`:
 /// the caller checks.
 pub fn with_api_version(definition: &Definition, from: &Version, to: &Version, stored: &[u8]) -> Option<Vec<u8>> {
-    let (Some(read_schema), Some(prune_schema)) = (from.schema.as_ref(), to.schema.as_ref()) else {
+    let (Some(read_schema), Some(prune_schema)) = (from.schema(), to.schema()) else {
         return None;
     };
     let text = std::str::from_utf8(stored).ok()?;
@@ -73,9 +73,7 @@ pub fn with_api_version(definition: &Definition, from: &Version, to: &Version, s
     let (splice, api_version) = object(&mut Reader::new(text), group, &from.name, read_schema).ok()?;
     // Then pruned with `to`'s schema (apiVersion plays no part in it): unchanged too. Both
     // compiled from the same text, the schemas prune alike.
-    let same_schema = Arc::ptr_eq(read_schema, prune_schema)
-        || (from.openapi_schema.is_some() && from.openapi_schema == to.openapi_schema);
-    if !same_schema {
+    if !from.same_schema(to) {
         object(&mut Reader::new(text), group, &from.name, prune_schema).ok()?;
     }
     // A stored resourceVersion would be removed: left to the general path.
