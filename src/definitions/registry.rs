@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::load::Problem;
 use super::model::{Definition, Version};
 use super::version_order;
+use crate::metrics::requests::SeriesName;
 
 /// A resource at one served version.
 #[derive(Debug, Clone)]
@@ -59,6 +60,7 @@ impl Registry {
         let mut by_name: HashMap<&str, &str> = HashMap::with_capacity(definitions.len());
         let mut resource_names: HashMap<&str, HashSet<&str>> = HashMap::new();
         let mut kind_names: HashMap<&str, HashSet<&str>> = HashMap::new();
+        let mut accepted = Vec::with_capacity(definitions.len());
         for definition in &definitions {
             if let Some(first) = by_name.get(definition.name.as_str()) {
                 problems.push(Problem::new(
@@ -89,8 +91,9 @@ impl Registry {
             used.extend(mine);
             kinds.extend(kind_pair);
             by_name.insert(definition.name.as_str(), definition.source.as_str());
-            registry.insert(definition.clone());
+            accepted.push(definition);
         }
+        registry.insert_all(accepted);
         for versions in registry.group_versions.values_mut() {
             versions.sort_by(|a, b| version_order::by_priority(a, b));
             versions.dedup();
@@ -116,16 +119,34 @@ impl Registry {
     }
 
     fn insert(&mut self, definition: Arc<Definition>) {
-        let group = self.by_group.entry(definition.group.clone()).or_default();
-        for version in definition.served_versions() {
-            group
-                .entry(version.name.clone())
-                .or_default()
-                .insert(definition.plural.clone(), Served::new(definition.clone(), version.clone()));
-            self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
+        self.insert_all(vec![&definition]);
+    }
+
+    /// Adds definitions, their request series looked up (or made) all at once.
+    fn insert_all(&mut self, definitions: Vec<&Arc<Definition>>) {
+        let names: Vec<SeriesName<'_>> = definitions
+            .iter()
+            .flat_map(|d| {
+                d.served_versions().map(|v| SeriesName {
+                    group: &d.group,
+                    version: &v.name,
+                    resource: &d.plural,
+                    kind: &d.kind,
+                })
+            })
+            .collect();
+        let mut series = crate::metrics::global().requests.resources(&names).into_iter();
+        for definition in definitions {
+            let group = self.by_group.entry(definition.group.clone()).or_default();
+            for version in definition.served_versions() {
+                let Some(series) = series.next() else { break };
+                let served = Served { definition: definition.clone(), version: version.clone(), series };
+                group.entry(version.name.clone()).or_default().insert(definition.plural.clone(), served);
+                self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
+            }
+            self.group_definitions.entry(definition.group.clone()).or_default().push(definition.clone());
+            self.definitions.push(definition.clone());
         }
-        self.group_definitions.entry(definition.group.clone()).or_default().push(definition.clone());
-        self.definitions.push(definition);
     }
 
     /// The resource served at `/apis/<group>/<version>/<plural>`.

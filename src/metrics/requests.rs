@@ -204,6 +204,15 @@ type ByName<T> = HashMap<String, T, foldhash::fast::RandomState>;
 /// Series by group, then version, then resource: looked up with borrowed names.
 type Index = ByName<ByName<ByName<Arc<ResourceSeries>>>>;
 
+/// What names a resource's series.
+#[derive(Debug, Clone, Copy)]
+pub struct SeriesName<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub resource: &'a str,
+    pub kind: &'a str,
+}
+
 /// Every resource's series, by group, version and resource.
 #[derive(Debug, Default)]
 pub struct Resources {
@@ -217,21 +226,38 @@ impl Resources {
     /// The series of a served resource, created the first time a definition serves it and kept
     /// when definitions are loaded again.
     pub fn resource(&self, group: &str, version: &str, resource: &str, kind: &str) -> Arc<ResourceSeries> {
-        if let Some(found) = self.lookup(group, version, resource) {
-            return found;
+        let mut found = self.resources(&[SeriesName { group, version, resource, kind }]);
+        found.pop().unwrap_or_else(|| Arc::new(ResourceSeries::new(group, version, resource, kind, SUBRESOURCES)))
+    }
+
+    /// [`Resources::resource`] of many resources at once, in their order: the index is copied
+    /// once for all those first served (a registry of thousands of definitions is built in
+    /// time proportional to their number).
+    pub fn resources(&self, names: &[SeriesName<'_>]) -> Vec<Arc<ResourceSeries>> {
+        let known = self.by_name.load();
+        let lookup = |index: &Index, n: &SeriesName<'_>| index.get(n.group)?.get(n.version)?.get(n.resource).cloned();
+        if let Some(all) = names.iter().map(|n| lookup(&known, n)).collect::<Option<Vec<_>>>() {
+            return all;
         }
         let _adding = self.adding.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut index = Index::clone(&self.by_name.load());
-        let series = index
-            .entry(group.to_string())
-            .or_default()
-            .entry(version.to_string())
-            .or_default()
-            .entry(resource.to_string())
-            .or_insert_with(|| Arc::new(ResourceSeries::new(group, version, resource, kind, SUBRESOURCES)))
-            .clone();
+        let all = names
+            .iter()
+            .map(|n| {
+                index
+                    .entry(n.group.to_string())
+                    .or_default()
+                    .entry(n.version.to_string())
+                    .or_default()
+                    .entry(n.resource.to_string())
+                    .or_insert_with(|| {
+                        Arc::new(ResourceSeries::new(n.group, n.version, n.resource, n.kind, SUBRESOURCES))
+                    })
+                    .clone()
+            })
+            .collect();
         self.by_name.store(Arc::new(index));
-        series
+        all
     }
 
     /// The series of a resource that is served, for requests refused before routing (429s,
