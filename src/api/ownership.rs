@@ -279,7 +279,8 @@ pub fn apply_scale(call: &Call, old_scale: &Value, config: &Value, force: bool) 
 }
 
 /// A field manager error as a Kubernetes Status error: conflicts are 409 with one
-/// `FieldManagerConflict` cause each.
+/// `FieldManagerConflict` cause each; the errors k8s.io/apimachinery's field manager returns as
+/// plain Go errors are 500 without a reason, as kube-apiserver passes them on.
 fn to_api_error(error: fieldmanager::Error) -> ApiError {
     match error {
         fieldmanager::Error::Conflicts(conflicts) => {
@@ -290,7 +291,7 @@ fn to_api_error(error: fieldmanager::Error) -> ApiError {
             out
         }
         fieldmanager::Error::BadRequest(message) => ApiError::bad_request(message),
-        fieldmanager::Error::Internal(message) => ApiError::internal(message),
+        fieldmanager::Error::Internal(message) => ApiError::unknown(message),
     }
 }
 
