@@ -320,6 +320,7 @@ fn a_cluster_definition_changed_while_stopped_is_refused_as_a_live_update_would_
     let refusal = "cluster:customresourcedefinitions/gadgets.example.com: CustomResourceDefinition \\\"gadgets.example.com\\\" is invalid: status.storedVersions[0]: Invalid value: \\\"v1\\\": missing from spec.versions";
     let log = c.cluster.server.log();
     assert!(log.contains(refusal), "{log}");
-    assert_eq!(c.raw.get(&format!("{GADGETS}/g1")).unwrap().json()["spec"]["size"], "S");
+    let g1 = c.raw.get(&format!("{GADGETS}/g1")).unwrap();
+    assert_eq!(g1.json()["spec"]["size"], "S", "{} {}", g1.text(), c.cluster.server.log());
     assert_eq!(c.status(GADGETS_V2), 404);
 }

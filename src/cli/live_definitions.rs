@@ -233,7 +233,7 @@ impl LiveDefinitions {
                 (true, _) => &at_start,
                 (false, true) => &state.served,
                 (false, false) => {
-                    merged = state.served.clone().into_iter().chain(at_start).collect();
+                    merged = state.served.clone().into_iter().chain(at_start.clone()).collect();
                     &merged
                 }
             };
@@ -243,6 +243,10 @@ impl LiveDefinitions {
             let context = Context { age: &age, stored_versions: &stored, accepted: &accepted };
             let mut plan = reload::plan(previous, &scan, &context);
             plan.problems.extend(conflicts);
+            if !whole {
+                // Planned as served before, they were not: served now, they are new.
+                newly_served(&mut plan, at_start.keys(), &state.served);
+            }
             // Planned from its last accepted form once: from now on it is served or not.
             for name in plan.served.keys().chain(plan.problems.iter().filter_map(|p| p.name.as_ref())) {
                 state.served_at_stop.remove(name);
@@ -399,6 +403,19 @@ impl LiveDefinitions {
         });
         Ok(())
     }
+}
+
+/// Makes the definitions `planned` as served before (their last accepted forms) that `served`
+/// did not serve what they are: added when the plan serves them, never removed.
+fn newly_served<'a>(plan: &mut Plan, planned: impl Iterator<Item = &'a String>, served: &HashMap<String, Served>) {
+    for name in planned.filter(|name| !served.contains_key(*name)) {
+        plan.changed.retain(|n| n != name);
+        plan.removed.retain(|n| n != name);
+        if plan.served.contains_key(name) && !plan.added.contains(name) {
+            plan.added.push(name.clone());
+        }
+    }
+    plan.added.sort();
 }
 
 /// How much a reload's thread yields to the others (`nice(1)`'s scale, 0 to 19): on a busy
