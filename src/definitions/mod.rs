@@ -15,6 +15,7 @@ pub mod registry;
 pub mod reload;
 pub mod reload_status;
 pub mod scan;
+pub mod shape;
 pub mod strict;
 pub mod update;
 pub mod validate;
