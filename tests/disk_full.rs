@@ -1,6 +1,7 @@
-//! A full disk under the store: writes fail with 507 and change nothing, `/readyz` fails its
-//! storage check while reads go on, and once space returns the server takes writes again by
-//! itself, without reusing the failed write's revision or keeping it anywhere.
+//! A full disk under the store: writes fail with 507 and change nothing, reads and deletions go
+//! on (the storage check passes), and once deletions or the file system make room the server
+//! takes writes again by itself, without reusing a revision or keeping a refused write anywhere;
+//! whoever meets the full disk first, no request waits and SIGTERM ends the server.
 //!
 //! The store lives on a small tmpfs mounted in a mount namespace of the server's own
 //! (`unshare -m`), so the test fills a real file system without touching the machine's; the
@@ -196,6 +197,15 @@ fn a_full_disk_refuses_writes_and_the_store_recovers_when_space_returns() {
     expected.push(("ADDED", "after"));
     assert_eq!(watched, expected);
     server.stop();
+}
+
+#[test]
+fn a_first_start_reads_the_free_space_of_the_store_it_makes() {
+    let mut server = TestServer::prepare(&[CRONTAB_CRD], None);
+    assert!(!server.data_dir().exists());
+    server.spawn(&[]);
+    assert!(server.data_dir().join("crd-apiserver.reserve").exists());
+    assert!(!server.log().contains("cannot read the store's free space"), "{}", server.log());
 }
 
 /// A tmpfs in a mount namespace of its own, kept by a process of the test, that servers

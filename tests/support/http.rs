@@ -138,12 +138,14 @@ impl Client {
         let request = self.request_async(method, path, content_type, body);
         match self.limit {
             None => runtime.block_on(request),
-            Some(limit) => runtime.block_on(async { tokio::time::timeout(limit, request).await }).unwrap_or_else(|_| {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("{method} {path} not answered within {limit:?}"),
-                ))
-            }),
+            Some(limit) => {
+                runtime.block_on(async { tokio::time::timeout(limit, request).await }).unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("{method} {path} not answered within {limit:?}"),
+                    ))
+                })
+            }
         }
     }
 

@@ -591,6 +591,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_closed_store_leaves_nothing_of_sled_open_and_refuses_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.create("/g/r/a", Bytes::from_static(b"{}")).await.unwrap();
+        let handle = store.clone();
+        store.close();
+        // sled closed the database in `close`, not with the last handle: nothing of it is left
+        // for the end of the process, and the store opens again at once.
+        let reopened = open(dir.path());
+        assert!(reopened.get("/g/r/a").await.unwrap().is_some());
+        assert_eq!(handle.get("/g/r/a").await, Err(Error::Closed));
+        assert_eq!(handle.create("/g/r/b", Bytes::from_static(b"{}")).await, Err(Error::Closed));
+        assert_eq!(handle.health(), Err(Error::Closed));
+    }
+
+    #[tokio::test]
     async fn an_advanced_revision_is_durable_and_watches_go_on_across_it() {
         let dir = tempfile::tempdir().unwrap();
         {

@@ -268,9 +268,10 @@ mod tests {
         assert!(!Reserve::new(dir.path()).held(), "released for deletions");
         // Full: deletions go on down to the floor, other writes wait.
         free.store(4 * MIB + 5_000, Ordering::SeqCst);
-        assert_eq!(space.admit([write(10), deletion(), deletion(), deletion(), deletion(), deletion()]), [
-            false, true, true, true, true, false
-        ]);
+        assert_eq!(
+            space.admit([write(10), deletion(), deletion(), deletion(), deletion(), deletion()]),
+            [false, true, true, true, true, false]
+        );
     }
 
     #[test]

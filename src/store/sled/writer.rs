@@ -185,7 +185,12 @@ impl Running {
     }
 }
 
-pub(super) fn spawn(start: Start, place: Place, shared: Arc<Shared>, commands: Receiver<Command>) -> std::io::Result<Running> {
+pub(super) fn spawn(
+    start: Start,
+    place: Place,
+    shared: Arc<Shared>,
+    commands: Receiver<Command>,
+) -> std::io::Result<Running> {
     let (ending, ended) = std::sync::mpsc::channel::<()>();
     let thread = std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
         // Dropped when the thread ends, even by a panic: `Running::wait` learns it.
