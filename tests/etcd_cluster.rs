@@ -126,8 +126,8 @@ fn a_replica_starts_while_any_one_etcd_member_is_down() {
     let endpoints = members.iter().map(TestEtcd::endpoint).collect::<Vec<_>>().join(",");
     let plane = ControlPlane::start();
     plane.add_user("admin-token", User::new("admin", &["system:masters"]));
-    for down in 0..members.len() {
-        members[down].kill();
+    for (down, member) in members.iter_mut().enumerate() {
+        member.kill();
         for start in 0..STARTS_PER_POSITION {
             let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
             let servers = format!("--etcd-servers={endpoints}");
@@ -142,7 +142,7 @@ fn a_replica_starts_while_any_one_etcd_member_is_down() {
             assert_eq!(created.status, 201, "member {down} down, start {start}: {}", created.text());
             server.stop();
         }
-        members[down].resume();
+        member.resume();
     }
 }
 
