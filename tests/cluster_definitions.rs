@@ -302,3 +302,25 @@ fn a_definition_named_by_flag_needs_a_grant_on_that_name_only() {
     assert_eq!(raw.get(OTHERS).unwrap().status, 404);
     assert!(!cluster.server.log().contains("forbidden"), "{}", cluster.server.log());
 }
+
+#[test]
+fn a_cluster_definition_changed_while_stopped_is_refused_as_a_live_update_would_be() {
+    let plane = ControlPlane::start();
+    plane.create_crd(definition("gadgets", "Gadget", &["v1"], selected())).unwrap();
+    let mut c = Cluster::on(plane, &[], &[SELECT], false);
+    c.admin.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {size: S}\n",
+    );
+    c.cluster.server.stop();
+    // Only v2 now (the main apiserver's own storedVersions edited to allow it: its objects are
+    // ours), which would drop the version g1 is stored in.
+    c.cluster.plane.put_crd_unchecked(definition("gadgets", "Gadget", &["v2"], selected()));
+    c.cluster.server.spawn(&[SELECT]);
+    let refusal = "cluster:customresourcedefinitions/gadgets.example.com: CustomResourceDefinition \\\"gadgets.example.com\\\" is invalid: status.storedVersions[0]: Invalid value: \\\"v1\\\": missing from spec.versions";
+    let log = c.cluster.server.log();
+    assert!(log.contains(refusal), "{log}");
+    let g1 = c.raw.get(&format!("{GADGETS}/g1")).unwrap();
+    assert_eq!(g1.json()["spec"]["size"], "S", "{} {}", g1.text(), c.cluster.server.log());
+    assert_eq!(c.status(GADGETS_V2), 404);
+}

@@ -30,8 +30,8 @@ pub enum Error {
 
 /// Counts, and with `delete` deletes, every object of the definition named `name`
 /// (`<plural>.<group>`), page by page; then, when every one is deleted, forgets its
-/// storedVersions and migration records (served again, it starts from its storage version, as a
-/// new CRD does). Each delete is conditional on the revision listed: an object written meanwhile
+/// storedVersions, migration and accepted definition records (served again, it starts from its
+/// storage version, as a new CRD does). Each delete is conditional on the revision listed: an object written meanwhile
 /// is not deleted blind. `unserved` is asked before every page; `report` sees the count so far
 /// after every page.
 pub async fn sweep(
@@ -71,6 +71,9 @@ pub async fn sweep(
         })?;
         super::migrate::progress::forget(store, name).await.map_err(|e| {
             Error::Store(format!("deleted {count} objects of {name}, but not its migration record: {e}"))
+        })?;
+        super::accepted::forget(store, name).await.map_err(|e| {
+            Error::Store(format!("deleted {count} objects of {name}, but not its accepted definition record: {e}"))
         })?;
     }
     Ok(count)

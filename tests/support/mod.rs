@@ -18,6 +18,7 @@ pub mod etcd;
 pub mod http;
 pub mod informer;
 pub mod kubectl;
+pub mod watches;
 pub mod webhook;
 
 use std::net::TcpListener;
