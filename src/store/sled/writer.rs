@@ -432,7 +432,12 @@ impl Writer {
         // Readers hold the read lock while they use the tree: once this write lock is taken,
         // the slot's handle is the last one besides `db`.
         let tree = self.shared.tree.write().unwrap_or_else(|e| e.into_inner()).take();
-        if !close_within(tree, self.db.take(), CLOSE_LIMIT) {
+        let db = self.db.take();
+        let closing = move || {
+            drop(tree);
+            drop(db);
+        };
+        if !close_within(closing, CLOSE_LIMIT) {
             self.stuck = true;
             let stuck = Error::Backend(
                 "sled did not close the store after a failed write; the store stays closed until the server is \
@@ -554,14 +559,13 @@ impl Writer {
     }
 }
 
-/// Drops sled's handles on a thread of their own and waits at most `limit` for sled to close
-/// the database (its last flush included); returns whether it did. A database whose log is
-/// stuck never closes: its thread is left waiting, and its handles are never used again.
-pub(super) fn close_within(tree: Option<sled::Tree>, db: Option<sled::Db>, limit: Duration) -> bool {
+/// Runs `close` (the drop of sled's handles) on a thread of its own and waits at most `limit`
+/// for it; returns whether it ended. A database whose log is stuck never closes: its thread is
+/// left waiting, and its handles are never used again.
+fn close_within(close: impl FnOnce() + Send + 'static, limit: Duration) -> bool {
     let (closed, done) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new().name("sled-close".into()).spawn(move || {
-        drop(tree);
-        drop(db);
+        close();
         let _ = closed.send(());
     });
     match spawned {
@@ -570,5 +574,26 @@ pub(super) fn close_within(tree: Option<sled::Tree>, db: Option<sled::Db>, limit
             tracing::error!(error = %e, "cannot start a thread to close the store");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_close_that_never_ends_is_left_behind_at_the_limit() {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        // Held until the test releases it, well after the limit.
+        assert!(!close_within(
+            move || {
+                let _ = held.recv();
+            },
+            Duration::from_millis(20)
+        ));
+        release.send(()).unwrap();
+        let (closed, done) = std::sync::mpsc::channel();
+        assert!(close_within(move || closed.send(()).unwrap(), CLOSE_LIMIT));
+        assert!(done.try_recv().is_ok(), "the close ran");
     }
 }
