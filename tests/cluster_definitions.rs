@@ -86,6 +86,16 @@ impl Cluster {
         eventually(&format!("{what} served"), seconds, || (self.status(path) == 200).then_some(()));
     }
 
+    /// Waits until the server asked the CustomResourceDefinition API again (refused, during an
+    /// outage): what it was told meanwhile, it has seen.
+    fn asks_again(&self) {
+        let crds = |plane: &ControlPlane| plane.requests(&http::Method::GET, "customresourcedefinitions");
+        let before = crds(&self.cluster.plane);
+        eventually("a request to the CustomResourceDefinition API", 60, || {
+            (crds(&self.cluster.plane) > before).then_some(())
+        });
+    }
+
     fn gone(&self, what: &str, path: &str) {
         eventually(&format!("{what} no longer served"), 10, || (self.status(path) == 404).then_some(()));
     }
@@ -232,7 +242,7 @@ fn an_unreachable_main_apiserver_keeps_what_is_served() {
     let readyz = Client::new(&c.cluster.server, None).get("/readyz?verbose").unwrap();
     assert_eq!(readyz.status, 500, "{}", readyz.text());
     assert!(readyz.text().contains("[-]informer-sync failed"), "{}", readyz.text());
-    std::thread::sleep(Duration::from_secs(2));
+    c.asks_again();
     c.cluster.plane.set_crd_outage(false);
     c.served("gadgets once the apiserver answers", GADGETS, 40);
     eventually("ready", 10, || {
@@ -241,7 +251,7 @@ fn an_unreachable_main_apiserver_keeps_what_is_served() {
 
     // Unreachable while serving: what is served stays served, writes included.
     c.cluster.plane.set_crd_outage(true);
-    std::thread::sleep(Duration::from_secs(1));
+    c.asks_again();
     c.admin.ok_stdin(
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: S}\n",
@@ -254,7 +264,7 @@ fn an_unreachable_main_apiserver_keeps_what_is_served() {
                 definition("gadgets", "Gadget", &["v1", "v2"], json!({}))["spec"]["versions"].clone();
         })
         .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    c.asks_again();
     assert_eq!(c.status(GADGETS_V2), 404);
     assert_eq!(c.status(GADGETS), 200);
     c.cluster.plane.set_crd_outage(false);

@@ -81,6 +81,11 @@ async fn delete_objects(args: &DeleteObjectsArgs) -> Result<String, String> {
     }
     still_named(&args.name, &args.definitions)?;
     let store = open(args.storage.as_deref().unwrap_or_default())?;
+    if let Err(e) = removed::known(&store, &args.name).await {
+        let closing = store.clone();
+        let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+        return Err(e.to_string());
+    }
     let outcome = removed::sweep(&store, &args.name, args.confirm, &|| Ok(()), &mut |_| {})
         .await
         .map(|count| summary(&args.name, count, args.confirm))

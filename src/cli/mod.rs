@@ -119,6 +119,9 @@ pub struct ServeArgs {
     /// Storage: sled's directory or kube-apiserver's etcd flags.
     #[command(flatten)]
     pub storage: storage_flags::StorageFlags,
+    /// How this replica uses etcd: compaction, the watch cache, leader election.
+    #[command(flatten)]
+    pub serving_storage: storage_flags::ServingFlags,
     /// Paths anyone may read without authorization.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     pub authorization_always_allow_paths: Vec<String>,
