@@ -2,7 +2,8 @@
 //! resourceVersions are etcd revisions; `/readyz` follows etcd's reachability and requests
 //! fail in time during an outage; a server started while etcd is down waits for it; a value
 //! over etcd's request limit and a compaction under a paginated list answer as
-//! kube-apiserver does; two replicas on one etcd see each other's writes.
+//! kube-apiserver does; two replicas on one etcd see each other's writes; a selected watch
+//! reports an object leaving its selection with its previous content.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
@@ -14,7 +15,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use support::etcd::TestEtcd;
 use support::http::Client;
-use support::{CRONTAB_CRD, TestServer};
+use support::{CRONTAB_CRD, SHIRT_CRD, TestServer};
 
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
@@ -166,6 +167,15 @@ fn two_replicas_on_one_etcd_see_each_others_writes() {
     assert_eq!(on_b.send_json("PUT", &format!("{CRONTABS}/shared"), &stale).status, 200);
     stale["spec"]["image"] = json!("a");
     assert_eq!(on_a.send_json("PUT", &format!("{CRONTABS}/shared"), &stale).status, 409);
+}
+
+#[test]
+fn a_selected_watch_sees_objects_leave_with_their_previous_content() {
+    let etcd = TestEtcd::start();
+    let mut server = TestServer::prepare(&[CRONTAB_CRD, SHIRT_CRD], None);
+    let flags = etcd_flags(&etcd, &[]);
+    server.spawn(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+    support::watches::check_objects_leaving_a_selection(&Client::admin(&server));
 }
 
 #[test]

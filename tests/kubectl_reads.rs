@@ -146,9 +146,25 @@ fn get_watch_receives_changes_and_wait_sees_a_scale() {
     let mut watch = carol.stream(&["get", "shirts", "-w"]);
     watch.expect("the header", |l| l.starts_with("NAME"));
     watch.expect("example3 as it is", |l| l.starts_with("example3 ") && l.contains("green"));
+    // Selected watches: an object that leaves the selection is DELETED with the content it
+    // had while selected, as kube-apiserver sends it.
+    let green = ["get", "shirts", "--field-selector", "spec.color=green", "-w", "--output-watch-events"];
+    let mut green = carol.stream(&green);
+    green.expect("example3 selected", |l| l.starts_with("ADDED ") && l.contains("example3"));
     carol.ok(&["patch", "shirt", "example3", "--type=merge", "-p", r#"{"spec":{"color":"red"}}"#]);
     let changed = watch.expect("example3 changed", |l| l.starts_with("example3 ") && l.contains("red"));
     assert_eq!(table(&changed), [["example3", "red", "M"]]);
+    let left = green.expect("example3 leaving", |l| l.starts_with("DELETED "));
+    assert_eq!(table(&left), [["DELETED", "example3", "green", "M"]]);
+    drop(green);
+    carol.ok(&["label", "shirt", "example2", "watch=yes"]);
+    let mut labelled =
+        carol.stream(&["get", "shirts", "-l", "watch=yes", "-L", "watch", "-w", "--output-watch-events"]);
+    labelled.expect("example2 selected", |l| l.starts_with("ADDED ") && l.contains("example2"));
+    carol.ok(&["label", "shirt", "example2", "watch=no", "--overwrite"]);
+    let left = labelled.expect("example2 leaving", |l| l.starts_with("DELETED "));
+    assert_eq!(table(&left), [["DELETED", "example2", "blue", "M", "yes"]]);
+    drop(labelled);
     carol.ok_stdin(&["apply", "-f", "-"], &SHIRTS.replace("example1", "example4").replace("size: S", "size: XL"));
     watch.expect("the new shirt", |l| l.starts_with("example4 ") && l.contains("XL"));
     drop(watch);

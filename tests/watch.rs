@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::http::Client;
-use support::{CRONTAB_CRD, TestServer};
+use support::{CRONTAB_CRD, SHIRT_CRD, TestServer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 const COLL: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
@@ -115,36 +115,7 @@ fn table_watches_send_column_definitions_once() {
 }
 
 #[test]
-fn a_selected_watch_sees_objects_leave_with_their_new_state() {
-    let server = TestServer::start(&[CRONTAB_CRD]);
-    let client = Client::admin(&server);
-    let crontab = |name: &str, tier: &str| {
-        json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
-            "metadata": {"name": name, "labels": {"tier": tier}}, "spec": {"image": "x"}})
-    };
-    // An unselected object first, so that the list's resourceVersion is not "0" (any).
-    assert_eq!(client.send_json("POST", COLL, &crontab("other", "bronze")).status, 201);
-    let revision = client.get(COLL).unwrap().json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    assert_eq!(client.send_json("POST", COLL, &crontab("c", "gold")).status, 201);
-    let relabel = |tier: &str| {
-        let patch = json!({"metadata": {"labels": {"tier": tier}}});
-        let response = client.send("PATCH", &format!("{COLL}/c"), "application/merge-patch+json", patch.to_string());
-        assert_eq!(response.unwrap().status, 200);
-    };
-    relabel("silver");
-    relabel("gold");
-    assert_eq!(client.send("DELETE", &format!("{COLL}/c"), "application/json", String::new()).unwrap().status, 200);
-    // Replayed from before the writes: the watch ends after its timeout with every event.
-    let path = format!("{COLL}?watch=1&labelSelector=tier%3Dgold&resourceVersion={revision}&timeoutSeconds=2");
-    let body = client.get(&path).unwrap().text();
-    let events: Vec<(String, String)> = body
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .map(|e| (e["type"].as_str().unwrap().to_string(), e["object"]["metadata"]["labels"]["tier"].to_string()))
-        .collect();
-    // Leaving the selection is a DELETED event carrying the object as it now is.
-    let expected = [("ADDED", "gold"), ("DELETED", "silver"), ("ADDED", "gold"), ("DELETED", "gold")];
-    let expected: Vec<(String, String)> = expected.iter().map(|(t, l)| (t.to_string(), format!("\"{l}\""))).collect();
-    assert_eq!(events, expected, "{body}");
+fn a_selected_watch_sees_objects_leave_with_their_previous_content() {
+    let server = TestServer::start(&[CRONTAB_CRD, SHIRT_CRD]);
+    support::watches::check_objects_leaving_a_selection(&Client::admin(&server));
 }

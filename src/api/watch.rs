@@ -283,8 +283,10 @@ impl Stream {
             .is_some_and(|now| std::sync::Arc::ptr_eq(&now.definition, definition))
     }
 
-    /// Sends an event if it concerns the watcher's selection. An object that leaves the
-    /// selection is reported as deleted, one that enters it as added.
+    /// Sends an event if it concerns the watcher's selection. An object that enters the
+    /// selection is reported as added; one that leaves it as deleted, carrying its previous
+    /// content (the last the watcher was entitled to see) at the event's resourceVersion, as
+    /// k8s.io/apiserver's cache watcher and etcd3 watcher both send it.
     async fn deliver(&mut self, event: store::Event) -> bool {
         if self.filter.is_empty()
             && self.output.view == View::Object
@@ -300,24 +302,27 @@ impl Stream {
             Err(e) => return self.give_up(&e),
         };
         let now = self.filter.matches(&object);
-        let before = match (&event.prev, event.kind) {
+        let previous = match (&event.prev, event.kind) {
             (Some(prev), EventType::Modified) if !self.filter.is_empty() => {
                 match present::from_storage(&self.call, prev, event.revision) {
-                    Ok(prev) => self.filter.matches(&prev),
+                    Ok(previous) => Some(previous),
                     Err(e) => return self.give_up(&e),
                 }
             }
-            _ => now,
+            _ => None,
         };
-        let kind = match (event.kind, before, now) {
-            (EventType::Added, _, true) => "ADDED",
-            (EventType::Deleted, _, true) => "DELETED",
-            (EventType::Modified, true, true) => "MODIFIED",
-            (EventType::Modified, false, true) => "ADDED",
-            (EventType::Modified, true, false) => "DELETED",
-            _ => return true,
-        };
-        self.send(kind, &object).await
+        let before = previous.as_ref().map_or(now, |previous| self.filter.matches(previous));
+        match (event.kind, before, now) {
+            (EventType::Added, _, true) => self.send("ADDED", &object).await,
+            (EventType::Deleted, _, true) => self.send("DELETED", &object).await,
+            (EventType::Modified, true, true) => self.send("MODIFIED", &object).await,
+            (EventType::Modified, false, true) => self.send("ADDED", &object).await,
+            (EventType::Modified, true, false) => {
+                let left = previous.as_ref().unwrap_or(&object);
+                self.send("DELETED", left).await
+            }
+            _ => true,
+        }
     }
 
     /// Logs why an event could not be shown; the watch ends.

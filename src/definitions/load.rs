@@ -124,6 +124,41 @@ impl Loaded {
             && mine.len() == theirs.len()
             && mine.iter().zip(theirs).all(|(a, b)| a.openapi_schema == b.openapi_schema)
     }
+
+    /// Each version's schema text, in the manifest's version order.
+    pub fn schema_texts(&self) -> Vec<Option<Arc<str>>> {
+        let versions = &self.definition.versions;
+        let text = |name: &str| versions.iter().find(|v| v.name == name).and_then(|v| v.openapi_schema.clone());
+        self.manifest.spec.versions.iter().map(|v| text(&v.name)).collect()
+    }
+
+    /// The manifest with its versions' schemas, as it was accepted: what the store records.
+    pub fn full_manifest(&self) -> CustomResourceDefinition {
+        with_schema_texts(&self.manifest, &self.schema_texts())
+    }
+}
+
+/// Takes each version's `openAPIV3Schema` out of a manifest, as the compact JSON text a loaded
+/// definition keeps (in version order), leaving the manifest as [`Loaded::manifest`] is.
+pub fn take_schema_texts(crd: &mut CustomResourceDefinition) -> Vec<Option<Arc<str>>> {
+    let text = |schema: Option<_>| {
+        let value = serde_json::to_value(schema?).ok()?;
+        serde_json::to_string(&value).ok().map(Arc::from)
+    };
+    crd.spec.versions.iter_mut().map(|v| text(v.schema.take().and_then(|s| s.open_api_v3_schema))).collect()
+}
+
+/// `manifest` (without schemas) with each version's schema put back from its text.
+pub fn with_schema_texts(manifest: &CustomResourceDefinition, texts: &[Option<Arc<str>>]) -> CustomResourceDefinition {
+    let mut full = manifest.clone();
+    for (version, text) in full.spec.versions.iter_mut().zip(texts) {
+        version.schema = text.as_deref().and_then(|t| serde_json::from_str(t).ok()).map(|schema| {
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceValidation {
+                open_api_v3_schema: Some(schema),
+            }
+        });
+    }
+    full
 }
 
 /// Checks one manifest document and builds its served model.
@@ -144,21 +179,29 @@ pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
             vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
         ));
     }
-    let mut crd = CustomResourceDefinition::deserialize(&raw)
-        .map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    // Fields of the wrong type are named (all of them) and left out, so that the rest is
+    // decoded and checked too.
+    let (misfits, raw) = super::shape::check(raw);
+    let mut errors: Vec<String> = misfits.iter().map(ToString::to_string).collect();
+    let mut crd = CustomResourceDefinition::deserialize(&raw).map_err(|e| {
+        errors.push(e.to_string());
+        Problem::new(source, name.clone(), errors.clone())
+    })?;
     let mut decoded =
         serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
-        return Err(Problem::new(source, name, vec![super::strict::message(&unknown)]));
+        errors.push(super::strict::message(&unknown));
+        return Err(Problem::new(source, name, errors));
     }
     validate::apply_defaults(&mut crd);
     // Each version's schema as a value once, for the checks and the schema text (defaulting
     // leaves schemas alone).
     let schemas = take_version_schemas(&mut decoded, crd.spec.versions.len());
-    let errors = validate::check_with_schemas(&crd, &raw, &schemas);
+    let invalid = validate::check_with_schemas(&crd, &raw, &schemas);
+    errors.extend(invalid.iter().map(ToString::to_string));
     if !errors.is_empty() {
-        return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
+        return Err(Problem::new(source, name, errors));
     }
     let texts = schemas.iter().map(|s| s.as_ref().and_then(|s| serde_json::to_string(s).ok()).map(Arc::from)).collect();
     drop(schemas);
@@ -316,6 +359,26 @@ spec:
         let docs = expand_lists(parse_documents(&list.to_string()).unwrap());
         assert_eq!(docs.len(), 1);
         assert!(definition_from_value(docs.into_iter().next().unwrap(), "x").is_ok());
+    }
+
+    #[test]
+    fn every_decoding_error_is_named_with_the_validation_errors_after_it() {
+        let text = GOOD.replace(
+            "openAPIV3Schema: {type: object}",
+            "openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              size: {type: integer, minimum: \"a\"}\n              name: {type: strng}",
+        );
+        let value: Value = serde_saphyr::from_str(&text).unwrap();
+        let problem = definition_from_value(value, "bad.yaml").unwrap_err();
+        let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties";
+        assert_eq!(
+            problem.errors,
+            [
+                format!("{at}[size].minimum: Invalid value: \"a\": must be of type number"),
+                format!(
+                    "{at}[name].type: Unsupported value: \"strng\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod etcd;
 pub mod http;
 pub mod informer;
 pub mod kubectl;
+pub mod watches;
 pub mod webhook;
 
 use std::net::TcpListener;
@@ -163,7 +164,8 @@ impl TestServer {
         }
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until the server answers `/readyz` with 200 (and fails if it exits).
+    pub fn wait_ready(&mut self) {
         self.wait_for_health("/readyz");
     }
 
