@@ -69,8 +69,7 @@ pub fn accepted_forms(
         for document in &file.documents {
             let (name, same) = match document {
                 Ok(loaded) => {
-                    let same =
-                        accepted.get(&loaded.definition.name).is_some_and(|a| a.same_spec(loaded));
+                    let same = accepted.get(&loaded.definition.name).is_some_and(|a| a.same_spec(loaded));
                     (Some(loaded.definition.name.as_str()), same)
                 }
                 Err(problem) => (problem.name.as_deref(), false),
