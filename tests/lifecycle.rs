@@ -543,12 +543,13 @@ fn migrate_storage_finishes_the_migration_on_a_stopped_servers_store() {
     assert_eq!(printed.lines().last(), Some("crontabs.stable.example.com: done; storedVersions [\"v1\"]"), "{printed}");
     assert!(printed.contains(&format!("crontabs.stable.example.com: {OBJECTS} objects migrated")), "{printed}");
 
-    // The server started on that store has nothing left to do, and says so.
+    // The server started on that store has nothing left to do, and says so (once its status
+    // is of the new storage version: until then the store holds the stopped server's).
     cluster.server.spawn(&[]);
     cluster.plane.register("stable.example.com", "v1");
     let status = eventually("the status", || {
         let status = migration(&client);
-        (status["migration"]["state"] == "Done").then_some(status)
+        (status["storageVersion"] == "v1" && status["migration"]["state"] == "Done").then_some(status)
     });
     assert_eq!(status["storedVersions"], json!(["v1"]));
     assert_eq!(status["objectsPerVersion"], json!({"v1": OBJECTS}));
