@@ -9,6 +9,7 @@ pub mod error_chain;
 pub mod field;
 pub mod gvr;
 pub mod json;
+pub mod json_syntax;
 pub mod names;
 pub mod namespace;
 pub mod parallel;
