@@ -13,7 +13,7 @@
 use std::fmt;
 
 /// The deepest nesting of objects and arrays Go's scanner accepts (`maxNestingDepth`).
-pub const MAX_NESTING_DEPTH: usize = 10_000;
+pub const MAX_NESTING_DEPTH: usize = super::nesting::MAX_DEPTH;
 
 /// A Go `*json.SyntaxError`: its message, as `err.Error()` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,10 +28,14 @@ impl fmt::Display for SyntaxError {
 impl std::error::Error for SyntaxError {}
 
 /// What a valid text holds that serde_json would not take as it is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checked {
     /// A string holds invalid UTF-8 or an unpaired surrogate escape: [`repair`] it first.
     pub needs_repair: bool,
+    /// Where the numbers too large for a float64 are: Go decodes them as an error
+    /// (`json: cannot unmarshal number 1e999 into Go value of type float64`), serde_json refuses
+    /// the whole text.
+    pub overflowing_numbers: Vec<std::ops::Range<usize>>,
 }
 
 /// Where the scanner is (the states of Go's `scanner.step`).
@@ -72,8 +76,10 @@ enum Open {
 pub fn check(bytes: &[u8]) -> Result<Checked, SyntaxError> {
     let mut scanner = Scanner { state: State::BeginValue, open: Vec::new(), checked: Checked::default() };
     let mut string_start = 0;
-    for (i, &c) in bytes.iter().enumerate() {
-        let was_in_string = scanner.in_string();
+    let mut number_start = 0;
+    // Go feeds a space at the end, so that a number or literal in progress ends (or fails).
+    for (i, &c) in bytes.iter().chain(std::iter::once(&b' ')).enumerate() {
+        let (was_in_string, was_in_number) = (scanner.in_string(), scanner.in_number());
         scanner.step(c)?;
         match (was_in_string, scanner.in_string()) {
             (false, true) => string_start = i + 1,
@@ -83,9 +89,14 @@ pub fn check(bytes: &[u8]) -> Result<Checked, SyntaxError> {
             }
             _ => {}
         }
+        match (was_in_number, scanner.in_number()) {
+            (false, true) => number_start = i,
+            (true, false) if overflows(bytes.get(number_start..i).unwrap_or_default()) => {
+                scanner.checked.overflowing_numbers.push(number_start..i);
+            }
+            _ => {}
+        }
     }
-    // Go feeds a space at the end, so that a number or literal in progress ends (or fails).
-    scanner.step(b' ')?;
     if scanner.state == State::EndTop {
         Ok(scanner.checked)
     } else {
@@ -106,6 +117,13 @@ fn is_space(c: u8) -> bool {
 impl Scanner {
     fn in_string(&self) -> bool {
         matches!(self.state, State::InString | State::InStringEsc | State::InStringEscU(_))
+    }
+
+    fn in_number(&self) -> bool {
+        matches!(
+            self.state,
+            State::Neg | State::One | State::Zero | State::Dot | State::Dot0 | State::E | State::ESign | State::E0
+        )
     }
 
     fn error(&self, c: u8, context: &str) -> SyntaxError {
@@ -242,7 +260,8 @@ impl Scanner {
                     let context = format!("in literal {name} (expecting {})", quote_char(expected));
                     return Err(self.error(c, &context));
                 }
-                self.state = if usize::from(at) + 1 == word.len() { State::EndValue } else { State::Literal(word, at + 1) };
+                self.state =
+                    if usize::from(at) + 1 == word.len() { State::EndValue } else { State::Literal(word, at + 1) };
                 Ok(())
             }
         }
@@ -415,16 +434,39 @@ fn string_is_go_clean(body: &[u8]) -> bool {
     true
 }
 
+/// Whether a number literal is one Go's decoder refuses: not an int64, and past a float64's
+/// range (`strconv.ParseFloat` answers ±Inf with `ErrRange`; an underflow is only 0).
+fn overflows(literal: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(literal) else { return false };
+    text.parse::<i64>().is_err() && text.parse::<f64>().is_ok_and(f64::is_infinite)
+}
+
 fn hex4(digits: Option<&[u8]>) -> Option<u32> {
     let digits = std::str::from_utf8(digits?).ok()?;
     u32::from_str_radix(digits, 16).ok()
 }
 
-/// A valid JSON text with its strings as Go decodes them: each byte that does not begin a
-/// whole UTF-8 character, and each surrogate escape that is not half of a pair, becomes U+FFFD
-/// (written as the character, or as `\ufffd` for an escape). Everything outside strings is
-/// copied as it is.
-pub fn repair(bytes: &[u8]) -> Vec<u8> {
+/// A [`check`]ed text as Go decodes it, in a form serde_json reads the same way: in strings,
+/// each byte that does not begin a whole UTF-8 character, and each surrogate escape that is not
+/// half of a pair, becomes U+FFFD (written as the character, or as `\ufffd` for an escape);
+/// numbers too large for a float64 become `0` (the caller reports the first). Everything else
+/// is copied as it is.
+pub fn repair(bytes: &[u8], checked: &Checked) -> Vec<u8> {
+    if checked.overflowing_numbers.is_empty() {
+        return repair_strings(bytes);
+    }
+    let mut zeroed = Vec::with_capacity(bytes.len());
+    let mut copied = 0;
+    for number in &checked.overflowing_numbers {
+        zeroed.extend_from_slice(bytes.get(copied..number.start).unwrap_or_default());
+        zeroed.push(b'0');
+        copied = number.end;
+    }
+    zeroed.extend_from_slice(bytes.get(copied..).unwrap_or_default());
+    repair_strings(&zeroed)
+}
+
+fn repair_strings(bytes: &[u8]) -> Vec<u8> {
     const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
     let mut out = Vec::with_capacity(bytes.len() + 16);
     let mut i = 0;
@@ -484,6 +526,25 @@ pub fn repair(bytes: &[u8]) -> Vec<u8> {
                 i += width.unwrap_or(1);
             }
         }
+    }
+    out
+}
+
+/// Bytes as text the way Go writes a string holding them into JSON: each byte that does not
+/// begin a whole UTF-8 character is U+FFFD.
+pub fn lossy(bytes: &[u8]) -> String {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    let mut i = 0;
+    while let Some(&c) = bytes.get(i) {
+        let width = if c < 0x80 { Some(1) } else { utf8_width(bytes.get(i..).unwrap_or_default()) };
+        match width.and_then(|n| bytes.get(i..i + n)).and_then(|b| std::str::from_utf8(b).ok()) {
+            Some(text) => out.push_str(text),
+            None => out.push('\u{FFFD}'),
+        }
+        i += width.unwrap_or(1);
     }
     out
 }

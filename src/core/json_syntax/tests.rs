@@ -102,8 +102,8 @@ fn nesting_stops_past_ten_thousand_levels() {
 fn strings_go_repairs_are_marked_and_repaired_as_go_decodes_them() {
     let clean: &[&[u8]] = &[br#"{"a":"\ud83d\ude00 \u00e9 \n"}"#, "{\"a\":\"é😀\"}".as_bytes(), br#"["\\ud800"]"#];
     for text in clean {
-        assert_eq!(check(text), Ok(Checked { needs_repair: false }), "{}", String::from_utf8_lossy(text));
-        assert_eq!(&repair(text), text);
+        assert_eq!(check(text), Ok(Checked::default()), "{}", String::from_utf8_lossy(text));
+        assert_eq!(&repair(text, &Checked::default()), text);
     }
     // (text, repaired) as Go's decoder reads the strings: each byte that starts no whole
     // character is one U+FFFD; an unpaired surrogate escape is one U+FFFD.
@@ -118,10 +118,28 @@ fn strings_go_repairs_are_marked_and_repaired_as_go_decodes_them() {
         (br#"{"\ud800":"\"\ud800"}"#, r#"{"\ufffd":"\"\ufffd"}"#),
     ];
     for (text, repaired) in cases {
-        assert_eq!(check(text), Ok(Checked { needs_repair: true }), "{}", String::from_utf8_lossy(text));
-        let fixed = repair(text);
+        let checked = check(text).unwrap();
+        assert!(checked.needs_repair, "{}", String::from_utf8_lossy(text));
+        let fixed = repair(text, &checked);
         assert_eq!(String::from_utf8(fixed.clone()).unwrap(), *repaired);
         let value: serde_json::Value = serde_json::from_slice(&fixed).unwrap();
         assert!(value.is_object() || value.is_array());
     }
+}
+
+#[test]
+fn numbers_past_a_float64_are_found_and_zeroed() {
+    let text = br#"{"a":1e999,"b":[-1E+400,1e-999,18446744073709551616,9223372036854775807],"c":"1e999"}"#;
+    let checked = check(text).unwrap();
+    let found: Vec<&[u8]> = checked.overflowing_numbers.iter().map(|r| &text[r.clone()]).collect();
+    assert_eq!(found, [&b"1e999"[..], b"-1E+400"]);
+    assert_eq!(
+        String::from_utf8(repair(text, &checked)).unwrap(),
+        r#"{"a":0,"b":[0,1e-999,18446744073709551616,9223372036854775807],"c":"1e999"}"#
+    );
+    // A number that ends the text is checked too.
+    let last = check(b"1e400").unwrap();
+    assert_eq!(last.overflowing_numbers, vec![std::ops::Range { start: 0, end: 5 }]);
+    let huge = format!("[1{}]", "0".repeat(400));
+    assert_eq!(check(huge.as_bytes()).unwrap().overflowing_numbers, vec![std::ops::Range { start: 1, end: 402 }]);
 }
