@@ -32,7 +32,8 @@ pub fn decode_config(body: &Bytes) -> Result<Value, ApiError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| refused("error converting YAML to JSON: yaml: invalid leading UTF-8 octet".into()))?;
     // Clients (kubectl, client-go) send JSON, which reads the same as YAML and much faster;
-    // whatever serde_json refuses is read as YAML, whose refusal is go-yaml's.
+    // whatever serde_json refuses is read as YAML, whose refusal is go-yaml's. That includes
+    // JSON over serde_json's 128 levels: go-yaml's limit (10,000) is the one that refuses.
     let json = text.trim_start().starts_with('{').then(|| serde_json::from_str::<Value>(text).ok()).flatten();
     let value: Value = match json {
         Some(value) => value,
