@@ -1,8 +1,9 @@
 //! Shared vocabulary of the server: group/version/resource names, request info, user info,
 //! field errors, Kubernetes `Status` errors, name rules and time stamps.
 //!
-//! Owns plain data types and pure functions only. Must not do I/O, and must not depend on any
-//! other module of this crate: every other module may depend on it.
+//! Owns plain data types and pure functions only. Must not do I/O (`priority` makes one
+//! scheduling call on its caller's thread), and must not depend on any other module of this
+//! crate: every other module may depend on it.
 
 pub mod bounded_patch;
 pub mod error_chain;
@@ -13,6 +14,7 @@ pub mod names;
 pub mod namespace;
 pub mod parallel;
 pub mod paths;
+pub mod priority;
 pub mod random;
 pub mod request_info;
 pub mod request_scope;

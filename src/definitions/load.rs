@@ -122,26 +122,46 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
 /// [`definition_from_value`], keeping the manifest.
 pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+    checked_from_value(raw, source).map_err(|refusal| match refusal {
+        Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]),
+        Refusal::Undecodable(why) => Problem::new(source, name, vec![why]),
+        Refusal::Invalid(errors) => Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()),
+    })
+}
+
+/// Why a manifest is not a definition that can be served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Another kind, or not `apiextensions.k8s.io/v1`.
+    NotADefinition(String),
+    /// It does not decode as a CustomResourceDefinition (types, unknown fields).
+    Undecodable(String),
+    /// It decodes, and Kubernetes' create checks refuse it: the errors with their field paths.
+    Invalid(Vec<crate::core::field::FieldError>),
+}
+
+/// Checks one manifest document as Kubernetes checks a created CustomResourceDefinition (after
+/// defaulting it) and builds its served model, or says why not with structured errors (for a
+/// 422 with field paths).
+pub fn checked_from_value(raw: Value, source: &str) -> Result<Loaded, Refusal> {
     let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
     if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
-        return Err(Problem::new(
-            source,
-            None,
-            vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
-        ));
+        return Err(Refusal::NotADefinition(format!(
+            "expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}"
+        )));
     }
     let mut crd: CustomResourceDefinition =
-        serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
-    let decoded = serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+        serde_json::from_value(raw.clone()).map_err(|e| Refusal::Undecodable(e.to_string()))?;
+    let decoded = serde_json::to_value(&crd).map_err(|e| Refusal::Undecodable(e.to_string()))?;
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
-        return Err(Problem::new(source, name, vec![super::strict::message(&unknown)]));
+        return Err(Refusal::Undecodable(super::strict::message(&unknown)));
     }
     validate::apply_defaults(&mut crd);
     let (errors, rules) = validate::check_and_compile(&crd, &raw);
     if !errors.is_empty() {
-        return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
+        return Err(Refusal::Invalid(errors));
     }
     let mut definition = super::build::build_compiled(crd.clone(), source.to_string(), rules);
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
