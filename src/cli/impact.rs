@@ -162,7 +162,7 @@ fn offline(args: &ImpactArgs, runtime: &tokio::runtime::Runtime, bytes: &[u8]) -
             .map_err(|e| (UNABLE, format!("error: {e}")))
     })();
     let closing = store.clone();
-    let _ = runtime.block_on(tokio::task::spawn_blocking(move || closing.close()));
+    let _ = runtime.block_on(runtime.spawn_blocking(move || closing.close()));
     outcome
 }
 

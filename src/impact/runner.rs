@@ -240,6 +240,9 @@ impl Runner {
             stored_versions: &job.stored_versions,
         };
         let outcome = super::analyze(&self.store, &self.runtime, &subject, &self.options, stop, &mut progress);
+        // Cancelled after its last page: cancelled all the same.
+        let outcome =
+            outcome.and_then(|report| if stop.load(Ordering::Relaxed) { Err(Stop::Cancelled) } else { Ok(report) });
         let outcome = outcome.map(|mut report| {
             if job.trigger == Trigger::Reload {
                 // Served already: the reload accepted it.
@@ -256,6 +259,10 @@ impl Runner {
         let name = &definition.name;
         let mut change = |shown: Option<&Value>| {
             let ours = shown.filter(|s| s.get("id").and_then(Value::as_str) == Some(job.id.as_str()))?;
+            if ours.get("state").and_then(Value::as_str) == Some("Cancelled") {
+                // As the cancellation left it.
+                return None;
+            }
             let mut done = ours.clone();
             done["finishedAt"] = json!(crate::core::time::now_rfc3339());
             match &outcome {
