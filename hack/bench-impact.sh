@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 objects=${1:-200000}
-cargo build --release --quiet --features etcd --example impact_bench
+cargo build --release --quiet --example impact_bench
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/impact-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -255,8 +255,9 @@ impl Changes {
 pub fn changes(before: &Value, after: &Value, path: &Path, root: bool, out: &mut Changes) {
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
+            let servers = |key: &str| root && matches!(key, "apiVersion" | "kind" | "metadata");
             for (key, value) in b {
-                if root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                if servers(key) {
                     continue;
                 }
                 match a.get(key) {
@@ -265,7 +266,7 @@ pub fn changes(before: &Value, after: &Value, path: &Path, root: bool, out: &mut
                 }
             }
             for key in a.keys() {
-                if !b.contains_key(key) && !(root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata")) {
+                if !b.contains_key(key) && !servers(key) {
                     out.added.push(path.child(key).to_string());
                 }
             }

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::candidate::{self, Acceptance};
 use super::{Options, Report, Stop, Subject};
+use crate::api::objects::put;
 use crate::definitions::Definition;
 use crate::definitions::load::{Loaded, Refusal};
 use crate::definitions::reload::Served;
@@ -118,8 +119,8 @@ impl Runner {
         let mut change = |shown: Option<&Value>| {
             let shown = shown.filter(|s| s.get("state").and_then(Value::as_str) == Some("Running"))?;
             let mut cancelled = shown.clone();
-            cancelled["state"] = json!("Cancelled");
-            cancelled["finishedAt"] = json!(crate::core::time::now_rfc3339());
+            put(&mut cancelled, "state", json!("Cancelled"));
+            put(&mut cancelled, "finishedAt", json!(crate::core::time::now_rfc3339()));
             Some(cancelled)
         };
         let written = status::update_impact(&self.store, &current, &mut change).await?;
@@ -218,9 +219,9 @@ impl Runner {
             let mut change = |shown: Option<&Value>| {
                 let ours = shown.filter(|s| is_running(s, &job.id))?;
                 let mut update = ours.clone();
-                update["scannedObjects"] = json!(scanned);
+                put(&mut update, "scannedObjects", json!(scanned));
                 if let Some(total) = total {
-                    update["totalObjects"] = json!(total);
+                    put(&mut update, "totalObjects", json!(total));
                 }
                 Some(update)
             };
@@ -264,21 +265,21 @@ impl Runner {
                 return None;
             }
             let mut done = ours.clone();
-            done["finishedAt"] = json!(crate::core::time::now_rfc3339());
+            put(&mut done, "finishedAt", json!(crate::core::time::now_rfc3339()));
             match &outcome {
                 Ok(report) => {
-                    done["state"] = json!("Done");
-                    done["scannedObjects"] = json!(report.objects);
-                    done["summary"] = json!(report.summary());
-                    done["exitCode"] = json!(report.exit_code());
-                    done["report"] = serde_json::to_value(report).unwrap_or(Value::Null);
+                    put(&mut done, "state", json!("Done"));
+                    put(&mut done, "scannedObjects", json!(report.objects));
+                    put(&mut done, "summary", json!(report.summary()));
+                    put(&mut done, "exitCode", json!(report.exit_code()));
+                    put(&mut done, "report", serde_json::to_value(report).unwrap_or(Value::Null));
                 }
                 Err(Stop::Cancelled) => {
-                    done["state"] = json!("Cancelled");
+                    put(&mut done, "state", json!("Cancelled"));
                 }
                 Err(Stop::Store(e)) => {
-                    done["state"] = json!("Failed");
-                    done["error"] = json!(e);
+                    put(&mut done, "state", json!("Failed"));
+                    put(&mut done, "error", json!(e));
                 }
             }
             Some(done)
