@@ -114,7 +114,10 @@ fn refusal_message(refusal: &Refusal, name: Option<&str>) -> String {
         Refusal::Invalid(errors) => {
             format!("The {subject} is invalid: {}", crate::core::field::aggregate(errors))
         }
-        Refusal::NotADefinition(why) | Refusal::Undecodable(why) => format!("error: {why}"),
+        Refusal::Undecodable { misfits, why } if !misfits.is_empty() => {
+            format!("The {subject} is invalid: {}\nerror: {why}", crate::core::field::aggregate(misfits))
+        }
+        Refusal::NotADefinition(why) | Refusal::Undecodable { why, .. } => format!("error: {why}"),
     }
 }
 
@@ -181,7 +184,7 @@ fn served_now(paths: &[PathBuf]) -> HashMap<String, Served> {
     let planned = plan(
         &HashMap::new(),
         &FileCache::default().scan(paths),
-        &Context { age: &no_age, stored_versions: &no_stored },
+        &Context { age: &no_age, stored_versions: &no_stored, accepted: &crate::definitions::reload::nothing_accepted },
     );
     for problem in &planned.problems {
         eprintln!("warning: {problem}");

@@ -124,8 +124,7 @@ pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
     checked_from_value(raw, source).map_err(|refusal| match refusal {
         Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]),
-        Refusal::Undecodable(why) => Problem::new(source, name, vec![why]),
-        Refusal::Invalid(errors) => Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()),
+        refusal => Problem::new(source, name, refusal.messages()),
     })
 }
 
@@ -134,10 +133,30 @@ pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
 pub enum Refusal {
     /// Another kind, or not `apiextensions.k8s.io/v1`.
     NotADefinition(String),
-    /// It does not decode as a CustomResourceDefinition (types, unknown fields).
-    Undecodable(String),
-    /// It decodes, and Kubernetes' create checks refuse it: the errors with their field paths.
+    /// It does not decode as a CustomResourceDefinition (`why`: unknown fields, a document that
+    /// is not an object...), besides the fields of the wrong JSON type (`misfits`, by path).
+    Undecodable { misfits: Vec<crate::core::field::FieldError>, why: String },
+    /// It decodes, and Kubernetes' create checks refuse it (or some fields are of the wrong JSON
+    /// type): the errors with their field paths.
     Invalid(Vec<crate::core::field::FieldError>),
+}
+
+impl Refusal {
+    /// A manifest that cannot be decoded, for `why`.
+    pub fn undecodable(why: impl Into<String>) -> Refusal {
+        Refusal::Undecodable { misfits: Vec::new(), why: why.into() }
+    }
+
+    /// Every reason, one a line, field errors with their paths first.
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            Refusal::NotADefinition(why) => vec![why.clone()],
+            Refusal::Undecodable { misfits, why } => {
+                misfits.iter().map(ToString::to_string).chain(std::iter::once(why.clone())).collect()
+            }
+            Refusal::Invalid(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
 }
 
 /// Checks one manifest document as Kubernetes checks a created CustomResourceDefinition (after
@@ -151,15 +170,25 @@ pub fn checked_from_value(raw: Value, source: &str) -> Result<Loaded, Refusal> {
             "expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}"
         )));
     }
-    let mut crd: CustomResourceDefinition =
-        serde_json::from_value(raw.clone()).map_err(|e| Refusal::Undecodable(e.to_string()))?;
-    let decoded = serde_json::to_value(&crd).map_err(|e| Refusal::Undecodable(e.to_string()))?;
+    // Fields of the wrong type are named (all of them) and left out, so that the rest is
+    // decoded and checked too.
+    let (misfits, raw) = super::shape::check(&raw);
+    let mut crd: CustomResourceDefinition = match serde_json::from_value(raw.clone()) {
+        Ok(crd) => crd,
+        Err(e) => return Err(Refusal::Undecodable { misfits, why: e.to_string() }),
+    };
+    let decoded = match serde_json::to_value(&crd) {
+        Ok(decoded) => decoded,
+        Err(e) => return Err(Refusal::Undecodable { misfits, why: e.to_string() }),
+    };
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
-        return Err(Refusal::Undecodable(super::strict::message(&unknown)));
+        return Err(Refusal::Undecodable { misfits, why: super::strict::message(&unknown) });
     }
     validate::apply_defaults(&mut crd);
-    let (errors, rules) = validate::check_and_compile(&crd, &raw);
+    let (invalid, rules) = validate::check_and_compile(&crd, &raw);
+    let mut errors = misfits;
+    errors.extend(invalid);
     if !errors.is_empty() {
         return Err(Refusal::Invalid(errors));
     }
@@ -295,6 +324,26 @@ spec:
         let docs = expand_lists(parse_documents(&list.to_string()).unwrap());
         assert_eq!(docs.len(), 1);
         assert!(definition_from_value(docs.into_iter().next().unwrap(), "x").is_ok());
+    }
+
+    #[test]
+    fn every_decoding_error_is_named_with_the_validation_errors_after_it() {
+        let text = GOOD.replace(
+            "openAPIV3Schema: {type: object}",
+            "openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              size: {type: integer, minimum: \"a\"}\n              name: {type: strng}",
+        );
+        let value: Value = serde_saphyr::from_str(&text).unwrap();
+        let problem = definition_from_value(value, "bad.yaml").unwrap_err();
+        let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties";
+        assert_eq!(
+            problem.errors,
+            [
+                format!("{at}[size].minimum: Invalid value: \"a\": must be of type number"),
+                format!(
+                    "{at}[name].type: Unsupported value: \"strng\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -19,12 +19,12 @@ use crate::definitions::scan::{Scan, ScannedFile};
 
 /// Reads a candidate manifest (one YAML or JSON document) and checks it.
 pub fn parse(bytes: &[u8], source: &str) -> Result<Loaded, Refusal> {
-    let text = std::str::from_utf8(bytes).map_err(|e| Refusal::Undecodable(format!("cannot read: {e}")))?;
+    let text = std::str::from_utf8(bytes).map_err(|e| Refusal::undecodable(format!("cannot read: {e}")))?;
     let mut documents =
-        load::parse_documents(text).map_err(|e| Refusal::Undecodable(format!("cannot parse: {e}")))?.into_iter();
-    let document = documents.next().ok_or_else(|| Refusal::Undecodable("no CustomResourceDefinition found".into()))?;
+        load::parse_documents(text).map_err(|e| Refusal::undecodable(format!("cannot parse: {e}")))?.into_iter();
+    let document = documents.next().ok_or_else(|| Refusal::undecodable("no CustomResourceDefinition found"))?;
     if documents.next().is_some() {
-        return Err(Refusal::Undecodable("one CustomResourceDefinition is expected, found several documents".into()));
+        return Err(Refusal::undecodable("one CustomResourceDefinition is expected, found several documents"));
     }
     from_value(document, source)
 }
@@ -69,7 +69,11 @@ pub fn acceptance(
     files.push(ScannedFile { path: PathBuf::from(file), documents: vec![Ok(candidate.clone())] });
     let age = |n: &str| served.contains_key(n).then_some(0);
     let stored = |n: &str| if n == name { stored_versions.to_vec() } else { Vec::new() };
-    let plan = reload::plan(served, &Scan::Files(files), &Context { age: &age, stored_versions: &stored });
+    let plan = reload::plan(
+        served,
+        &Scan::Files(files),
+        &Context { age: &age, stored_versions: &stored, accepted: &reload::nothing_accepted },
+    );
     let errors: Vec<String> = plan
         .problems
         .iter()
@@ -185,7 +189,7 @@ mod tests {
             parse(b"{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}", "x"),
             Err(Refusal::NotADefinition(_))
         ));
-        assert!(matches!(parse(b"a: [", "x"), Err(Refusal::Undecodable(_))));
-        assert!(matches!(parse(format!("{GADGET}\n---\n{GADGET}").as_bytes(), "x"), Err(Refusal::Undecodable(_))));
+        assert!(matches!(parse(b"a: [", "x"), Err(Refusal::Undecodable { .. })));
+        assert!(matches!(parse(format!("{GADGET}\n---\n{GADGET}").as_bytes(), "x"), Err(Refusal::Undecodable { .. })));
     }
 }

@@ -98,7 +98,7 @@ impl Runner {
         // Checking a definition compiles its rules: CPU work, off the runtime's workers.
         let parsed = tokio::task::spawn_blocking(move || candidate::parse(&body, "the request body")).await;
         let candidate = parsed
-            .map_err(|e| RequestError::Candidate(Refusal::Undecodable(e.to_string())))?
+            .map_err(|e| RequestError::Candidate(Refusal::undecodable(e.to_string())))?
             .map_err(RequestError::Candidate)?;
         if candidate.definition.name != name {
             return Err(RequestError::WrongName { url: name.to_string(), object: candidate.definition.name.clone() });

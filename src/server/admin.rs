@@ -153,10 +153,14 @@ async fn impact_request(
     let name = info.name.as_str();
     let refused = |e: RunnerError| match e {
         RunnerError::NotServed(_) => ApiError::not_found(&served_definitions(), name),
-        RunnerError::Candidate(Refusal::Invalid(errors)) => {
+        // Fields of the wrong type are field errors too: a 422 naming them (the rest is told
+        // once they are fixed).
+        RunnerError::Candidate(Refusal::Invalid(errors) | Refusal::Undecodable { misfits: errors, .. })
+            if !errors.is_empty() =>
+        {
             ApiError::invalid(&GroupKind::new("apiextensions.k8s.io", "CustomResourceDefinition"), name, &errors)
         }
-        RunnerError::Candidate(Refusal::NotADefinition(why) | Refusal::Undecodable(why)) => ApiError::bad_request(why),
+        RunnerError::Candidate(refusal) => ApiError::bad_request(refusal.messages().join("; ")),
         e @ RunnerError::WrongName { .. } => ApiError::bad_request(e.to_string()),
         RunnerError::Store(e) => storage_error(e),
     };
@@ -236,11 +240,12 @@ fn storage_error(e: crate::store::Error) -> ApiError {
 }
 
 /// Answers `POST /delete-objects?name=<plural>.<group>[&confirm=true]`: a 4xx `Status` when the
-/// name is not a definition name or the definition is served (or may be), else JSON lines
+/// name is not a definition name, the definition is served (or may be), or the store knows
+/// nothing of it (404), else JSON lines
 /// streamed as the sweep goes: `{"progress": ...}` at most every second, then
 /// `{"report": {"name", "objects", "deleted"}}` or `{"error": ...}`. The sweep runs on its own
 /// task: a client that goes away does not stop it half way (running it again finishes it).
-pub fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Encoding) -> Response<RespBody> {
+pub async fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Encoding) -> Response<RespBody> {
     let name = query.get("name").unwrap_or_default().to_string();
     let confirm = match query.get("confirm") {
         None => false,
@@ -262,6 +267,13 @@ pub fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Enco
     }
     if let Err(why) = controller.check_unserved(&name) {
         return body::error_response(&ApiError::new(409, "Conflict", why), encoding);
+    }
+    match controller.known(&name).await {
+        Ok(()) => {}
+        Err(removed::Error::Unknown(why)) => {
+            return body::error_response(&ApiError::new(404, "NotFound", why), encoding);
+        }
+        Err(e) => return body::error_response(&ApiError::internal(e.to_string()), encoding),
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
     tokio::spawn(async move {
