@@ -138,7 +138,7 @@ impl Client {
                     status.as_u16()
                 ));
             }
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
+            crate::core::nesting::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
