@@ -69,7 +69,8 @@ pub struct ImpactArgs {
 
 /// Runs the command; returns its exit code.
 pub fn run(args: &ImpactArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let stack = crate::core::nesting::THREAD_STACK_BYTES;
+    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(stack).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: {e}");
@@ -85,7 +86,15 @@ pub fn run(args: &ImpactArgs) -> i32 {
     };
     let outcome = match &args.server {
         Some(server) => runtime.block_on(through_server(args, server, &bytes)),
-        None => offline(args, &runtime, &bytes),
+        // The scan walks stored objects however deep they nest: on a thread with the stack
+        // for it (`core::nesting`).
+        None => std::thread::scope(|scope| {
+            let scan = std::thread::Builder::new().name("impact".into()).stack_size(stack);
+            match scan.spawn_scoped(scope, || offline(args, &runtime, &bytes)) {
+                Ok(thread) => thread.join().unwrap_or_else(|_| Err((UNABLE, "error: the analysis failed".into()))),
+                Err(e) => Err((UNABLE, format!("error: {e}"))),
+            }
+        }),
     };
     match outcome {
         Ok(report) => {

@@ -117,7 +117,9 @@ pub fn decode(forms: &Forms, page: &[KeyValue], totals: &mut Totals, limits: &Li
     for kv in page {
         totals.objects += 1;
         let relative = crate::store::key::relative_to_resource(&kv.key).to_string();
-        let raw: Value = match serde_json::from_slice(&kv.value) {
+        // However deep it nests, as the API reads it (`core::nesting`; the scan's thread has the
+        // stack for it).
+        let raw: Value = match crate::core::nesting::from_slice(&kv.value) {
             Ok(value @ Value::Object(_)) => value,
             Ok(_) | Err(_) => {
                 let error = FieldError::internal(Path::nil(), "the stored object is not a JSON object");

@@ -138,7 +138,10 @@ impl Runner {
             return;
         }
         let runner = self.clone();
-        let spawned = std::thread::Builder::new().name("impact-after-reload".into()).spawn(move || {
+        let spawned = std::thread::Builder::new()
+            .name("impact-after-reload".into())
+            .stack_size(crate::core::nesting::THREAD_STACK_BYTES)
+            .spawn(move || {
             crate::core::priority::lower_this_thread();
             for (before, now) in changed {
                 let name = now.name().to_string();
@@ -170,10 +173,13 @@ impl Runner {
         let name = job.candidate.definition.name.clone();
         let stop = self.register(&job).await?;
         let runner = self.clone();
-        let spawned = std::thread::Builder::new().name("impact-analysis".into()).spawn(move || {
-            crate::core::priority::lower_this_thread();
-            runner.run(&job, &stop);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("impact-analysis".into())
+            .stack_size(crate::core::nesting::THREAD_STACK_BYTES)
+            .spawn(move || {
+                crate::core::priority::lower_this_thread();
+                runner.run(&job, &stop);
+            });
         if let Err(e) = spawned {
             self.forget(&name, None);
             return Err(RequestError::Store(crate::store::Error::Backend(format!("starting the analysis: {e}"))));

@@ -261,3 +261,32 @@ fn a_scan_goes_page_by_page_and_stops_when_cancelled() {
     assert_eq!(stopped.unwrap_err(), Stop::Cancelled);
     assert_eq!(pages, 1);
 }
+
+#[test]
+fn objects_nested_deeper_than_serde_jsons_limit_are_read_as_the_api_reads_them() {
+    // 1,000 levels below `spec` (serde_json's readers stop at 128), on a thread with the stack
+    // the server gives every thread that walks objects.
+    let deep = std::thread::Builder::new().stack_size(crate::core::nesting::THREAD_STACK_BYTES).spawn(|| {
+        let mut nested = json!("leaf");
+        for _ in 0..1_000 {
+            nested = json!({"a": nested});
+        }
+        let mut objects = crontabs(2, |_| false);
+        objects.push(("deep".into(), object("deep", "v1", json!({"replicas": 7, "extra": nested}))));
+        let fixture = Fixture::new(objects);
+        let open = |replicas: Value| {
+            let mut spec = spec(replicas);
+            spec["x-kubernetes-preserve-unknown-fields"] = json!(true);
+            crontab(spec, &["v1"])
+        };
+        let report = fixture.analyze(
+            &open(json!({"type": "integer"})),
+            &open(json!({"type": "integer", "maximum": 5})),
+            &Options::default(),
+        );
+        (report.objects, report.unreadable.len(), report.versions[0].errors[0].examples.clone())
+    });
+    let (objects, unreadable, examples) = deep.unwrap().join().unwrap();
+    assert_eq!((objects, unreadable), (3, 0));
+    assert_eq!(examples, ["default/deep"]);
+}
