@@ -118,10 +118,10 @@ impl Version {
             .cel_rules
             .get_or_init(|| {
                 let raw = self.openapi_schema_value()?;
-                // One thread with the compile stack for all the version's rules.
-                let (rules, _) = crate::cel::on_compile_stack(|| {
-                    crate::cel::Rules::compile(&raw, &crate::core::field::Path::nil())
-                })?;
+                // One thread with the compile stack for all the version's rules; located from
+                // the schema's root (versions with the same schema share them).
+                let root = crate::core::field::Path::new("openAPIV3Schema");
+                let (rules, _) = crate::cel::on_compile_stack(|| crate::cel::Rules::compile(&raw, &root))?;
                 (!rules.is_empty()).then(|| Arc::new(rules))
             })
             .as_ref()
