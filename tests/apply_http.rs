@@ -223,9 +223,13 @@ fn status_subresource_and_dry_run() {
     assert_eq!(entry["subresource"], "status");
     assert_eq!(entry["operation"], "Apply");
     assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
-    // Applying again with the same configuration changes nothing, not even a time stamp a
-    // second later.
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // Applying again with the same configuration changes nothing, not even a time stamp, in
+    // the next second of the clock.
+    let second = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let written_in = second(std::time::SystemTime::now());
+    while second(std::time::SystemTime::now()) == written_in {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let again = client
         .send("PATCH", &url("g", "/status?fieldManager=ctl"), APPLY, serde_json::to_vec(&status).unwrap())
         .unwrap();

@@ -172,9 +172,7 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
                 && l.contains(r#"storedVersions="[\"v1beta1\", \"v1\"]""#)
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
-    let log = cluster.server.log();
-    assert!(started(&log), "{log}");
+    eventually("the migration's start in the log", || started(&cluster.server.log()).then_some(()));
 
     // 3. Read in v1beta1, then in v1: identical but for apiVersion.
     let read = |version: &str, name: &str| -> Value {
@@ -692,6 +690,16 @@ fn a_removed_definitions_objects_are_deleted_through_the_running_server_as_rbac_
     let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets", &[]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("400 Bad Request: name: \"gadgets\" is not a definition name"), "{text}");
+    // A name the store knows nothing of (mistyped): said, and a failure.
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadget.gadgets.example.com", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(
+            "404 Not Found: no definition named gadget.gadgets.example.com is known here: the store holds no object \
+             and no record of it"
+        ),
+        "{text}"
+    );
     // Counted without --confirm, deleted with it.
     let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets.gadgets.example.com", &[]);
     assert_eq!(

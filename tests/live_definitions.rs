@@ -90,6 +90,16 @@ impl Live {
         self.raw.get(path).unwrap().status
     }
 
+    /// Whether the server counts exactly one open watch of `kind`.
+    fn one_watch_of(&self, kind: &str) -> bool {
+        let metrics = Client::admin(&self.cluster.server).get("/metrics").unwrap().text();
+        metrics.lines().any(|l| {
+            l.starts_with("apiserver_registered_watchers{")
+                && l.contains(&format!("kind=\"{kind}\""))
+                && l.ends_with(" 1")
+        })
+    }
+
     fn log_count(&self, needle: &str) -> usize {
         self.cluster.server.log().matches(needle).count()
     }
@@ -114,7 +124,7 @@ fn definitions_are_added_changed_and_removed_while_serving() {
     // Watches on both resources.
     let mut crontab_watch = admin.stream(&["get", "crontabs", "-w", "--output-watch-events"]);
     let widget_watch = admin.stream(&["get", "widgets", "-w"]);
-    std::thread::sleep(Duration::from_millis(300));
+    eventually("both watches open", || (live.one_watch_of("Widget") && live.one_watch_of("CronTab")).then_some(()));
 
     // Added: a new file is served, in discovery and for writes.
     std::fs::write(defs.join("gadgets.yaml"), definition("gadgets", "Gadget", "How big.", "")).unwrap();
@@ -438,6 +448,14 @@ fn a_removed_definition_keeps_its_objects_until_the_admin_deletes_them() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("stop the server first"), "{text}");
     live.cluster.server.stop();
+    // A name the store knows nothing of (mistyped): said, and a failure.
+    let (code, text) = delete_objects(&live, "gadget.stable.example.com", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(
+        text.trim(),
+        "error: no definition named gadget.stable.example.com is known here: the store holds no object and no \
+         record of it (check the name)"
+    );
     let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &[]);
     assert_eq!(
         (code, text.trim()),

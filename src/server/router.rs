@@ -148,7 +148,8 @@ impl Router {
                     let info = info.clone();
                     Box::pin(super::admin::migrate(&lifecycle, &info, request, encoding)).await
                 } else if posted {
-                    super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding)
+                    Box::pin(super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding))
+                        .await
                 } else {
                     body::error_response(&ApiError::method_not_allowed(), encoding)
                 }
