@@ -28,8 +28,9 @@ use super::filters::Next;
 const RESERVED_DESCRIPTORS: u64 = 512;
 /// The largest connection cap accepted (beyond any file-descriptor limit in use).
 const MAX_CONNECTIONS: usize = 1 << 20;
-/// How long a connection asked to give way may take to go before another is asked.
-const EVICTION_GRACE: Duration = Duration::from_secs(1);
+/// How long a connection asked to give way may take to go before another is asked (long enough
+/// for an idle one on a busy machine; a client that reads nothing may hold its close longer).
+const EVICTION_GRACE: Duration = Duration::from_secs(5);
 /// How often a full server or failing accepts are logged, at most.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -98,8 +99,10 @@ pub async fn serve(
         let stopping = stopping.clone();
         tokio::spawn(async move {
             connection::serve(tcp, remote, acceptor, handler, settings, stopping, activity).await;
-            drop(registered);
+            // The slot first: a connection gone from the registry has always freed its slot,
+            // so that whoever waits for room takes it rather than ask another to give way.
             drop(slot);
+            drop(registered);
         });
     }
     drop(listener);
@@ -122,12 +125,18 @@ async fn make_room(
 ) -> Option<OwnedSemaphorePermit> {
     open.idle.waiting.store(true, Ordering::Relaxed);
     let slot = loop {
+        // A slot freed meanwhile (by the connection asked last, or any other) is taken
+        // before anyone else is asked to go.
+        if let Ok(slot) = slots.clone().try_acquire_owned() {
+            break Some(slot);
+        }
         match open.evict_one() {
             Eviction::Asked => log.evicted(max_connections),
             Eviction::Pending => {}
             Eviction::NoneIdle => log.full(max_connections),
         }
         tokio::select! {
+            biased;
             slot = slots.clone().acquire_owned() => break slot.ok(),
             // A connection went idle or closed: look again.
             _ = open.idle.notify.notified() => {}
