@@ -92,7 +92,15 @@ impl Live {
 
     /// Whether the server counts exactly one open watch of `kind`.
     fn one_watch_of(&self, kind: &str) -> bool {
-        let metrics = Client::admin(&self.cluster.server).get("/metrics").unwrap().text();
+        // Scraped as kube-aggregator would forward an admin's request: the front proxy's
+        // certificate and the identity headers.
+        let server = &self.cluster.server;
+        let proxy = &self.cluster.plane.front_proxy_client;
+        let (cert, key) = (server.write("scraper.crt", &proxy.cert), server.write("scraper.key", &proxy.key));
+        let scraper = Client::new(server, Some((&cert, &key)))
+            .header("X-Remote-User", "system:admin")
+            .header("X-Remote-Group", "system:masters");
+        let metrics = scraper.get("/metrics").unwrap().text();
         metrics.lines().any(|l| {
             l.starts_with("apiserver_registered_watchers{")
                 && l.contains(&format!("kind=\"{kind}\""))
