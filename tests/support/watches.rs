@@ -1,10 +1,17 @@
 //! Watch behaviour both backends must show, checked over raw HTTPS: what a watch with a label
 //! or field selector reports as an object enters and leaves its selection (kube-apiserver's
 //! cache watcher: ADDED with the new content on entering, DELETED with the previous content
-//! at the event's resourceVersion on leaving).
+//! at the event's resourceVersion on leaving); a watcher that stops reading while changes come
+//! is closed (its stream ends cleanly where it stopped, the server counts it in
+//! `apiserver_terminated_watchers_total` and no longer holds it), while a reading watcher of
+//! the same changes sees every one.
+
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use super::TestServer;
 use super::http::Client;
 
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
@@ -98,4 +105,105 @@ pub fn check_objects_leaving_a_selection(client: &Client) {
         ("DELETED".to_string(), json!("teal"), json!("M"), left_at),
     ];
     assert_eq!(seen, expected);
+}
+
+/// The value of a sample of `/metrics` whose line starts with `series` (name and labels).
+fn sample(client: &Client, series: &str) -> Option<f64> {
+    let text = client.get("/metrics").unwrap().text();
+    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Waits (at most a minute: a hang guard) until `condition` holds.
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The events of a watch stream as (type, resourceVersion), read until the server ends it
+/// (`true`) or `limit` events were seen (`false`; the stream stays open while `lines` lives).
+async fn read_events<S: tokio::io::AsyncRead + Unpin>(
+    lines: &mut tokio::io::Lines<BufReader<S>>,
+    limit: usize,
+) -> (Vec<(String, u64)>, bool) {
+    let mut events = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+            Ok(Ok(Some(line))) => {
+                // The zero-length chunk ends a chunked body: the server ended the watch.
+                if line.trim() == "0" {
+                    return (events, true);
+                }
+                let Some(start) = line.find('{') else { continue };
+                let event: Value = serde_json::from_str(&line[start..]).unwrap();
+                let revision = event["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+                events.push((event["type"].as_str().unwrap().to_string(), revision));
+                if events.len() == limit {
+                    return (events, false);
+                }
+            }
+            Ok(Ok(None)) | Ok(Err(_)) => return (events, true),
+            Err(_) => panic!("the watch neither sent nor ended for a minute"),
+        }
+    }
+}
+
+/// A watcher that stops reading while `writes` CronTabs of 8 KiB are created is closed; one
+/// that reads sees every creation. Needs the CronTab definition.
+pub fn check_a_watcher_that_stops_reading_is_closed(server: &TestServer, writes: usize) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = Client::admin(server);
+    let watch_path = format!("{CRONTABS}?watch=1&resourceVersion=0&timeoutSeconds=600");
+    let (stalled, reader) = runtime.block_on(async {
+        let stalled = client.raw_get(&watch_path).await;
+        let reading = client.raw_get(&watch_path).await;
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(reading).lines();
+            let (seen, ended) = read_events(&mut lines, writes).await;
+            (seen, ended, lines)
+        });
+        (stalled, reader)
+    });
+    let watchers = r#"apiserver_registered_watchers{group="stable.example.com",version="v1",kind="CronTab"}"#;
+    wait_until("both watches are registered", || sample(&client, watchers) == Some(2.0));
+    // Large objects, so that the stalled watcher's socket and queue fill well before the end.
+    let padding = "x".repeat(8 * 1024);
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let client = Client::admin(server);
+            let padding = padding.clone();
+            std::thread::spawn(move || {
+                for i in (w..writes).step_by(8) {
+                    let body = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                        "metadata": {"name": format!("c{i}")}, "spec": {"image": padding}});
+                    let response = client.send("POST", CRONTABS, "application/json", body.to_string()).unwrap();
+                    assert_eq!(response.status, 201, "{}", response.text());
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let (seen, ended, _reading) = runtime.block_on(reader).unwrap();
+    assert!(!ended, "the reading watch goes on");
+    assert_eq!(seen.len(), writes, "the reading watcher saw every change");
+    assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "in order");
+    // The stalled one was closed, counted, and let go by the server while its client still
+    // does not read.
+    let terminated = r#"apiserver_terminated_watchers_total{group="stable.example.com",resource="crontabs"}"#;
+    wait_until("the stalled watch is counted as terminated", || sample(&client, terminated) == Some(1.0));
+    wait_until("only the reading watch is registered", || sample(&client, watchers) == Some(1.0));
+    // Read now, its stream holds a gap-free prefix of the changes and ends cleanly.
+    let (stalled_seen, ended) = runtime.block_on(async {
+        let mut stalled = stalled;
+        let mut head = [0u8; 1];
+        stalled.read_exact(&mut head).await.unwrap();
+        read_events(&mut BufReader::new(stalled).lines(), writes).await
+    });
+    assert!(ended, "the server ended the stalled watch");
+    assert!(stalled_seen.len() < writes, "closed before the end ({} events)", stalled_seen.len());
+    assert_eq!(stalled_seen[..], seen[..stalled_seen.len()], "a prefix of the changes, in order");
 }
