@@ -74,14 +74,11 @@ async fn registered_watchers(sender: &mut bench_client::Sender) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// Open watches, held unread until dropped.
-enum Watches {
-    Http1(Vec<bench_client::TlsStream>),
-    Http2(Vec<(hyper::client::conn::http2::SendRequest<Empty<Bytes>>, Vec<http::Response<hyper::body::Incoming>>)>),
-}
+/// Open watches (their connections, streams and responses), held unread until dropped.
+type Held = Vec<Box<dyn std::any::Any + Send>>;
 
-async fn open_http1(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n: usize) -> Watches {
-    let mut streams = Vec::with_capacity(n);
+async fn open_http1(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n: usize) -> Held {
+    let mut streams: Held = Vec::with_capacity(n);
     let mut left = n;
     while left > 0 {
         let batch = left.min(CONNECTING);
@@ -95,18 +92,18 @@ async fn open_http1(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n:
             })
         });
         for stream in futures_util::future::join_all(opened).await {
-            streams.push(stream.unwrap());
+            streams.push(Box::new(stream.unwrap()));
         }
         left -= batch;
     }
-    Watches::Http1(streams)
+    streams
 }
 
-async fn open_http2(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n: usize) -> Watches {
+async fn open_http2(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n: usize) -> Held {
     let mut h2 = (*config).clone();
     h2.alpn_protocols = vec![b"h2".to_vec()];
     let config = Arc::new(h2);
-    let mut connections = Vec::new();
+    let mut connections: Held = Vec::new();
     let mut left = n;
     while left > 0 {
         let streams = left.min(STREAMS_PER_CONNECTION);
@@ -117,15 +114,15 @@ async fn open_http2(port: u16, config: Arc<rustls::ClientConfig>, path: &str, n:
         let mut responses = Vec::with_capacity(streams);
         for _ in 0..streams {
             sender.ready().await.unwrap();
-            let request = http::Request::get(path).body(Empty::new()).unwrap();
+            let request = http::Request::get(path).body(Empty::<Bytes>::new()).unwrap();
             let response = sender.send_request(request).await.unwrap();
             assert_eq!(response.status(), 200);
             responses.push(response);
         }
-        connections.push((sender, responses));
+        connections.push(Box::new((sender, responses)));
         left -= streams;
     }
-    Watches::Http2(connections)
+    connections
 }
 
 #[tokio::main]
