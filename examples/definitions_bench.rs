@@ -69,7 +69,7 @@ fn reload(dir: &std::path::Path, rounds: usize) {
     use crd_apiserver::definitions::scan::FileCache;
     let paths = [dir.to_path_buf()];
     let (age, stored) = (|_: &str| None, |_: &str| Vec::new());
-    let context = Context { age: &age, stored_versions: &stored };
+    let context = Context { age: &age, stored_versions: &stored, accepted: &reload::nothing_accepted };
     let mut cache = FileCache::default();
     let mut plan = reload::first_plan(&cache.scan(&paths), &context);
     let mut catalog = Catalog::new(std::mem::take(&mut plan.registry));

@@ -130,14 +130,14 @@ fn webhook_failures_patches_and_reinvocation() {
     let client = Client::to_plane(&cluster.plane, "admin-token");
     let create = |name: &str| client.send_json("POST", CRONTABS, &crontab(name, "nginx"));
 
-    // A slow webhook past its timeout, under failurePolicy Fail: a 500 naming it.
-    let mut slow = hooks.hook("slow.example.com", "/slow", &["CREATE"]);
+    // A webhook past its timeout, under failurePolicy Fail: a 500 naming it.
+    let mut slow = hooks.hook("slow.example.com", "/hang", &["CREATE"]);
     slow["timeoutSeconds"] = json!(1);
     validating(&cluster.plane, "slow", vec![slow.clone()]);
     let response = eventually("the slow webhook applies", || Some(create("slow")).filter(|r| r.status != 201));
     let port = hooks.base.rsplit(':').next().unwrap();
     let text = format!(
-        "failed calling webhook \"slow.example.com\": failed to call webhook: Post \"https://127.0.0.1:{port}/slow?timeout=1s\": context deadline exceeded"
+        "failed calling webhook \"slow.example.com\": failed to call webhook: Post \"https://127.0.0.1:{port}/hang?timeout=1s\": context deadline exceeded"
     );
     assert_eq!(
         response.json(),

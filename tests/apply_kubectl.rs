@@ -140,6 +140,18 @@ fn apply_server_side_creates_updates_and_conflicts() {
     assert_eq!(entry(&object, "ops", "Apply")["fieldsV1"], serde_json::json!({"f:spec": {"f:replicas": {}}}));
     assert_eq!(entry(&object, "kubectl", "Apply")["fieldsV1"], serde_json::json!({"f:spec": {"f:cronSpec": {}}}));
 
+    // A field the schema does not declare: kube-apiserver 1.36's words, as a Status without a
+    // reason (so no `(BadRequest)` after `Error from server`), whichever validation is asked.
+    let undeclared = server.write("undeclared.yaml", &crontab("nightly", "  bogus: 1\n"));
+    for validate in ["--validate=strict", "--validate=warn"] {
+        let refused = server.kubectl(&["apply", "--server-side", validate, "-f", undeclared.to_str().unwrap()]);
+        assert!(!refused.status.success());
+        assert_eq!(
+            stderr(&refused).trim(),
+            "Error from server: failed to create typed patch object (default/nightly; stable.example.com/v1, Kind=CronTab): .spec.bogus: field not declared in schema"
+        );
+    }
+
     // Dry run changes nothing.
     let dry = server.write("dry.yaml", &crontab("nightly", "  cronSpec: 'dry'\n"));
     server.kubectl_ok(&["apply", "--server-side", "--dry-run=server", "-f", dry.to_str().unwrap()]);

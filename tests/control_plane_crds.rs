@@ -351,11 +351,17 @@ fn compacted_history_expires_and_watchers_list_again() {
         let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()));
         let task = tokio::spawn(stream.for_each(|_| async {}));
         settle(&store, &["alphas.example.com", "betas.example.com"]).await;
+        let asked = plane.requests(&http::Method::GET, "customresourcedefinitions");
         plane.set_crd_outage(true);
         plane.delete_crd("alphas.example.com").unwrap();
         plane.create_crd(widget("gammas", json!({}))).unwrap();
         plane.compact_crds();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The watcher asked again during the outage (and was refused) before it ends.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while plane.requests(&http::Method::GET, "customresourcedefinitions") == asked {
+            assert!(tokio::time::Instant::now() < deadline, "the watcher never asked during the outage");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         plane.set_crd_outage(false);
         settle(&store, &["betas.example.com", "gammas.example.com"]).await;
         task.abort();

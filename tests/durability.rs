@@ -83,7 +83,12 @@ fn acknowledged_writes_survive_kill_9() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(1500));
+        // Killed once writes are being acknowledged (some are then in flight).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while acked.lock().unwrap().len() < 50 {
+            assert!(std::time::Instant::now() < deadline, "no write was acknowledged: {}", server.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
         server.kill();
         stop.store(true, Ordering::Relaxed);
         for w in writers {

@@ -3,7 +3,8 @@
 //! follower: every acknowledged create is kept at the resourceVersion it was acknowledged with,
 //! and an informer through the aggregator sees each object exactly once without listing again.
 //! Once the replicas have taken a dead member out, requests no longer fail and both replicas
-//! stay ready; a member that comes back is used again.
+//! stay ready; a member that comes back is used again. A replica starts while any one member is
+//! down, and waits (not ready, saying why) while no quorum is up.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
@@ -113,4 +114,56 @@ fn losing_etcd_members_under_writes_loses_no_acknowledged_write() {
         plane.replica_readiness() == [(first.port, true), (second.port, true)]
     });
     eprintln!("failed attempts retried while members were lost: {failed_attempts}");
+}
+
+/// Starts of a replica with one member of three down, in each position of `--etcd-servers`:
+/// its first reads must never go to the dead member, whichever the client would pick.
+const STARTS_PER_POSITION: usize = 4;
+
+#[test]
+fn a_replica_starts_while_any_one_etcd_member_is_down() {
+    let mut members = TestEtcd::cluster(3);
+    let endpoints = members.iter().map(TestEtcd::endpoint).collect::<Vec<_>>().join(",");
+    let plane = ControlPlane::start();
+    plane.add_user("admin-token", User::new("admin", &["system:masters"]));
+    for (down, member) in members.iter_mut().enumerate() {
+        member.kill();
+        for start in 0..STARTS_PER_POSITION {
+            let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
+            let servers = format!("--etcd-servers={endpoints}");
+            // Waits for /readyz, and fails if the server exits.
+            server.spawn(&["--storage-backend=etcd3", &servers]);
+            let client = support::http::Client::new(&server, None).header("Authorization", "Bearer admin-token");
+            let path = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+            let body = format!(
+                r#"{{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{{"name":"m{down}-{start}"}}}}"#
+            );
+            let created = client.send("POST", path, "application/json", body).unwrap();
+            assert_eq!(created.status, 201, "member {down} down, start {start}: {}", created.text());
+            server.stop();
+        }
+        member.resume();
+    }
+}
+
+#[test]
+fn a_replica_waits_for_an_etcd_quorum_before_it_serves() {
+    let mut members = TestEtcd::cluster(3);
+    let endpoints = members.iter().map(TestEtcd::endpoint).collect::<Vec<_>>().join(",");
+    let plane = ControlPlane::start();
+    members[0].kill();
+    members[2].kill();
+    let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
+    let servers = format!("--etcd-servers={endpoints}");
+    // etcd calls time out after 2 s (half the request timeout): the first refusal comes soon.
+    server.launch(&["--storage-backend=etcd3", &servers, "--request-timeout=4s"]);
+    wait_for("the replica to say it waits for etcd", Duration::from_secs(30), || {
+        server.log().contains("etcd is unreachable; retrying (the server is not ready until etcd answers)")
+    });
+    // Not serving yet: nothing answers on its port.
+    assert!(support::http::Client::new(&server, None).get("/readyz").is_err(), "{}", server.log());
+    members[0].resume();
+    members[2].resume();
+    server.wait_ready();
+    assert!(server.log().contains("connected to etcd"), "{}", server.log());
 }

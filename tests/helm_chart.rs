@@ -124,6 +124,12 @@ fn values_that_cannot_work_do_not_render() {
     assert!(refused.contains("at '/securePort'"), "{refused}");
     let refused = render_refused(&["--set", "persistence.enable=false"]);
     assert!(refused.contains("at '/persistence'") && refused.contains("'enable'"), "{refused}");
+    // At the top level too: `replica` for `replicas` would leave one replica without a word.
+    let refused = render_refused(&["--set", "replica=3"]);
+    assert!(refused.contains("additional properties 'replica' not allowed"), "{refused}");
+    // A parent chart's `global` values are no typo.
+    let crontabs = format!("definitions.inline.crontabs\\.yaml={}", example("crontabs.yaml"));
+    helm(&["template", "demo", &chart(), "--set-file", &crontabs, "--set", "global.imageRegistry=example.com"]);
 }
 
 /// helm's refusal to render the chart with the two example files and `extra`.

@@ -209,4 +209,57 @@ fn unauthenticated_requests_are_refused() {
         "Forbidden",
         "forbidden: User \"system:anonymous\" cannot get path \"/apis\"",
     );
+
+    // A bearer token nothing can verify (development mode asks no TokenReview) is an invalid
+    // credential: 401, as kube-apiserver answers, never a request served as anonymous; even
+    // where anonymous requests are allowed.
+    let bearer = Client::new(&server, None).header("Authorization", "Bearer not-a-token");
+    for path in [COLLECTION, "/apis", "/healthz"] {
+        let refused = bearer.get(path).unwrap();
+        assert_eq!(refused.status, 401, "{path}: {}", refused.text());
+        assert_eq!(
+            refused.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+            "{path}"
+        );
+    }
+    // A client certificate is tried before the token, as Kubernetes' authenticators are.
+    let admin_with_token = Client::admin(&server).header("Authorization", "Bearer not-a-token");
+    assert_eq!(admin_with_token.get(COLLECTION).unwrap().status, 200);
+}
+
+#[test]
+fn a_namespace_that_is_not_a_valid_name_is_refused_on_create_and_found_empty_otherwise() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let bad = "/apis/stable.example.com/v1/namespaces/Bad_NS/crontabs";
+    let label_rule = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and \
+                      must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used \
+                      for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+    let message = format!(
+        "CronTab.stable.example.com \"x\" is invalid: metadata.namespace: Invalid value: \"Bad_NS\": {label_rule}"
+    );
+    // Created by POST, and by an apply that finds no object: 422, as BeforeCreate's
+    // ValidateObjectMetaAccessor answers; nothing stored.
+    let status = check(&client.send_json("POST", bad, &crontab("x")), 422, "Invalid", &message);
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "message": format!("Invalid value: \"Bad_NS\": {label_rule}"), "field": "metadata.namespace"}])
+    );
+    let applied = client
+        .send(
+            "PATCH",
+            &format!("{bad}/x?fieldManager=test"),
+            "application/apply-patch+yaml",
+            serde_json::to_vec(&crontab("x")).unwrap(),
+        )
+        .unwrap();
+    check(&applied, 422, "Invalid", &message);
+    // Reads and deletes find nothing there, as in any namespace without objects.
+    let list = client.get(bad).unwrap();
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert_eq!(list.json()["items"], json!([]));
+    check(&client.get(&format!("{bad}/x")).unwrap(), 404, "NotFound", "crontabs.stable.example.com \"x\" not found");
+    let delete = client.request("DELETE", &format!("{bad}/x"), None, None).unwrap();
+    check(&delete, 404, "NotFound", "crontabs.stable.example.com \"x\" not found");
 }

@@ -692,6 +692,16 @@ fn a_removed_definitions_objects_are_deleted_through_the_running_server_as_rbac_
     let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets", &[]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("400 Bad Request: name: \"gadgets\" is not a definition name"), "{text}");
+    // A name the store knows nothing of (mistyped): said, and a failure.
+    let (code, text) = delete_through_server(&cluster, "ops-token", "gadget.gadgets.example.com", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(
+            "404 Not Found: no definition named gadget.gadgets.example.com is known here: the store holds no object \
+             and no record of it"
+        ),
+        "{text}"
+    );
     // Counted without --confirm, deleted with it.
     let (code, text) = delete_through_server(&cluster, "ops-token", "gadgets.gadgets.example.com", &[]);
     assert_eq!(

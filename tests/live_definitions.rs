@@ -438,6 +438,14 @@ fn a_removed_definition_keeps_its_objects_until_the_admin_deletes_them() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("stop the server first"), "{text}");
     live.cluster.server.stop();
+    // A name the store knows nothing of (mistyped): said, and a failure.
+    let (code, text) = delete_objects(&live, "gadget.stable.example.com", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(
+        text.trim(),
+        "error: no definition named gadget.stable.example.com is known here: the store holds no object and no \
+         record of it (check the name)"
+    );
     let (code, text) = delete_objects(&live, "gadgets.stable.example.com", &[]);
     assert_eq!(
         (code, text.trim()),

@@ -260,6 +260,7 @@ fn discovery_documents() {
         "OwnerReference",
         "Patch",
         "Preconditions",
+        "ShardInfo",
         "Status",
         "StatusCause",
         "StatusDetails",

@@ -23,6 +23,8 @@ use support::http::Client;
 const GROUP: &str = "takeover.example.com";
 const NAME: &str = "widgets.takeover.example.com";
 const WIDGETS: &str = "/apis/takeover.example.com/v1/namespaces/default/widgets";
+/// The copy's requests for the pages after the first, as the main apiserver receives them.
+const SECOND_PAGE: &str = "/apis/takeover.example.com/v1/widgets?limit=500&continue=";
 
 const WIDGET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -147,12 +149,20 @@ impl Env {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.policy_exists() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !(self.policy_exists() && self.binding_exists()) {
             assert!(Instant::now() < deadline, "no freeze: {}", self.server.log());
             std::thread::sleep(Duration::from_millis(20));
         }
         takeover
+    }
+
+    /// Whether the freeze's binding exists (the policy denies nothing without it).
+    fn binding_exists(&self) -> bool {
+        self.plane
+            .state()
+            .get_object("validatingadmissionpolicybindings", "", &format!("crd-apiserver-takeover.{NAME}"))
+            .is_some()
     }
 
     fn policy_exists(&self) -> bool {
@@ -238,7 +248,8 @@ fn takeover_moves_objects_with_their_metadata_and_kubectl_reaches_them() {
 #[test]
 fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refused_meanwhile() {
     let env = start(1200, &["--takeover-timeout", "20s"]);
-    env.plane.set_custom_list_fault(Duration::from_millis(2500), true);
+    // The copy's second page waits at the main apiserver's door until the test is done.
+    let second_page = env.plane.hold(http::Method::GET, SECOND_PAGE, 0);
     let takeover = env.takeover_until_frozen();
     // Frozen: a create and a dry-run create through the main apiserver are refused, saying why.
     let create = env.admin.send_json("POST", WIDGETS, &widget("during"));
@@ -247,6 +258,9 @@ fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refu
     let dry = env.admin.send_json("POST", &format!("{WIDGETS}?dryRun=All"), &widget("during"));
     assert_eq!(dry.status, 403, "{}", dry.text());
 
+    // Then the main apiserver fails that page.
+    env.plane.set_custom_list_fault(true);
+    env.plane.release_held(second_page, true);
     let out = takeover.wait_with_output().unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("rolling back"), "{}", text(&out));
@@ -256,7 +270,7 @@ fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refu
     assert_eq!(service["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"], "true");
     let ours = env.direct().get(WIDGETS).unwrap().json();
     assert_eq!(ours["items"].as_array().unwrap().len(), 0, "our copies are removed: {ours}");
-    env.plane.set_custom_list_fault(Duration::ZERO, false);
+    env.plane.set_custom_list_fault(false);
     let create = env.admin.send_json("POST", WIDGETS, &widget("after"));
     assert_eq!(create.status, 201, "{}", create.text());
     // And a second attempt goes through.
@@ -268,11 +282,16 @@ fn a_failure_before_the_switch_leaves_the_cluster_as_it_was_and_writes_were_refu
 #[test]
 fn a_server_killed_while_copying_keeps_the_freeze_and_the_command_run_again_finishes() {
     let mut env = start(1200, &[]);
-    env.plane.set_custom_list_fault(Duration::from_millis(3000), false);
+    let second_page = env.plane.hold(http::Method::GET, SECOND_PAGE, 0);
     let takeover = env.takeover_until_frozen();
-    // The first page is being written, the second is on its way: the server dies.
-    std::thread::sleep(Duration::from_millis(1000));
+    // The first page is copied, the second asked for: the server dies.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.plane.held(second_page) == 0 {
+        assert!(Instant::now() < deadline, "the second page was never asked for: {}", env.server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     env.server.kill();
+    env.plane.release_held(second_page, false);
     let out = takeover.wait_with_output().unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     // No copy accepts writes meanwhile: the freeze stays.
@@ -280,7 +299,6 @@ fn a_server_killed_while_copying_keeps_the_freeze_and_the_command_run_again_fini
     let create = env.admin.send_json("POST", WIDGETS, &widget("during"));
     assert_eq!(create.status, 403, "{}", create.text());
 
-    env.plane.set_custom_list_fault(Duration::ZERO, false);
     let ca = env.server.pki.serving_ca();
     env.server.spawn(&["--takeover-ca-file", ca.to_str().unwrap()]);
     let out = env.run("takeover", &[]);

@@ -192,17 +192,17 @@ fn invalid_options_are_invalid_on_the_options_kind() {
         (
             "POST",
             format!("{COLL}?dryRun=Some&fieldValidation=Bogus"),
-            "CreateOptions.meta.k8s.io \"\" is invalid: [dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\", fieldValidation: Unsupported value: \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]",
+            "CreateOptions.meta.k8s.io \"\" is invalid: [dryRun: Unsupported value: [\"Some\"]: supported values: \"All\", fieldValidation: Unsupported value: \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]",
         ),
         (
             "PUT",
             format!("{COLL}/o?dryRun=Some"),
-            "UpdateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\"",
+            "UpdateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Some\"]: supported values: \"All\"",
         ),
         (
             "DELETE",
             format!("{COLL}/o?dryRun=Some"),
-            "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\"",
+            "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Some\"]: supported values: \"All\"",
         ),
         (
             "GET",

@@ -245,7 +245,7 @@ fn map_to_internal(errs: &[FieldError], internal: &Value) -> Vec<FieldError> {
         field = field
             .replace("spec.conversion.webhook.clientConfig", "spec.conversion.webhookClientConfig")
             .replace("spec.conversion.webhook.conversionReviewVersions", "spec.conversion.conversionReviewVersions");
-        let mapped = FieldError::new(e.kind, Path::new(&field), e.bad_value.clone(), e.detail.clone());
+        let mapped = FieldError { field: Path::new(&field), ..e.clone() };
         if !out.iter().any(|o| o.to_string() == mapped.to_string()) {
             out.push(mapped);
         }

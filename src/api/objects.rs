@@ -158,6 +158,18 @@ pub fn prepare_create(object: &mut Value, placement: &Placement<'_>) -> Result<V
             errors.push(FieldError::invalid(Path::new("metadata").child("name"), name.as_str(), problem));
         }
     }
+    // The namespace came from the URL (the body's must equal it): `ValidateObjectMetaAccessor`
+    // checks it as a namespace name, so a URL's `Bad_NS` is refused, never stored.
+    if let Some(namespace) = placement.namespace {
+        let at = Path::new("metadata").child("namespace");
+        if namespace.is_empty() {
+            errors.push(FieldError::required(at, ""));
+        } else {
+            for problem in names::dns1123_label(namespace) {
+                errors.push(FieldError::invalid(at.clone(), namespace, problem));
+            }
+        }
+    }
     if placement.status_subresource
         && let Value::Object(root) = object
     {
@@ -309,6 +321,17 @@ mod tests {
         assert_eq!(
             prepare_create(&mut with_rv, &NAMESPACED).unwrap_err().message,
             "resourceVersion should not be set on objects to be created"
+        );
+        let bad_namespace = Placement { namespace: Some("Bad_NS"), ..NAMESPACED };
+        let errs = prepare_create(&mut json!({"metadata": {"name": "Bad_Name"}}), &bad_namespace).unwrap();
+        let texts: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[0].starts_with("metadata.name: Invalid value: \"Bad_Name\""), "{texts:?}");
+        assert_eq!(
+            texts[1],
+            "metadata.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case \
+             alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  \
+             or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
         );
         let mut cluster = json!({"metadata": {"name": "x", "namespace": "ignored"}});
         prepare_create(&mut cluster, &Placement { namespace: None, status_subresource: false, status_write: false })

@@ -121,14 +121,14 @@ pub fn manager_name(call: &Call) -> String {
     out
 }
 
-/// `ValidateDryRun`: every value must be `All`. The values print as Go prints a `[]string`.
+/// `ValidateDryRun`: every value must be `All`. The bad value is the whole list (a JSON array
+/// in the message, as 1.36 prints a `[]string`).
 pub fn dry_run_error(values: &[&str]) -> Option<FieldError> {
     if values.iter().all(|v| *v == "All") {
         return None;
     }
-    let quoted: Vec<String> = values.iter().map(|v| crate::core::field::go_quote(v)).collect();
-    let detail = format!("[]string{{{}}}: supported values: \"All\"", quoted.join(", "));
-    Some(FieldError::new(crate::core::field::ErrorType::NotSupported, FieldPath::new("dryRun"), None, detail))
+    let listed = serde_json::Value::Array(values.iter().map(|v| serde_json::Value::from(*v)).collect());
+    Some(FieldError::not_supported(FieldPath::new("dryRun"), listed, &["All"]))
 }
 
 /// Go's `unicode.IsPrint`: graphic characters and the ASCII space.
@@ -279,7 +279,8 @@ pub fn apply_scale(call: &Call, old_scale: &Value, config: &Value, force: bool) 
 }
 
 /// A field manager error as a Kubernetes Status error: conflicts are 409 with one
-/// `FieldManagerConflict` cause each.
+/// `FieldManagerConflict` cause each; the errors k8s.io/apimachinery's field manager returns as
+/// plain Go errors are 500 without a reason, as kube-apiserver passes them on.
 fn to_api_error(error: fieldmanager::Error) -> ApiError {
     match error {
         fieldmanager::Error::Conflicts(conflicts) => {
@@ -290,7 +291,7 @@ fn to_api_error(error: fieldmanager::Error) -> ApiError {
             out
         }
         fieldmanager::Error::BadRequest(message) => ApiError::bad_request(message),
-        fieldmanager::Error::Internal(message) => ApiError::internal(message),
+        fieldmanager::Error::Internal(message) => ApiError::unknown(message),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Bearer token authentication by TokenReview against the main apiserver, as a delegating
 //! k8s.io/apiserver does it: answers (authenticated or not) are cached for a TTL (10 s by
-//! default); a review that could not be made is not cached and refuses the request.
+//! default); a review that could not be made is not cached and refuses the request. Where no
+//! review can be made at all, every token is refused (`UnverifiableTokens`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +94,26 @@ impl Authenticator for TokenAuthenticator {
     }
 }
 
+/// Refuses every bearer token: the authenticator where no TokenReview can be asked
+/// (development mode, or no kubeconfig for authentication). A token nobody can verify is an
+/// invalid credential (401), as kube-apiserver answers a token none of its authenticators
+/// accepts, never a reason to serve the request as anonymous.
+pub struct UnverifiableTokens;
+
+impl Authenticator for UnverifiableTokens {
+    fn authenticate<'a>(
+        &'a self,
+        credentials: &'a Credentials<'a>,
+    ) -> BoxFuture<'a, Result<Option<UserInfo>, AuthnError>> {
+        Box::pin(async move {
+            match bearer_token(credentials.headers) {
+                Some(_) => Err(AuthnError("invalid bearer token".into())),
+                None => Ok(None),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +191,15 @@ mod tests {
         assert!(run(&auth, "Bearer other").await.is_err());
         assert_eq!(reviewer.calls.load(Ordering::SeqCst), 4, "an outage is asked again");
         assert_eq!(run(&auth, "Basic xyz").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn without_token_review_every_token_is_invalid() {
+        let bearer = headers("Bearer anything");
+        let refused = UnverifiableTokens.authenticate(&Credentials { headers: &bearer, peer_certificates: &[] }).await;
+        assert_eq!(refused, Err(AuthnError("invalid bearer token".into())));
+        let basic = headers("Basic abc");
+        let other = UnverifiableTokens.authenticate(&Credentials { headers: &basic, peer_certificates: &[] }).await;
+        assert_eq!(other, Ok(None));
     }
 }

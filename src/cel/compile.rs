@@ -310,7 +310,7 @@ fn compile_rule(
     }
     if let Err(detail) = &program {
         if !had_shape_errors {
-            ctx.errors.push(FieldError::invalid(rule_path.child("rule"), bad_value.clone(), detail.clone()));
+            ctx.errors.push(FieldError::invalid_typed(rule_path.child("rule"), bad_value.clone(), detail.clone()));
         }
     }
     let message_program = if spec.message_expression.trim().is_empty() {
@@ -335,7 +335,7 @@ fn compile_rule(
                 observe(ctx, rule_path.child("messageExpression"), cost);
             }
             Err(detail) => {
-                ctx.errors.push(FieldError::invalid(
+                ctx.errors.push(FieldError::invalid_typed(
                     rule_path.child("messageExpression"),
                     bad_value.clone(),
                     detail.clone(),

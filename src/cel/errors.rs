@@ -5,7 +5,7 @@
 
 use cel::ParseErrors;
 use cel::common::ast::SourceInfo;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::schema::RuleSpec;
 
@@ -114,24 +114,30 @@ pub fn cost_message(what: &str, cost: u64, limit: u64) -> String {
     )
 }
 
-/// The rule as the value of its compile error.
-pub fn rule_json(spec: &RuleSpec) -> Json {
-    let mut m = Map::new();
-    m.insert("rule".into(), Json::String(spec.rule.clone()));
+/// The rule as the value of its compile error: its set fields in the order of Kubernetes'
+/// `ValidationRule`, the strings as written (not with Go's `\u003c` for `<`, which a rule's
+/// comparisons and `&&` would be full of; kube-apiserver 1.36 prints its internal struct,
+/// `{"Rule":"self.a \u003c 1","Message":"",...}`, which reads worse still).
+pub fn rule_json(spec: &RuleSpec) -> String {
+    let mut fields = vec![("rule", Json::String(spec.rule.clone()))];
     if !spec.message.is_empty() {
-        m.insert("message".into(), Json::String(spec.message.clone()));
+        fields.push(("message", Json::String(spec.message.clone())));
     }
     if !spec.message_expression.is_empty() {
-        m.insert("messageExpression".into(), Json::String(spec.message_expression.clone()));
+        fields.push(("messageExpression", Json::String(spec.message_expression.clone())));
     }
     if let Some(r) = &spec.reason {
-        m.insert("reason".into(), Json::String(r.clone()));
+        fields.push(("reason", Json::String(r.clone())));
     }
     if !spec.field_path.is_empty() {
-        m.insert("fieldPath".into(), Json::String(spec.field_path.clone()));
+        fields.push(("fieldPath", Json::String(spec.field_path.clone())));
     }
     if let Some(o) = spec.optional_old_self {
-        m.insert("optionalOldSelf".into(), Json::Bool(o));
+        fields.push(("optionalOldSelf", Json::Bool(o)));
     }
-    Json::Object(m)
+    let members: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("\"{name}\":{}", serde_json::to_string(value).unwrap_or_default()))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }

@@ -247,6 +247,17 @@ fn docs_compile_errors_word_for_word() {
         first_line(on(int(), "self == true")),
         r#"openAPIV3Schema.properties[spec].properties[f].x-kubernetes-validations[0].rule: Invalid value: {"rule":"self == true"}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'"#
     );
+    // The rule as written, `<` and `&&` included (not Go's `\u003c`, `\u0026`), its fields in
+    // ValidationRule's order.
+    let mut prop = int();
+    prop["x-kubernetes-validations"] =
+        json!([{"rule": "self < 1 && self > 0 || self == true", "message": "m", "reason": "FieldValueInvalid"}]);
+    let errs = compile_errors(json!({"type": "object", "properties": {"f": prop}}));
+    assert!(
+        first_line(errs).starts_with(
+            r#"openAPIV3Schema.properties[f].x-kubernetes-validations[0].rule: Invalid value: {"rule":"self < 1 && self > 0 || self == true","message":"m","reason":"FieldValueInvalid"}: compilation failed"#
+        )
+    );
     let errs = on(json!({"type": "object", "properties": {"a": int()}}), "self.nonExistingField > 0");
     assert!(first_line(errs).ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'nonExistingField'"));
     let errs = on(int(), "has(self)");

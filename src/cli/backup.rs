@@ -119,10 +119,7 @@ async fn write_file(path: &Path, mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> 
 async fn from_store(args: &BackupArgs, partial: &Path) -> Result<Summary, String> {
     let url = args.storage.url(None)?;
     // A backup never compacts etcd, nor stands for election.
-    let mut flags = args.storage.clone();
-    flags.etcd_compaction_interval = Duration::ZERO;
-    flags.leader_elect = false;
-    let store = flags.open(&url, Duration::from_secs(20)).await.map_err(|e| match &url {
+    let store = args.storage.open(&url, Duration::from_secs(20), None).await.map_err(|e| match &url {
         StorageUrl::Sled(dir) if e.to_string().contains("in use") => format!(
             "{e}: back up a running server through it, with --server https://HOST:PORT (or stop it to read {} \
              directly)",
@@ -203,7 +200,7 @@ fn restore(args: &RestoreArgs) -> Result<String, String> {
             dir.display().to_string(),
         ),
         StorageUrl::Etcd(servers) => {
-            let etcd = args.storage.etcd_options(servers, Duration::from_secs(20));
+            let etcd = args.storage.etcd_options(servers, Duration::from_secs(20), None);
             let restored = runtime()?
                 .block_on(crate::store::etcd::restore(&etcd, header, objects, options))
                 .map_err(|e| e.to_string())?;

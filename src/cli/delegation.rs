@@ -1,7 +1,8 @@
 //! Builds authentication and authorization from the flags and the cluster, as a delegating
 //! k8s.io/apiserver does: front proxy, client certificates and bearer tokens (TokenReview);
 //! system:masters, always-allowed paths, then SubjectAccessReview. Development mode keeps
-//! certificates only and allows every authenticated user everything.
+//! certificates only (a bearer token is refused: nothing could verify it) and allows every
+//! authenticated user everything.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::auth::authz::{self, AllowAuthenticated, Authorizer, AuthzError, Decis
 use crate::auth::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use crate::auth::sar::{CacheTtls, SubjectAccessReviewAuthorizer};
 use crate::auth::sources::AuthenticationSources;
-use crate::auth::token::TokenAuthenticator;
+use crate::auth::token::{TokenAuthenticator, UnverifiableTokens};
 use crate::auth::x509::{CaBundle, ClientCertAuthenticator};
 use crate::auth::{self, Authenticator, BoxFuture};
 use crate::core::request_info::RequestInfo;
@@ -253,13 +254,16 @@ pub async fn build(args: &ServeArgs, dev: Option<&DevPki>, client_ca: Option<&Pa
         Box::new(RequestHeaderAuthenticator::new(sources.request_header.clone())),
         Box::new(ClientCertAuthenticator::new(sources.client_ca.clone())),
     ];
-    if let Some(c) = &authn_client {
-        let ttl = flags.authentication_token_webhook_cache_ttl;
-        authenticators.push(Box::new(TokenAuthenticator::new(
-            Arc::new(ClusterReviews::new(c.clone(), DEFAULT_TIMEOUT)),
-            ttl,
-            ttl,
-        )));
+    match &authn_client {
+        Some(c) => {
+            let ttl = flags.authentication_token_webhook_cache_ttl;
+            authenticators.push(Box::new(TokenAuthenticator::new(
+                Arc::new(ClusterReviews::new(c.clone(), DEFAULT_TIMEOUT)),
+                ttl,
+                ttl,
+            )));
+        }
+        None => authenticators.push(Box::new(UnverifiableTokens)),
     }
 
     let delegate = authorizer(args, &mut clients).await?;

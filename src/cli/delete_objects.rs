@@ -17,7 +17,7 @@ use clap::Args;
 use http_body_util::BodyExt;
 
 use super::server_client::{ServerClient, ServerFlags};
-use crate::definitions::reload::{Context, plan};
+use crate::definitions::reload::{Context, nothing_accepted, plan};
 use crate::definitions::scan::FileCache;
 use crate::lifecycle::removed;
 use crate::store::Backend;
@@ -81,6 +81,11 @@ async fn delete_objects(args: &DeleteObjectsArgs) -> Result<String, String> {
     }
     still_named(&args.name, &args.definitions)?;
     let store = open(args.storage.as_deref().unwrap_or_default())?;
+    if let Err(e) = removed::known(&store, &args.name).await {
+        let closing = store.clone();
+        let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+        return Err(e.to_string());
+    }
     let outcome = removed::sweep(&store, &args.name, args.confirm, &|| Ok(()), &mut |_| {})
         .await
         .map(|count| summary(&args.name, count, args.confirm))
@@ -95,7 +100,7 @@ async fn delete_objects(args: &DeleteObjectsArgs) -> Result<String, String> {
 fn still_named(name: &str, paths: &[PathBuf]) -> Result<(), String> {
     let no_age = |_: &str| None;
     let no_stored = |_: &str| Vec::new();
-    let context = Context { age: &no_age, stored_versions: &no_stored };
+    let context = Context { age: &no_age, stored_versions: &no_stored, accepted: &nothing_accepted };
     let scan = FileCache::default().scan(paths);
     let checked = plan(&Default::default(), &scan, &context);
     if let Some(served) = checked.served.get(name) {

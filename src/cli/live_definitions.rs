@@ -12,12 +12,13 @@
 //! Owns the reload loop and the last served set. A definition that is no longer served keeps
 //! its objects in the store; this module never deletes objects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{Api, Catalog};
+use crate::definitions::accepted::{Accepted, accepted_forms};
 use crate::definitions::cluster::ClusterCache;
 use crate::definitions::reload::{self, Context, Plan, Served};
 use crate::definitions::reload_status::ReloadStatus;
@@ -25,8 +26,44 @@ use crate::definitions::scan::FileCache;
 use crate::definitions::watch::{self, DefinitionsWatcher};
 use crate::definitions::{Problem, Registry};
 use crate::kube::cluster_definitions::ClusterDefinitions;
-use crate::lifecycle::stored_versions;
+use crate::lifecycle::{accepted, stored_versions};
 use crate::store::Backend;
+
+/// The store's records a plan needs: every one at the first load, those of the definitions it
+/// checks as updates on a reload.
+#[derive(Default)]
+struct Records {
+    /// `status.storedVersions`, by definition name.
+    stored: HashMap<String, Vec<String>>,
+    /// The last accepted form, by definition name.
+    accepted: HashMap<String, Accepted>,
+}
+
+impl Records {
+    /// The stored versions of the definitions `scan` changes, and the accepted form (and stored
+    /// versions) of those it gives that `served` does not serve.
+    async fn read_for_reload(
+        store: &Backend,
+        served: &HashMap<String, Served>,
+        scan: &crate::definitions::scan::Scan,
+    ) -> Result<Records, crate::store::Error> {
+        let newcomers = reload::new_names(served, scan);
+        let read = futures_util::future::join_all(newcomers.iter().map(|name| accepted::read(store, name))).await;
+        let mut records = Records::default();
+        for (name, read) in newcomers.into_iter().zip(read) {
+            if let Some(found) = read? {
+                records.accepted.insert(name, found);
+            }
+        }
+        let mut names = reload::updated_names(served, scan);
+        names.extend(records.accepted.keys().cloned());
+        let read = futures_util::future::join_all(names.iter().map(|name| stored_versions::read(store, name))).await;
+        for (name, read) in names.into_iter().zip(read) {
+            records.stored.insert(name, read?);
+        }
+        Ok(records)
+    }
+}
 
 /// What the reloads remember between them.
 #[derive(Default)]
@@ -44,6 +81,11 @@ struct State {
     /// When each served definition was first served (`accepted_names::ages`), as the last
     /// reload left the records.
     ages: Option<HashMap<String, u64>>,
+    /// The definitions served when the server last stopped (those with an accepted-names record
+    /// at the first load) that have not been planned since: one that comes later (a cluster
+    /// definition listed after the first load) is planned from its last accepted form, as a
+    /// start plans the files'.
+    served_at_stop: HashSet<String>,
 }
 
 /// Loads and reloads the definitions of `paths`.
@@ -124,18 +166,21 @@ impl LiveDefinitions {
     async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
         let (loaded, provisional, kept_ages) =
             self.state.lock().map(|s| (s.loaded, s.provisional, s.ages.clone())).unwrap_or((true, false, None));
-        let (ages, stored_versions, unread) = if !loaded || provisional {
-            // Both records at once (each a listing of the store).
-            let (ages, stored_versions) =
-                tokio::join!(super::accepted_names::ages(&self.store), stored_versions::read_all(&self.store));
-            match stored_versions {
-                Ok(all) => (ages, Some(all), false),
+        let (ages, records, unread) = if !loaded || provisional {
+            // Every record at once (each a listing of the store).
+            let (ages, stored_versions, accepted) = tokio::join!(
+                super::accepted_names::ages(&self.store),
+                stored_versions::read_all(&self.store),
+                accepted::read_all(&self.store)
+            );
+            match stored_versions.and_then(|stored| Ok(Records { stored, accepted: accepted? })) {
+                Ok(records) => (ages, Some(records), false),
                 Err(e) if !loaded => {
                     // A store that cannot be read at start (a full disk keeps it closed): serve
                     // what the files say, so that requests are answered (with the store's error),
                     // and plan again once the records can be read.
                     tracing::error!(error = %e, "reading status.storedVersions failed; serving the definitions as the files say until it can be read");
-                    (ages, Some(HashMap::new()), true)
+                    (ages, Some(Records::default()), true)
                 }
                 Err(e) => {
                     // Without the record, the update rule cannot be applied: nothing changes.
@@ -150,6 +195,7 @@ impl LiveDefinitions {
             };
             (ages, None, false)
         };
+        let whole = records.is_some();
         if provisional && let Ok(mut state) = self.state.lock() {
             // Planned as a first load, with every check the records allow.
             state.served.clear();
@@ -168,33 +214,55 @@ impl LiveDefinitions {
                 None => (scan, Vec::new()),
             };
             state.cluster_synced = cluster.as_ref().is_some_and(|c| c.synced);
-            // The update rule needs the stored versions of the definitions checked as updates.
-            let stored_versions = match stored_versions {
+            // The update rule needs the stored versions of the definitions checked as updates,
+            // and the last accepted form of those not served now.
+            let records = match records {
                 Some(all) => all,
-                None => {
-                    let names = reload::updated_names(&state.served, &scan);
-                    let reads = names.iter().map(|name| stored_versions::read(&store, name));
-                    let read = runtime.block_on(futures_util::future::join_all(reads));
-                    names.into_iter().zip(read).map(|(name, read)| read.map(|v| (name, v))).collect::<Result<_, _>>()?
+                None => runtime.block_on(Records::read_for_reload(&store, &state.served, &scan))?,
+            };
+            // At start, what was served before the stop is what the store last accepted; so it
+            // is for a definition served at the stop that comes later (the cluster's, listed
+            // after the first load).
+            if whole {
+                state.served_at_stop = ages.keys().cloned().collect();
+            }
+            let at_stop = |name: &str| state.served_at_stop.contains(name);
+            let at_start = accepted_forms(&scan, &records.accepted, &at_stop);
+            let merged: HashMap<String, Served>;
+            let previous = match (whole, at_start.is_empty()) {
+                (true, _) => &at_start,
+                (false, true) => &state.served,
+                (false, false) => {
+                    merged = state.served.clone().into_iter().chain(at_start.clone()).collect();
+                    &merged
                 }
             };
             let age = |name: &str| ages.get(name).copied();
-            let stored = |name: &str| stored_versions.get(name).cloned().unwrap_or_default();
-            let context = Context { age: &age, stored_versions: &stored };
-            let mut plan = reload::plan(&state.served, &scan, &context);
+            let stored = |name: &str| records.stored.get(name).cloned().unwrap_or_default();
+            let accepted = |name: &str| records.accepted.get(name).map(|a| a.manifest.clone());
+            let context = Context { age: &age, stored_versions: &stored, accepted: &accepted };
+            let mut plan = reload::plan(previous, &scan, &context);
             plan.problems.extend(conflicts);
+            if !whole {
+                // Planned as served before, they were not: served now, they are new.
+                newly_served(&mut plan, at_start.keys(), &state.served);
+            }
+            // Planned from its last accepted form once: from now on it is served or not.
+            for name in plan.served.keys().chain(plan.problems.iter().filter_map(|p| p.name.as_ref())) {
+                state.served_at_stop.remove(name);
+            }
             let changed = !plan.is_unchanged() || !state.loaded;
             let catalog = match serving {
                 Some(serving) if changed => Some(Catalog::next(&serving, std::mem::take(&mut plan.registry))),
                 _ => None,
             };
-            Ok::<_, crate::store::Error>((plan, changed, catalog, ages, stored_versions))
+            Ok::<_, crate::store::Error>((plan, changed, catalog, ages, records))
         })
         .await;
-        let (mut plan, changed, catalog, ages, stored) = match planned {
+        let (mut plan, changed, catalog, ages, records) = match planned {
             Ok(Ok(planned)) => planned,
             Ok(Err(e)) => {
-                tracing::error!(error = %e, "reading status.storedVersions failed; the definitions are not reloaded");
+                tracing::error!(error = %e, "reading the definitions' records failed; the definitions are not reloaded");
                 return None;
             }
             Err(e) => {
@@ -209,26 +277,17 @@ impl LiveDefinitions {
             }
             return None;
         }
-        let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
-        // Before any object can be written in a storage version, it is among the stored
-        // versions; if that cannot be recorded, the new set is not served. At the first load
-        // every definition is looked at; a reload added or changed only those it names.
-        let whole = !loaded || provisional;
-        let unrecorded = |d: &&Arc<crate::definitions::Definition>| {
-            let recorded = stored.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name));
-            !recorded && (whole || plan.added.contains(&d.name) || plan.changed.contains(&d.name))
-        };
-        let serving = registry.definitions().iter().filter(unrecorded).map(|d| &**d);
-        if let Err(e) = stored_versions::record_storage_versions(&self.store, serving).await {
+        if let Err(e) = self.record(&plan, catalog.as_ref(), &records, whole).await {
             let first = !self.state.lock().map(|s| s.loaded).unwrap_or(true);
-            self.status.record_failure(&format!("recording status.storedVersions failed: {e}"));
+            self.status.record_failure(&e);
             if !first {
-                tracing::error!(error = %e, "recording status.storedVersions failed; the definitions are not reloaded");
+                tracing::error!(error = %e, "the definitions are not reloaded");
                 return None;
             }
             // At start there is nothing else to serve; writes need the same store anyway.
-            tracing::error!(error = %e, "recording status.storedVersions failed");
+            tracing::error!(error = %e, "serving the definitions all the same: there is nothing else to serve");
         }
+        let registry = catalog.as_ref().map_or(&plan.registry, |c| &c.registry);
         let ages = super::accepted_names::record(&self.store, registry, &ages).await;
         let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
         crate::metrics::global().definitions_served.store(served, Ordering::Relaxed);
@@ -240,6 +299,39 @@ impl LiveDefinitions {
         state.ages = Some(ages);
         drop(state);
         Some((plan, catalog))
+    }
+
+    /// Before any object can be written through a definition newly served (at the first load
+    /// every one, on a reload those it added or changed), its storage version is among the
+    /// stored versions and its form is the store's last accepted one; if that cannot be
+    /// recorded, the new set is not served (`Err` says why).
+    async fn record(
+        &self,
+        plan: &Plan,
+        catalog: Option<&Catalog>,
+        records: &Records,
+        whole: bool,
+    ) -> Result<(), String> {
+        let registry = catalog.map_or(&plan.registry, |c| &c.registry);
+        let newly =
+            |name: &str| whole || plan.added.iter().any(|n| n == name) || plan.changed.iter().any(|n| n == name);
+        let unrecorded = |d: &&Arc<crate::definitions::Definition>| {
+            let recorded = records.stored.get(&d.name).is_some_and(|versions| versions.contains(&d.storage.name));
+            !recorded && newly(&d.name)
+        };
+        let serving = registry.definitions().iter().filter(unrecorded).map(|d| &**d);
+        stored_versions::record_storage_versions(&self.store, serving)
+            .await
+            .map_err(|e| format!("recording status.storedVersions failed: {e}"))?;
+        let unaccepted = plan.served.values().filter(|served| {
+            let same = records.accepted.get(served.name()).is_some_and(|a| {
+                a.manifest.spec == served.loaded.manifest.spec && a.manifest.metadata == served.loaded.manifest.metadata
+            });
+            newly(served.name()) && !same
+        });
+        accepted::record(&self.store, unaccepted)
+            .await
+            .map_err(|e| format!("recording the accepted definitions failed: {e}"))
     }
 
     /// Logs the problems (each with its file) and keeps them for the status.
@@ -311,6 +403,19 @@ impl LiveDefinitions {
         });
         Ok(())
     }
+}
+
+/// Makes the definitions `planned` as served before (their last accepted forms) that `served`
+/// did not serve what they are: added when the plan serves them, never removed.
+fn newly_served<'a>(plan: &mut Plan, planned: impl Iterator<Item = &'a String>, served: &HashMap<String, Served>) {
+    for name in planned.filter(|name| !served.contains_key(*name)) {
+        plan.changed.retain(|n| n != name);
+        plan.removed.retain(|n| n != name);
+        if plan.served.contains_key(name) && !plan.added.contains(name) {
+            plan.added.push(name.clone());
+        }
+    }
+    plan.added.sort();
 }
 
 /// How much a reload's thread yields to the others (`nice(1)`'s scale, 0 to 19): on a busy

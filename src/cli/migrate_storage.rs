@@ -1,6 +1,8 @@
 //! `crd-apiserver migrate-storage`: the storage-version migration the server runs in the
 //! background, run to its end over a stopped server's store (sled allows one process per
-//! directory), for each definition of the files. Resumes a pass a stopped server left.
+//! directory), for each definition of the files. Resumes a pass a stopped server left. The
+//! files are checked as the server checks them at start (against the last accepted form of
+//! each definition): a definition whose file is refused is not migrated, and the command fails.
 
 use std::path::PathBuf;
 
@@ -26,7 +28,7 @@ pub struct MigrateStorageArgs {
     pub storage_migration_rate: u32,
 }
 
-/// Migrates every definition; 0 when every one is done, 1 otherwise.
+/// Migrates every definition; 0 when every one is done and no file was refused, 1 otherwise.
 pub async fn run(args: &MigrateStorageArgs) -> i32 {
     let store = match StorageUrl::parse(&args.storage) {
         Ok(StorageUrl::Sled(dir)) => match SledStore::open(&dir, SledOptions::default()) {
@@ -50,14 +52,22 @@ pub async fn run(args: &MigrateStorageArgs) -> i32 {
         super::live_definitions::LiveDefinitions::new(args.definitions.clone(), store.clone(), reloads.clone())
             .load()
             .await;
-    for error in &reloads.last().errors {
+    let outcome = reloads.last();
+    for error in &outcome.errors {
         eprintln!("{}", error.message);
     }
     let api = Api::new(store.clone(), registry, ApiOptions::default());
     let options = migrate::Options { rate: args.storage_migration_rate, ..migrate::Options::default() };
-    let mut failed = false;
+    // A problem with the definitions is a failure, even if every migration ends.
+    let mut failed = !outcome.errors.is_empty();
     let catalog = api.catalog();
     for definition in catalog.registry.definitions().iter().filter(|d| !d.read_only) {
+        if outcome.error_of(&definition.name).is_some() {
+            // Its file was refused (above): the form it is served in is the last one accepted,
+            // whose objects are as they should be; the refused form must not touch them.
+            println!("{}: not migrated: its definition was refused", definition.name);
+            continue;
+        }
         let mut report = |p: &migrate::progress::Progress| {
             println!("{}: {} objects migrated, per version {:?}", definition.name, p.migrated, p.objects_per_version);
         };

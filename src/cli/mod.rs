@@ -119,6 +119,9 @@ pub struct ServeArgs {
     /// Storage: sled's directory or kube-apiserver's etcd flags.
     #[command(flatten)]
     pub storage: storage_flags::StorageFlags,
+    /// How this replica uses etcd: compaction, the watch cache, leader election.
+    #[command(flatten)]
+    pub serving_storage: storage_flags::ServingFlags,
     /// Paths anyone may read without authorization.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     pub authorization_always_allow_paths: Vec<String>,
@@ -290,11 +293,11 @@ impl StorageUrl {
 
 /// `crd-apiserver check`: prints every problem; exit code 1 when there is one.
 pub fn check(args: &CheckArgs) -> i32 {
-    use crate::definitions::reload::{Context, plan};
+    use crate::definitions::reload::{Context, nothing_accepted, plan};
     use crate::definitions::scan::FileCache;
     let no_age = |_: &str| None;
     let no_stored = |_: &str| Vec::new();
-    let first = Context { age: &no_age, stored_versions: &no_stored };
+    let first = Context { age: &no_age, stored_versions: &no_stored, accepted: &nothing_accepted };
     let previous = if args.previous.is_empty() {
         std::collections::HashMap::new()
     } else {
@@ -311,8 +314,11 @@ pub fn check(args: &CheckArgs) -> i32 {
     };
     // Definitions served before keep their names against newcomers, as in a running server.
     let age = |name: &str| previous.contains_key(name).then_some(0);
-    let checked =
-        plan(&previous, &FileCache::default().scan(&args.paths), &Context { age: &age, stored_versions: &stored });
+    let checked = plan(
+        &previous,
+        &FileCache::default().scan(&args.paths),
+        &Context { age: &age, stored_versions: &stored, accepted: &nothing_accepted },
+    );
     for problem in &checked.problems {
         println!("{problem}");
     }

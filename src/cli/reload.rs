@@ -23,26 +23,49 @@ fn digest(paths: &[PathBuf]) -> Vec<u8> {
     context.finish().as_ref().to_vec()
 }
 
+/// Files and what to do when their contents change.
+struct Watched<F> {
+    what: &'static str,
+    paths: Vec<PathBuf>,
+    /// The digest of the contents last loaded; a change that failed is tried again.
+    seen: Vec<u8>,
+    reload: F,
+}
+
+impl<F: FnMut() -> Result<(), String>> Watched<F> {
+    fn new(what: &'static str, paths: Vec<PathBuf>, reload: F) -> Watched<F> {
+        let seen = digest(&paths);
+        Watched { what, paths, seen, reload }
+    }
+
+    /// Reloads when the contents differ from those last loaded.
+    fn check(&mut self) {
+        let now = digest(&self.paths);
+        if now == self.seen {
+            return;
+        }
+        match (self.reload)() {
+            Ok(()) => {
+                tracing::info!(what = self.what, "reloaded");
+                self.seen = now;
+            }
+            Err(e) => {
+                tracing::warn!(what = self.what, error = %e, "changed, but does not load; keeping the previous one")
+            }
+        }
+    }
+}
+
 /// Calls `reload` whenever the contents of `paths` change, checking every `interval`.
-pub fn watch<F>(what: &'static str, paths: Vec<PathBuf>, interval: Duration, mut reload: F)
+pub fn watch<F>(what: &'static str, paths: Vec<PathBuf>, interval: Duration, reload: F)
 where
     F: FnMut() -> Result<(), String> + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut seen = digest(&paths);
+        let mut watched = Watched::new(what, paths, reload);
         loop {
             tokio::time::sleep(interval).await;
-            let now = digest(&paths);
-            if now == seen {
-                continue;
-            }
-            match reload() {
-                Ok(()) => {
-                    tracing::info!(what, "reloaded");
-                    seen = now;
-                }
-                Err(e) => tracing::warn!(what, error = %e, "changed, but does not load; keeping the previous one"),
-            }
+            watched.check();
         }
     });
 }
@@ -62,28 +85,33 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    #[tokio::test]
-    async fn changes_are_reloaded_and_failures_retried() {
+    #[test]
+    fn changes_are_reloaded_and_failures_retried() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ca.crt");
         std::fs::write(&file, "one").unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
         let counted = calls.clone();
         let path = file.clone();
-        watch("test file", vec![file.clone()], Duration::from_millis(10), move || {
+        let mut watched = Watched::new("test file", vec![file.clone()], move || {
             counted.fetch_add(1, Ordering::SeqCst);
             match std::fs::read_to_string(&path).unwrap_or_default().as_str() {
                 "bad" => Err("unusable".into()),
                 _ => Ok(()),
             }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        watched.check();
         assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing changed");
         std::fs::write(&file, "two").unwrap();
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        watched.check();
+        watched.check();
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "a change loaded once is not loaded again");
         std::fs::write(&file, "bad").unwrap();
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        assert!(calls.load(Ordering::SeqCst) > 2, "a change that failed is tried again");
+        watched.check();
+        watched.check();
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "a change that failed is tried again");
+        std::fs::write(&file, "two").unwrap();
+        watched.check();
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "back to what was loaded: nothing to do");
     }
 }

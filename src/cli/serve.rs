@@ -68,6 +68,10 @@ pub struct Resolved {
 
 /// Applies development defaults and checks that the required settings are present.
 pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
+    let mut definitions = args.definitions.clone();
+    if definitions.is_empty() && args.dev {
+        definitions.push(dev_definitions()?);
+    }
     let dev = if args.dev { Some(DevPki::ensure(&args.cert_dir)?) } else { None };
     let tls_cert = args.tls_cert_file.clone().or_else(|| dev.as_ref().map(DevPki::serving_cert));
     let tls_key = args.tls_private_key_file.clone().or_else(|| dev.as_ref().map(DevPki::serving_key));
@@ -77,13 +81,25 @@ pub fn resolve(args: &ServeArgs) -> Result<Resolved, StartError> {
         ));
     };
     let storage = args.storage.url(args.dev.then(|| PathBuf::from("data"))).map_err(StartError::Config)?;
-    args.storage.election().map_err(StartError::Config)?;
-    let mut definitions = args.definitions.clone();
-    if definitions.is_empty() && args.dev {
-        definitions.push(PathBuf::from("manifests/examples"));
-    }
+    args.serving_storage.election().map_err(StartError::Config)?;
     let client_ca = args.client_ca_file.clone().or_else(|| dev.as_ref().map(DevPki::client_ca));
     Ok(Resolved { tls_cert, tls_key, client_ca, storage, definitions, dev })
+}
+
+/// What `--dev` serves without `--definitions`: the repository's examples, from its top
+/// directory. Elsewhere there are none, and serving nothing (with nothing to watch) would only
+/// puzzle: the start stops and says what to do.
+fn dev_definitions() -> Result<PathBuf, StartError> {
+    let examples = PathBuf::from("manifests/examples");
+    if examples.is_dir() {
+        return Ok(examples);
+    }
+    let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| ".".into());
+    Err(StartError::Config(format!(
+        "--dev serves the definitions in manifests/examples when no --definitions is given, and {here} has no \
+         manifests/examples directory: run it from the repository's top directory, or give --definitions PATH (a \
+         file or directory of CustomResourceDefinition manifests)"
+    )))
 }
 
 /// Where a takeover points APIServices: `--takeover-service` with the CA of
@@ -143,7 +159,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     // A renewed serving certificate is picked up without a restart.
     super::reload::watch_serving_cert(serving.clone(), &resolved.tls_cert, &resolved.tls_key, provider.clone());
     let tls_config = Arc::new(tls::server_config(serving, provider)?);
-    let store = args.storage.open(&resolved.storage, args.request_timeout).await?;
+    let store = args.storage.open(&resolved.storage, args.request_timeout, Some(&args.serving_storage)).await?;
     // Definitions are served as the files say, from the first load on, and reloaded on change.
     // The followers of the main apiserver, for /readyz's informer-sync.
     let informers = Arc::new(Informers::default());

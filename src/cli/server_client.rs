@@ -22,6 +22,7 @@ pub struct ServerFlags {
     /// must sign it), with --client-key.
     #[arg(long)]
     pub client_certificate: Option<PathBuf>,
+    /// With --server: the private key of --client-certificate.
     #[arg(long)]
     pub client_key: Option<PathBuf>,
     /// With --server: a file holding a bearer token to authenticate with (TokenReview).

@@ -1,5 +1,7 @@
 //! The storage flags: `--storage` and `--storage-cache-mb` for sled, and kube-apiserver's
-//! `--storage-backend` and `--etcd-*` flags for etcd; and opening the store they describe.
+//! `--storage-backend` and `--etcd-*` flags for etcd (every command that opens a store); a
+//! serving replica's own (compaction, watch cache, leader election); and opening the store
+//! they describe.
 //!
 //! Owns turning these flags into an open `store::Backend`. Holds no request logic.
 
@@ -42,6 +44,13 @@ pub struct StorageFlags {
     /// SSL key file used to secure etcd communication.
     #[arg(long)]
     pub etcd_keyfile: Option<PathBuf>,
+}
+
+/// How a serving replica uses etcd, beside the store itself: compaction, the watch cache and
+/// the election of the replica that runs the run-once work. `serve` only: the tools that open
+/// a store (`backup`, `restore`) never compact, cache or stand for election.
+#[derive(Debug, Clone, Args)]
+pub struct ServingFlags {
     /// The interval of compaction requests. If 0, the compaction request from the apiserver
     /// is disabled.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -67,6 +76,22 @@ pub struct StorageFlags {
     pub leader_elect_retry_period: Duration,
 }
 
+impl ServingFlags {
+    /// The election's timing, checked as Kubernetes checks it; `None` with `--leader-elect=false`.
+    pub fn election(&self) -> Result<Option<ElectionTiming>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let timing = ElectionTiming {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        timing.validate().map_err(|e| format!("--leader-elect-*: {e}"))?;
+        Ok(Some(timing))
+    }
+}
+
 impl StorageFlags {
     /// The store the flags name; `dev_default` is used for sled when `--storage` is absent.
     pub fn url(&self, dev_default: Option<PathBuf>) -> Result<StorageUrl, String> {
@@ -86,37 +111,35 @@ impl StorageFlags {
         }
     }
 
-    /// The election's timing, checked as Kubernetes checks it; `None` with `--leader-elect=false`.
-    pub fn election(&self) -> Result<Option<ElectionTiming>, String> {
-        if !self.leader_elect {
-            return Ok(None);
-        }
-        let timing = ElectionTiming {
-            lease_duration: self.leader_elect_lease_duration,
-            renew_deadline: self.leader_elect_renew_deadline,
-            retry_period: self.leader_elect_retry_period,
-        };
-        timing.validate().map_err(|e| format!("--leader-elect-*: {e}"))?;
-        Ok(Some(timing))
-    }
-
-    pub fn etcd_options(&self, servers: &[String], request_timeout: Duration) -> EtcdOptions {
+    /// etcd's options: a serving replica's (`serving`), or a tool's, which reads and writes
+    /// etcd directly and nothing else.
+    pub fn etcd_options(
+        &self,
+        servers: &[String],
+        request_timeout: Duration,
+        serving: Option<&ServingFlags>,
+    ) -> EtcdOptions {
         EtcdOptions {
-            election: self.election().ok().flatten(),
+            election: serving.and_then(|s| s.election().ok().flatten()),
             servers: servers.to_vec(),
             prefix: self.etcd_prefix.clone(),
             ca_file: self.etcd_cafile.clone(),
             cert_file: self.etcd_certfile.clone(),
             key_file: self.etcd_keyfile.clone(),
-            compaction_interval: self.etcd_compaction_interval,
-            watch_cache: self.watch_cache,
+            compaction_interval: serving.map_or(Duration::ZERO, |s| s.etcd_compaction_interval),
+            watch_cache: serving.is_some_and(|s| s.watch_cache),
             request_timeout,
         }
     }
 
     /// Opens the store at `url`. etcd calls are bounded by `request_timeout`, capped so that a
     /// request still has time to answer once its store call failed.
-    pub async fn open(&self, url: &StorageUrl, request_timeout: Duration) -> Result<Backend, crate::store::Error> {
+    pub async fn open(
+        &self,
+        url: &StorageUrl,
+        request_timeout: Duration,
+        serving: Option<&ServingFlags>,
+    ) -> Result<Backend, crate::store::Error> {
         match url {
             StorageUrl::Sled(dir) => {
                 let options = SledOptions { cache_capacity: self.storage_cache_mb << 20, ..SledOptions::default() };
@@ -124,7 +147,7 @@ impl StorageFlags {
             }
             StorageUrl::Etcd(servers) => {
                 let timeout = (request_timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
-                Ok(Backend::Etcd(EtcdStore::open(self.etcd_options(servers, timeout)).await?))
+                Ok(Backend::Etcd(EtcdStore::open(self.etcd_options(servers, timeout, serving)).await?))
             }
         }
     }
@@ -140,6 +163,8 @@ mod tests {
     struct Flags {
         #[command(flatten)]
         storage: StorageFlags,
+        #[command(flatten)]
+        serving: ServingFlags,
     }
 
     fn url(args: &[&str]) -> Result<StorageUrl, String> {
@@ -159,14 +184,14 @@ mod tests {
         assert!(url(&["--storage-backend=etcd2"]).is_err());
         assert!(url(&[]).unwrap_err().contains("--storage is required"));
         let flags = Flags::try_parse_from(["x", "--etcd-compaction-interval=0"]).unwrap();
-        assert!(flags.storage.etcd_compaction_interval.is_zero());
+        assert!(flags.serving.etcd_compaction_interval.is_zero());
         assert_eq!(flags.storage.etcd_prefix, "/crd-apiserver");
     }
 
     #[test]
     fn leader_election_flags_are_checked_as_kubernetes_checks_them() {
         let election = |args: &[&str]| {
-            Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap().storage.election()
+            Flags::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap().serving.election()
         };
         let timing = election(&[]).unwrap().unwrap();
         assert_eq!(

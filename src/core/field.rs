@@ -121,19 +121,34 @@ impl ErrorType {
     }
 }
 
+/// A field error's offending value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BadValue {
+    /// A value of an unstructured object (or a scalar or list of strings Kubernetes holds).
+    Value(Value),
+    /// A typed Go value already written as `encoding/json` writes it.
+    Typed(String),
+}
+
 /// One validation problem at one field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
     pub kind: ErrorType,
     pub field: Path,
     /// The offending value; `None` omits it from the message (Kubernetes' `OmitValueType`).
-    pub bad_value: Option<Value>,
+    pub bad_value: Option<BadValue>,
     pub detail: String,
 }
 
 impl FieldError {
     pub fn new(kind: ErrorType, field: Path, bad_value: Option<Value>, detail: impl Into<String>) -> Self {
-        FieldError { kind, field, bad_value, detail: detail.into() }
+        FieldError { kind, field, bad_value: bad_value.map(BadValue::Value), detail: detail.into() }
+    }
+
+    /// `Invalid value` of a typed Go value (a struct such as an `OwnerReference`), which
+    /// `encoding/json` writes in its fields' declared order: `json` is that text.
+    pub fn invalid_typed(field: Path, json: String, detail: impl Into<String>) -> Self {
+        FieldError { kind: ErrorType::Invalid, field, bad_value: Some(BadValue::Typed(json)), detail: detail.into() }
     }
 
     pub fn required(field: Path, detail: impl Into<String>) -> Self {
@@ -171,16 +186,23 @@ impl FieldError {
         FieldError::new(ErrorType::NotSupported, field, Some(value.into()), detail)
     }
 
-    /// `Too long: may not be more than N bytes` (the value is never printed).
+    /// `Too long: may not be more than N bytes` (the value is never printed; `1 byte`).
     pub fn too_long(field: Path, max: i64) -> Self {
-        let detail =
-            if max >= 0 { format!("may not be more than {max} bytes") } else { "value is too long".to_string() };
+        let detail = match max {
+            1 => "may not be more than 1 byte".to_string(),
+            0.. => format!("may not be more than {max} bytes"),
+            _ => "value is too long".to_string(),
+        };
         FieldError::new(ErrorType::TooLong, field, None, detail)
     }
 
-    /// `Too many: 3: must have at most 2 items`
+    /// `Too many: 3: must have at most 2 items` (`1 item`).
     pub fn too_many(field: Path, actual: Option<i64>, max: i64) -> Self {
-        let detail = if max >= 0 { format!("must have at most {max} items") } else { "has too many items".to_string() };
+        let detail = match max {
+            1 => "must have at most 1 item".to_string(),
+            0.. => format!("must have at most {max} items"),
+            _ => "has too many items".to_string(),
+        };
         FieldError::new(ErrorType::TooMany, field, actual.map(Value::from), detail)
     }
 
@@ -189,9 +211,16 @@ impl FieldError {
         let mut out = String::from(self.kind.words());
         let prints_value =
             !matches!(self.kind, ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::Internal);
-        if prints_value && let Some(value) = &self.bad_value {
-            out.push_str(": ");
-            out.push_str(&render_value(value));
+        match &self.bad_value {
+            Some(BadValue::Value(value)) if prints_value => {
+                out.push_str(": ");
+                out.push_str(&render_value(value));
+            }
+            Some(BadValue::Typed(json)) if prints_value => {
+                out.push_str(": ");
+                out.push_str(json);
+            }
+            _ => {}
         }
         if !self.detail.is_empty() {
             out.push_str(": ");
@@ -218,11 +247,14 @@ pub fn aggregate(errors: &[FieldError]) -> String {
     }
 }
 
-/// Renders a bad value as Go's `field.Error` does: numbers and booleans bare, strings quoted,
-/// everything else as JSON.
+/// Renders a bad value as 1.36's `field.Error` does: numbers and booleans bare (`%v`), strings
+/// quoted (`%q`), everything else (lists, maps, `null`) as `encoding/json` writes it. (Before
+/// 1.36 those printed with `%#v`: `[]string{"a"}`.) A value comes from an unstructured object,
+/// where an integer past int64 is a float64.
 pub fn render_value(value: &Value) -> String {
     match value {
         Value::String(s) => go_quote(s),
+        Value::Number(n) if n.is_u64() && n.as_i64().is_none() => go_float(n.as_f64().unwrap_or(0.0)),
         Value::Number(n) => go_number(n),
         Value::Bool(b) => b.to_string(),
         Value::Null => "null".to_string(),
@@ -241,8 +273,8 @@ pub fn go_number(n: &serde_json::Number) -> String {
     go_float(n.as_f64().unwrap_or(0.0))
 }
 
-/// A float printed as Go's `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`): `1.5`, `10`, `1e+21`,
-/// `1e-05`.
+/// A float printed as Go's `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`): `1.5`, `10`, `100000`,
+/// `1e+06`, `1.234567e+06`, `1e-05`. (Not `encoding/json`'s rule, which keeps `1000000`.)
 pub fn go_float(f: f64) -> String {
     if f.is_nan() {
         return "NaN".to_string();
@@ -253,13 +285,14 @@ pub fn go_float(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0".to_string() } else { "0".to_string() };
     }
-    // Shortest round-trip digits, then Go's %g exponent rule: exponent < -4 || exponent >= 21.
+    // Shortest round-trip digits, then Go's %g rule for the shortest form: an exponent below
+    // -4 or of 6 and more (strconv's `eprec = 6` when the precision is the shortest).
     let sci = format!("{f:e}");
     let (mantissa, exponent) = match sci.split_once('e') {
         Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
         None => (sci.clone(), 0),
     };
-    if !(-4..21).contains(&exponent) {
+    if !(-4..6).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         let abs = exponent.unsigned_abs();
         return if abs < 10 { format!("{mantissa}e{sign}0{abs}") } else { format!("{mantissa}e{sign}{abs}") };
@@ -268,10 +301,23 @@ pub fn go_float(f: f64) -> String {
     plain
 }
 
-/// JSON as Go's `encoding/json` writes it: map keys sorted, `<`, `>` and `&` escaped.
+/// JSON as Go's `encoding/json` `Marshal` writes it: map keys sorted, Go's float forms, `<`,
+/// `>`, `&`, U+2028 and U+2029 escaped.
 pub fn go_json(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap_or_default();
-    text.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
+    let bytes = super::json::to_vec(value).unwrap_or_default();
+    let text = String::from_utf8(bytes).unwrap_or_default();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Go's `%T` of a value decoded the way Kubernetes decodes unstructured JSON: integers that fit
@@ -354,6 +400,27 @@ mod tests {
     }
 
     #[test]
+    fn values_render_as_1_36_does() {
+        // Lists and maps as `encoding/json` writes them, not `%#v` (`[]string{"Maybe"}`).
+        check(
+            FieldError::not_supported(Path::new("dryRun"), json!(["Maybe"]), &["All"]),
+            r#"dryRun: Unsupported value: ["Maybe"]: supported values: "All""#,
+        );
+        check(
+            FieldError::invalid(Path::new("m"), json!({"b": [1e-7, 1e21, 0.5], "a": "<&>\u{2028}"}), "x"),
+            r#"m: Invalid value: {"a":"\u003c\u0026\u003e\u2028","b":[1e-7,1e+21,0.5]}: x"#,
+        );
+        // Scalars with `%v`: a float in Go's %g form; an integer past int64 is a float64.
+        check(FieldError::invalid(Path::new("f"), 1e-5, ""), "f: Invalid value: 1e-05");
+        check(FieldError::invalid(Path::new("u"), u64::MAX, ""), "u: Invalid value: 1.8446744073709552e+19");
+        check(FieldError::invalid(Path::new("n"), Value::Null, ""), "n: Invalid value: null");
+        // One byte, one item: singular.
+        check(FieldError::too_long(Path::new("s"), 1), "s: Too long: may not be more than 1 byte");
+        check(FieldError::too_many(Path::new("l"), Some(2), 1), "l: Too many: 2: must have at most 1 item");
+        check(FieldError::too_many(Path::new("l"), None, -1), "l: Too many: has too many items");
+    }
+
+    #[test]
     fn paths_render_children_indices_and_keys() {
         let p = Path::new("spec").child("versions").index(0).child("schema").key("spec");
         assert_eq!(p.to_string(), "spec.versions[0].schema[spec]");
@@ -366,6 +433,12 @@ mod tests {
         assert_eq!(go_float(1.5), "1.5");
         assert_eq!(go_float(10.0), "10");
         assert_eq!(go_float(1e21), "1e+21");
+        assert_eq!(go_float(1e20), "1e+20");
+        assert_eq!(go_float(100000.0), "100000");
+        assert_eq!(go_float(100000.5), "100000.5");
+        assert_eq!(go_float(1e6), "1e+06");
+        assert_eq!(go_float(1234567.0), "1.234567e+06");
+        assert_eq!(go_float(123456789.0), "1.23456789e+08");
         assert_eq!(go_float(0.00001), "1e-05");
         assert_eq!(go_float(0.0001), "0.0001");
         assert_eq!(go_float(-2.25), "-2.25");

@@ -43,7 +43,8 @@ pub fn parse_go_bool(s: &str) -> Option<bool> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestInfo {
     pub is_resource_request: bool,
-    /// The path as received (without the query).
+    /// The path with its percent-escapes decoded (without the query), as Go's `URL.Path`:
+    /// what authorization names and routing splits.
     pub path: String,
     /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection; for
     /// non-resource requests the lower-cased HTTP method.
@@ -65,15 +66,18 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
-    /// Parses a request the way k8s.io/apiserver does. Errors only for `/watch/` or `/proxy/`
-    /// prefixes without a resource.
-    pub fn parse(method: &http::Method, path: &str, query: &Query) -> Result<RequestInfo, String> {
+    /// Parses a request the way k8s.io/apiserver does, from the path as received (its escapes
+    /// decoded first, as Go's server decodes them before any handler). Errors for a malformed
+    /// escape and for `/watch/` or `/proxy/` prefixes without a resource.
+    pub fn parse(method: &http::Method, raw_path: &str, query: &Query) -> Result<RequestInfo, String> {
+        let path = crate::core::paths::unescape(raw_path)
+            .map_err(|e| format!("invalid URL escape {}", crate::core::field::go_quote(&e.0)))?;
         let mut info = RequestInfo {
             path: path.to_string(),
             verb: method.as_str().to_ascii_lowercase(),
             ..RequestInfo::default()
         };
-        let segments = crate::core::paths::segments(path);
+        let segments = crate::core::paths::segments(&path);
         let mut parts: &[&str] = &segments;
         if parts.len() < 3 {
             return Ok(info);
@@ -256,6 +260,39 @@ mod tests {
         check(Method::GET, &format!("{base}/namespaces/a/crontabs/"), "", "list", "a", "crontabs", "", "");
         assert_eq!(crate::core::paths::segments("/"), Vec::<&str>::new());
         assert_eq!(crate::core::paths::segments("//a//b/"), vec!["a", "", "b"]);
+    }
+
+    #[test]
+    fn escaped_segments_are_decoded_before_the_path_is_split() {
+        let base = "/apis/stable.example.com/v1";
+        check(
+            Method::GET,
+            &format!("{base}/namespaces/de%66ault/crontabs/exist%73"),
+            "",
+            "get",
+            "default",
+            "crontabs",
+            "exists",
+            "",
+        );
+        check(Method::GET, &format!("{base}/namespaces/a/cron%74abs"), "", "list", "a", "crontabs", "", "");
+        // An escaped slash separates segments, as any slash does once Go decoded the path.
+        check(
+            Method::PUT,
+            &format!("{base}/namespaces/a/crontabs/x%2Fstatus"),
+            "",
+            "update",
+            "a",
+            "crontabs",
+            "x",
+            "status",
+        );
+        let info = RequestInfo::parse(&Method::GET, "/heal%74hz", &Query::default()).unwrap();
+        assert_eq!(info.path, "/healthz");
+        assert_eq!(
+            RequestInfo::parse(&Method::GET, &format!("{base}/crontabs/a%zz"), &Query::default()),
+            Err("invalid URL escape \"%zz\"".to_string())
+        );
     }
 
     #[test]

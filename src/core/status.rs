@@ -216,6 +216,13 @@ impl ApiError {
         })
     }
 
+    /// 500 with no reason and the error's text alone: what kube-apiserver answers for an error
+    /// that is not a Status (`ErrorToAPIStatus`'s fallback, `StatusReasonUnknown`), such as the
+    /// field manager's plain Go errors.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        ApiError::new(500, "", message)
+    }
+
     /// 503 with reason ServiceUnavailable.
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         ApiError::new(503, "ServiceUnavailable", message)

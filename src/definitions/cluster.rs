@@ -124,7 +124,7 @@ mod tests {
     }
 
     fn plan(previous: &HashMap<String, reload::Served>, scan: &Scan) -> reload::Plan {
-        let context = Context { age: &|_| None, stored_versions: &|_| Vec::new() };
+        let context = Context { age: &|_| None, stored_versions: &|_| Vec::new(), accepted: &reload::nothing_accepted };
         reload::plan(previous, scan, &context)
     }
 

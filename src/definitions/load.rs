@@ -131,17 +131,25 @@ pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
             vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
         ));
     }
-    let mut crd: CustomResourceDefinition =
-        serde_json::from_value(raw.clone()).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    // Fields of the wrong type are named (all of them) and left out, so that the rest is
+    // decoded and checked too.
+    let (misfits, raw) = super::shape::check(&raw);
+    let mut errors: Vec<String> = misfits.iter().map(ToString::to_string).collect();
+    let mut crd: CustomResourceDefinition = serde_json::from_value(raw.clone()).map_err(|e| {
+        errors.push(e.to_string());
+        Problem::new(source, name.clone(), errors.clone())
+    })?;
     let decoded = serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
-        return Err(Problem::new(source, name, vec![super::strict::message(&unknown)]));
+        errors.push(super::strict::message(&unknown));
+        return Err(Problem::new(source, name, errors));
     }
     validate::apply_defaults(&mut crd);
-    let (errors, rules) = validate::check_and_compile(&crd, &raw);
+    let (invalid, rules) = validate::check_and_compile(&crd, &raw);
+    errors.extend(invalid.iter().map(ToString::to_string));
     if !errors.is_empty() {
-        return Err(Problem::new(source, name, errors.iter().map(|e| e.to_string()).collect()));
+        return Err(Problem::new(source, name, errors));
     }
     let mut definition = super::build::build_compiled(crd.clone(), source.to_string(), rules);
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
@@ -275,6 +283,26 @@ spec:
         let docs = expand_lists(parse_documents(&list.to_string()).unwrap());
         assert_eq!(docs.len(), 1);
         assert!(definition_from_value(docs.into_iter().next().unwrap(), "x").is_ok());
+    }
+
+    #[test]
+    fn every_decoding_error_is_named_with_the_validation_errors_after_it() {
+        let text = GOOD.replace(
+            "openAPIV3Schema: {type: object}",
+            "openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              size: {type: integer, minimum: \"a\"}\n              name: {type: strng}",
+        );
+        let value: Value = serde_saphyr::from_str(&text).unwrap();
+        let problem = definition_from_value(value, "bad.yaml").unwrap_err();
+        let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties";
+        assert_eq!(
+            problem.errors,
+            [
+                format!("{at}[size].minimum: Invalid value: \"a\": must be of type number"),
+                format!(
+                    "{at}[name].type: Unsupported value: \"strng\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+                ),
+            ]
+        );
     }
 
     #[test]

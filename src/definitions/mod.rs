@@ -4,6 +4,7 @@
 //! Owns the model of a served definition (names, scope, versions, subresources, columns) and
 //! the registry swap on reload. Must not touch storage or HTTP; it never serves a request.
 
+pub mod accepted;
 pub mod build;
 pub mod builtin;
 pub mod cluster;
@@ -14,6 +15,7 @@ pub mod registry;
 pub mod reload;
 pub mod reload_status;
 pub mod scan;
+pub mod shape;
 pub mod strict;
 pub mod update;
 pub mod validate;

@@ -13,6 +13,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use super::load::{Loaded, Problem};
 use super::registry::Registry;
 use super::scan::Scan;
@@ -61,6 +63,15 @@ pub struct Context<'a> {
     pub age: &'a dyn Fn(&str) -> Option<u64>,
     /// The versions the objects of a definition may be stored in (`status.storedVersions`).
     pub stored_versions: &'a dyn Fn(&str) -> Vec<String>,
+    /// The manifest the server last accepted for a definition that is not served now (the
+    /// store's record, `definitions::accepted`): its objects are still stored as that form
+    /// says, so the files' form is checked as an update of it.
+    pub accepted: &'a dyn Fn(&str) -> Option<Arc<CustomResourceDefinition>>,
+}
+
+/// For callers with no record of what was accepted before (`check`, a store-less tool).
+pub fn nothing_accepted(_: &str) -> Option<Arc<CustomResourceDefinition>> {
+    None
 }
 
 /// Decides what to serve after `scan`, given what `previous` served.
@@ -77,7 +88,7 @@ pub fn plan(previous: &HashMap<String, Served>, scan: &Scan, context: &Context<'
             match document {
                 Ok(loaded) => {
                     named.insert(loaded.definition.name.clone());
-                    candidates.push(candidate(previous, loaded, &file.path, context, &mut problems));
+                    candidates.extend(candidate(previous, loaded, &file.path, context, &mut problems));
                 }
                 Err(problem) => {
                     problems.push(problem.clone());
@@ -142,6 +153,20 @@ pub fn updated_names(previous: &HashMap<String, Served>, scan: &Scan) -> Vec<Str
     names
 }
 
+/// The definitions of `scan` that `previous` does not serve: [`plan`] checks each against its
+/// last accepted form, if the store has one (`Context::accepted`), which the caller reads.
+pub fn new_names(previous: &HashMap<String, Served>, scan: &Scan) -> Vec<String> {
+    let Scan::Files(files) = scan else { return Vec::new() };
+    let documents = files.iter().flat_map(|f| f.documents.iter().filter_map(|d| d.as_ref().ok()));
+    let mut names: Vec<String> = documents
+        .filter(|loaded| !previous.contains_key(&loaded.definition.name))
+        .map(|loaded| loaded.definition.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// A definition to serve, and the previous form to fall back to if its names clash.
 struct Candidate {
     served: Served,
@@ -151,17 +176,27 @@ struct Candidate {
 }
 
 /// The candidate for a definition the files give: new, unchanged, or changed (and then
-/// checked as an update).
+/// checked as an update); `None` for a definition not served now whose last accepted form
+/// refuses it as an update (it stays unserved, its objects as they are).
 fn candidate(
     previous: &HashMap<String, Served>,
     loaded: &Loaded,
     file: &Path,
     context: &Context<'_>,
     problems: &mut Vec<Problem>,
-) -> Candidate {
+) -> Option<Candidate> {
     let new = Served { loaded: loaded.clone(), file: file.to_path_buf() };
     let Some(old) = previous.get(&loaded.definition.name) else {
-        return Candidate { served: new, previous: None, was_served: false };
+        if let Some(accepted) = (context.accepted)(&loaded.definition.name)
+            && accepted.spec != loaded.manifest.spec
+        {
+            let errors = update_errors(&accepted, loaded, context);
+            if !errors.is_empty() {
+                problems.push(Problem::new(&loaded.definition.source, Some(loaded.definition.name.clone()), errors));
+                return None;
+            }
+        }
+        return Some(Candidate { served: new, previous: None, was_served: false });
     };
     let same =
         Arc::ptr_eq(&old.loaded.definition, &loaded.definition) || old.loaded.manifest.spec == loaded.manifest.spec;
@@ -169,23 +204,26 @@ fn candidate(
         // Kubernetes ignores an update that leaves the spec as it was: the storage, and the
         // watches on it, go on.
         let served = Served { loaded: old.loaded.clone(), file: file.to_path_buf() };
-        return Candidate { served, previous: None, was_served: true };
+        return Some(Candidate { served, previous: None, was_served: true });
     }
+    let errors = update_errors(&old.loaded.manifest, loaded, context);
+    if errors.is_empty() {
+        return Some(Candidate { served: new, previous: Some(old.clone()), was_served: true });
+    }
+    problems.push(Problem::new(&loaded.definition.source, Some(loaded.definition.name.clone()), errors));
+    Some(Candidate { served: old.clone(), previous: None, was_served: true })
+}
+
+/// Kubernetes' update checks of `old` (the form served or last accepted) to `loaded`.
+fn update_errors(old: &CustomResourceDefinition, loaded: &Loaded, context: &Context<'_>) -> Vec<String> {
     let mut stored = (context.stored_versions)(&loaded.definition.name);
     // The version served as storage until now has had objects written in it.
-    if !stored.contains(&old.loaded.definition.storage.name) {
-        stored.push(old.loaded.definition.storage.name.clone());
+    if let Some(storage) = old.spec.versions.iter().find(|v| v.storage)
+        && !stored.contains(&storage.name)
+    {
+        stored.push(storage.name.clone());
     }
-    let errors = super::update::check(&old.loaded.manifest, &loaded.manifest, &stored);
-    if errors.is_empty() {
-        return Candidate { served: new, previous: Some(old.clone()), was_served: true };
-    }
-    problems.push(Problem::new(
-        &loaded.definition.source,
-        Some(loaded.definition.name.clone()),
-        errors.iter().map(ToString::to_string).collect(),
-    ));
-    Candidate { served: old.clone(), previous: None, was_served: true }
+    super::update::check(old, &loaded.manifest, &stored).iter().map(ToString::to_string).collect()
 }
 
 /// Builds the registry, oldest definitions first so that they keep their names; a changed

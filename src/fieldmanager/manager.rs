@@ -362,7 +362,8 @@ impl FieldManager<'_> {
         }
         let schema = self.schema()?;
         typed::validate(schema, schema.root(), config, false).map_err(|e| {
-            Error::BadRequest(format!("failed to create typed patch object ({}): {e}", describe(config)))
+            // A plain error in Kubernetes (`structuredmerge.go`), though the request is at fault.
+            Error::Internal(format!("failed to create typed patch object ({}): {e}", describe(config)))
         })?;
         typed::validate(schema, schema.root(), live, true)
             .map_err(|e| Error::Internal(format!("failed to create typed live object ({}): {e}", describe(live))))?;

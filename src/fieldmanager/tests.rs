@@ -217,7 +217,7 @@ fn apply_refuses_wrong_types_and_managed_fields() {
     let unknown = object(json!({"nope": 1}));
     assert_eq!(
         e.apply(&empty(), unknown, "m", false, 1).unwrap_err(),
-        Error::BadRequest(
+        Error::Internal(
             "failed to create typed patch object (ns/x; g/v1, Kind=K): .spec.nope: field not declared in schema".into()
         )
     );

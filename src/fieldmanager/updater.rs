@@ -38,6 +38,8 @@ pub enum Error {
     /// The request is wrong (a configuration that does not fit the schema, ...).
     #[error("{0}")]
     BadRequest(String),
+    /// What Kubernetes' field manager returns as a plain Go error (`fmt.Errorf`), whoever is
+    /// at fault: a 500 without a reason.
     #[error("{0}")]
     Internal(String),
 }

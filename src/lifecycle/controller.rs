@@ -143,6 +143,11 @@ impl Controller {
         Ok(())
     }
 
+    /// Whether the store knows the definition named `name` (`removed::known`).
+    pub async fn known(&self, name: &str) -> Result<(), removed::Error> {
+        removed::known(self.store(), name).await
+    }
+
     /// Counts, and with `delete` deletes, the objects of the definition named `name`, which
     /// must not be served (checked again before every page); `report` sees the count so far.
     pub async fn delete_objects(

@@ -1,4 +1,5 @@
 //! The version lifecycle of served definitions, as Kubernetes keeps it in a CRD's status:
+//! the definition last accepted (`accepted`, the record a start checks changed files against),
 //! which versions objects may be stored in (`stored_versions`, the record behind
 //! `status.storedVersions`), the built-in storage-version migration (`migrate`), the
 //! `serveddefinitions` status objects (`status`), the background task that runs them as
@@ -10,6 +11,7 @@
 //! HTTP or decide authorization; it reads definitions, never changes them; it rewrites objects
 //! only by compare-and-swap, so that a user's write always wins.
 
+pub mod accepted;
 pub mod controller;
 pub mod migrate;
 pub mod removed;

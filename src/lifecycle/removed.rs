@@ -26,12 +26,38 @@ pub enum Error {
     Served(String),
     #[error("{0}")]
     Store(String),
+    /// Nothing of the definition is in the store: probably a mistyped name.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// Whether the store knows the definition named `name`: it holds objects of it, or a record
+/// every served definition leaves (storedVersions, the accepted definition). `Err` says why
+/// not, for the admin who named it.
+pub async fn known(store: &Backend, name: &str) -> Result<(), Error> {
+    let Some((plural, group)) = split_name(name) else {
+        return Err(Error::Store(format!("{name:?} is not a definition name (<plural>.<group>)")));
+    };
+    let failed = |e: crate::store::Error| Error::Store(format!("reading what the store holds of {name}: {e}"));
+    if !super::stored_versions::read(store, name).await.map_err(failed)?.is_empty()
+        || super::accepted::read(store, name).await.map_err(failed)?.is_some()
+    {
+        return Ok(());
+    }
+    let options = ListOptions { limit: Some(1), ..ListOptions::default() };
+    let page = store.list(&key::resource_prefix(group, plural), options).await.map_err(failed)?;
+    if page.items.is_empty() {
+        return Err(Error::Unknown(format!(
+            "no definition named {name} is known here: the store holds no object and no record of it (check the name)"
+        )));
+    }
+    Ok(())
 }
 
 /// Counts, and with `delete` deletes, every object of the definition named `name`
 /// (`<plural>.<group>`), page by page; then, when every one is deleted, forgets its
-/// storedVersions and migration records (served again, it starts from its storage version, as a
-/// new CRD does). Each delete is conditional on the revision listed: an object written meanwhile
+/// storedVersions, migration and accepted definition records (served again, it starts from its
+/// storage version, as a new CRD does). Each delete is conditional on the revision listed: an object written meanwhile
 /// is not deleted blind. `unserved` is asked before every page; `report` sees the count so far
 /// after every page.
 pub async fn sweep(
@@ -72,6 +98,9 @@ pub async fn sweep(
         super::migrate::progress::forget(store, name).await.map_err(|e| {
             Error::Store(format!("deleted {count} objects of {name}, but not its migration record: {e}"))
         })?;
+        super::accepted::forget(store, name).await.map_err(|e| {
+            Error::Store(format!("deleted {count} objects of {name}, but not its accepted definition record: {e}"))
+        })?;
     }
     Ok(count)
 }
@@ -108,6 +137,23 @@ mod tests {
         assert!(store.get(&other).await.unwrap().is_some(), "another definition's object stays");
         assert!(super::super::stored_versions::read(&store, "widgets.g.io").await.unwrap().is_empty());
         assert_eq!(super::super::migrate::progress::read(&store, "widgets.g.io").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_definition_is_known_by_its_objects_or_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        let unknown = known(&store, "widgets.g.io").await;
+        assert!(
+            matches!(&unknown, Err(Error::Unknown(m)) if m.starts_with("no definition named widgets.g.io is known here")),
+            "{unknown:?}"
+        );
+        super::super::stored_versions::add(&store, "widgets.g.io", "v1").await.unwrap();
+        assert!(known(&store, "widgets.g.io").await.is_ok());
+        let key = key::object_key("g.io", "gadgets", None, "g");
+        store.create(&key, Bytes::from_static(b"{}")).await.unwrap();
+        assert!(known(&store, "gadgets.g.io").await.is_ok());
+        assert!(matches!(known(&store, "gadget").await, Err(Error::Store(_))));
     }
 
     #[tokio::test]

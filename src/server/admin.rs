@@ -145,11 +145,12 @@ fn storage_error(e: crate::store::Error) -> ApiError {
 }
 
 /// Answers `POST /delete-objects?name=<plural>.<group>[&confirm=true]`: a 4xx `Status` when the
-/// name is not a definition name or the definition is served (or may be), else JSON lines
+/// name is not a definition name, the definition is served (or may be), or the store knows
+/// nothing of it (404), else JSON lines
 /// streamed as the sweep goes: `{"progress": ...}` at most every second, then
 /// `{"report": {"name", "objects", "deleted"}}` or `{"error": ...}`. The sweep runs on its own
 /// task: a client that goes away does not stop it half way (running it again finishes it).
-pub fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Encoding) -> Response<RespBody> {
+pub async fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Encoding) -> Response<RespBody> {
     let name = query.get("name").unwrap_or_default().to_string();
     let confirm = match query.get("confirm") {
         None => false,
@@ -171,6 +172,13 @@ pub fn delete_objects(controller: Arc<Controller>, query: &Query, encoding: Enco
     }
     if let Err(why) = controller.check_unserved(&name) {
         return body::error_response(&ApiError::new(409, "Conflict", why), encoding);
+    }
+    match controller.known(&name).await {
+        Ok(()) => {}
+        Err(removed::Error::Unknown(why)) => {
+            return body::error_response(&ApiError::new(404, "NotFound", why), encoding);
+        }
+        Err(e) => return body::error_response(&ApiError::internal(e.to_string()), encoding),
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
     tokio::spawn(async move {

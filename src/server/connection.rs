@@ -32,6 +32,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::conn::ConnInfo;
 use super::filters::{self, Next};
+use super::malformed;
 use super::refusals::{self, WithRefusalBodies};
 use crate::api::body::{BodyError, RespBody};
 
@@ -130,7 +131,7 @@ pub async fn serve_stream<S>(
         hyper::service::service_fn(move |request: Request<Incoming>| {
             // Refused here, in the connection's task, so that an over-large header list is
             // freed before the next stream is decoded.
-            let admitted = match refusals::header_list_refusal(&request) {
+            let admitted = match refusals::header_list_refusal(&request).or_else(|| malformed::refusal(&request)) {
                 Some(refusal) => Err(refusal),
                 None => Ok(request),
             };

@@ -1,7 +1,7 @@
 //! The secure port: TLS listener and connection cap (`listener`), one bounded hyper connection
 //! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`), Status bodies for the requests hyper
-//! refuses itself (`refusals`), the filter chain, routing, health checks (`health`), graceful
-//! shutdown (`shutdown`).
+//! refuses itself (`refusals`), Go's answers to malformed requests (`malformed`), the filter
+//! chain, routing, health checks (`health`), graceful shutdown (`shutdown`).
 //!
 //! Owns the transport and the order of the request path. Must not implement API semantics
 //! (those are in `api`) nor authentication logic (in `auth`).
@@ -12,6 +12,7 @@ pub mod connection;
 pub mod filters;
 pub mod health;
 pub mod listener;
+pub mod malformed;
 pub mod refusals;
 pub mod router;
 pub mod shutdown;

@@ -110,7 +110,7 @@ impl Router {
         let Some(info) = request.extensions().get::<RequestInfo>() else {
             return body::error_response(&ApiError::internal("request info missing"), encoding);
         };
-        let endpoint = parse(request.method(), request.uri().path(), info);
+        let endpoint = parse(request.method(), &info.path, info);
         let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
         let posted =
             matches!(endpoint, Endpoint::Takeover(_) | Endpoint::DeleteObjects) && request.method() == Method::POST;
@@ -124,7 +124,7 @@ impl Router {
             Endpoint::Health(probe) => {
                 let query = Query::parse(request.uri().query());
                 self.health
-                    .serve(probe, request.uri().path(), &query)
+                    .serve(probe, &info.path, &query)
                     .unwrap_or_else(|| body::error_response(&ApiError::path_not_found(), encoding))
             }
             Endpoint::Metrics => {
@@ -148,7 +148,8 @@ impl Router {
                     let info = info.clone();
                     Box::pin(super::admin::migrate(&lifecycle, &info, request, encoding)).await
                 } else if posted {
-                    super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding)
+                    Box::pin(super::admin::delete_objects(lifecycle, &Query::parse(request.uri().query()), encoding))
+                        .await
                 } else {
                     body::error_response(&ApiError::method_not_allowed(), encoding)
                 }

@@ -2,7 +2,7 @@
 //! server (its own CA) whose paths behave differently — `/allow`, `/deny-bad-image` (denies
 //! `spec.image: bad` with 403 and a message), `/label` (JSON patch adding a label), `/break`
 //! (a patch that breaks the schema), `/flip` (toggles `spec.flip`), `/slow` (answers after
-//! 3 s), `/garbage` (not JSON), `/v1beta1` (answers in v1beta1 without uid checks) — plus a
+//! 3 s), `/hang` (never answers), `/garbage` (not JSON), `/v1beta1` (answers in v1beta1 without uid checks) — plus a
 //! raw listener that answers HTTP/1.0 without Content-Length. Every review received is kept.
 
 use std::convert::Infallible;
@@ -71,6 +71,8 @@ async fn answer(path: &str, review: &Value) -> Result<Value, &'static str> {
             tokio::time::sleep(Duration::from_secs(3)).await;
             allowed(&uid)
         }
+        // Never answers: a webhook past any timeout, however slow the machine.
+        "/hang" => std::future::pending().await,
         "/garbage" => return Err("this is not an AdmissionReview"),
         "/v1beta1" => json!({"response": {"allowed": true}}),
         _ => return Err("unknown path"),

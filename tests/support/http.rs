@@ -37,6 +37,8 @@ pub struct Client {
     config: Arc<rustls::ClientConfig>,
     headers: Vec<(String, String)>,
     http2: bool,
+    /// A hang guard: a request not answered in full within it fails with `TimedOut`.
+    limit: Option<std::time::Duration>,
 }
 
 fn certs(path: &std::path::Path) -> Vec<CertificateDer<'static>> {
@@ -61,7 +63,7 @@ impl Client {
             }
             None => builder.with_no_client_auth(),
         };
-        Client { port: server.port, config: Arc::new(config), headers: Vec::new(), http2: false }
+        Client { port: server.port, config: Arc::new(config), headers: Vec::new(), http2: false, limit: None }
     }
 
     /// A client of the control-plane double (trusting its serving CA) that authenticates with
@@ -77,7 +79,7 @@ impl Client {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Client { port: plane.port, config: Arc::new(config), headers: Vec::new(), http2: false }
+        Client { port: plane.port, config: Arc::new(config), headers: Vec::new(), http2: false, limit: None }
             .header("Authorization", &format!("Bearer {token}"))
     }
 
@@ -92,6 +94,13 @@ impl Client {
         config.alpn_protocols = vec![b"h2".to_vec()];
         self.config = Arc::new(config);
         self.http2 = true;
+        self
+    }
+
+    /// The same client failing any request not answered within `limit` (a hang guard, for
+    /// tests where a request that never ends is the failure looked for).
+    pub fn within(mut self, limit: std::time::Duration) -> Client {
+        self.limit = Some(limit);
         self
     }
 
@@ -126,7 +135,18 @@ impl Client {
         body: Option<Bytes>,
     ) -> std::io::Result<Response> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(self.request_async(method, path, content_type, body))
+        let request = self.request_async(method, path, content_type, body);
+        match self.limit {
+            None => runtime.block_on(request),
+            Some(limit) => {
+                runtime.block_on(async { tokio::time::timeout(limit, request).await }).unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("{method} {path} not answered within {limit:?}"),
+                    ))
+                })
+            }
+        }
     }
 
     async fn request_async(

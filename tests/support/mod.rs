@@ -164,7 +164,8 @@ impl TestServer {
         }
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until the server answers `/readyz` with 200 (and fails if it exits).
+    pub fn wait_ready(&mut self) {
         self.wait_for_health("/readyz");
     }
 

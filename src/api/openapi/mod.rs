@@ -8,6 +8,7 @@
 //! index and as entity tags) come from the definitions, so the index is cheap. A group's
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
 
+mod kubernetes_types;
 mod v2;
 pub mod v2_proto;
 mod v3;
@@ -197,6 +198,8 @@ impl Documents {
 pub struct SharedSchemas {
     /// Definitions keyed by their Kubernetes names, with `#/components/schemas/` references.
     definitions: Map<String, Value>,
+    /// The same in v2's form (still with v3's references).
+    definitions_v2: Map<String, Value>,
     api_version_description: String,
     kind_description: String,
 }
@@ -232,7 +235,10 @@ impl SharedSchemas {
         let api_version_description = describe("apiVersion");
         let kind_description = describe("kind");
         definitions.remove("io.k8s.api.core.v1.ConfigMap");
-        SharedSchemas { definitions, api_version_description, kind_description }
+        kubernetes_types::amend_v3(&mut definitions);
+        let definitions_v2 =
+            definitions.iter().map(|(name, schema)| (name.clone(), kubernetes_types::v2_form(schema))).collect();
+        SharedSchemas { definitions, definitions_v2, api_version_description, kind_description }
     }
 }
 

@@ -176,7 +176,7 @@ fn parameter(p: &Value) -> Value {
 pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Vec<u8> {
     let mut paths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut definitions: BTreeMap<String, Vec<u8>> =
-        shared.definitions.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
+        shared.definitions_v2.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
     // Group versions are encoded on every core, then merged in their order.
     for part in crate::core::parallel::map(group_versions, |gv| group_version(gv, shared)) {
         paths.extend(part.paths);
@@ -220,6 +220,7 @@ fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared:
         let item = definition_name(group, version, &d.kind);
         part.definitions.push((item.clone(), encoded(&object_schema(served, shared))));
         let list = v3::list_schema(d, version, &item, shared);
+        let list = super::kubernetes_types::v2_form(&list);
         part.definitions.push((definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
     }
     part

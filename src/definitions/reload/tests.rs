@@ -39,7 +39,7 @@ fn murky(name: &str) -> ScannedFile {
 fn run(previous: &HashMap<String, Served>, files: Vec<ScannedFile>) -> Plan {
     let age = |name: &str| previous.contains_key(name).then_some(1);
     let stored = |_: &str| Vec::new();
-    plan(previous, &Scan::Files(files), &Context { age: &age, stored_versions: &stored })
+    plan(previous, &Scan::Files(files), &Context { age: &age, stored_versions: &stored, accepted: &nothing_accepted })
 }
 
 fn messages(plan: &Plan) -> Vec<String> {
@@ -122,7 +122,7 @@ fn an_unreadable_file_keeps_what_it_held() {
     let failed = plan(
         &first.served,
         &Scan::Failed(Problem::new("defs", None, vec!["cannot list".into()])),
-        &Context { age: &|_| None, stored_versions: &|_| Vec::new() },
+        &Context { age: &|_| None, stored_versions: &|_| Vec::new(), accepted: &nothing_accepted },
     );
     assert!(failed.is_unchanged());
     assert_eq!(failed.registry.definitions().len(), 2);
@@ -183,7 +183,11 @@ fn only_definitions_whose_spec_changed_are_checked_as_updates() {
         asked.borrow_mut().push(name.to_string());
         Vec::new()
     };
-    let second = plan(&first.served, &Scan::Files(files), &Context { age: &age, stored_versions: &stored });
+    let second = plan(
+        &first.served,
+        &Scan::Files(files),
+        &Context { age: &age, stored_versions: &stored, accepted: &nothing_accepted },
+    );
     assert_eq!(second.changed, ["as.example.com"]);
     assert_eq!(asked.into_inner(), ["as.example.com"]);
 }

@@ -143,18 +143,18 @@ fn validate_owner_references(meta: &Map<String, Value>, path: &Path) -> Vec<Fiel
             }
         }
         if group.is_empty() && version == "v1" && kind == "Event" {
-            errs.push(FieldError::invalid(
+            errs.push(FieldError::invalid_typed(
                 path.clone(),
-                reference.clone(),
+                owner_reference_json(reference),
                 "/v1, Kind=Event is disallowed from being an owner",
             ));
         }
         if reference.get("controller").and_then(Value::as_bool) == Some(true) {
             let current = format!("{kind}/{}", field("name"));
             match &first_controller {
-                Some(first) => errs.push(FieldError::invalid(
+                Some(first) => errs.push(FieldError::invalid_typed(
                     path.clone(),
-                    Value::Array(refs.clone()),
+                    format!("[{}]", refs.iter().map(owner_reference_json).collect::<Vec<_>>().join(",")),
                     format!("Only one reference can have Controller set to true. Found \"true\" in references for {first} and {current}"),
                 )),
                 None => first_controller = Some(current),
@@ -162,6 +162,26 @@ fn validate_owner_references(meta: &Map<String, Value>, path: &Path) -> Vec<Fiel
         }
     }
     errs
+}
+
+/// An owner reference as `encoding/json` writes a `metav1.OwnerReference`: its fields in their
+/// declared order, the strings always, the two flags when set.
+fn owner_reference_json(reference: &Value) -> String {
+    let text = |name: &str| crate::core::field::go_json(reference.get(name).unwrap_or(&Value::String(String::new())));
+    let mut out = format!(
+        "{{\"apiVersion\":{},\"kind\":{},\"name\":{},\"uid\":{}",
+        text("apiVersion"),
+        text("kind"),
+        text("name"),
+        text("uid")
+    );
+    for flag in ["controller", "blockOwnerDeletion"] {
+        if let Some(set) = reference.get(flag).and_then(Value::as_bool) {
+            out.push_str(&format!(",\"{flag}\":{set}"));
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// Finalizer names are qualified names; `orphan` and `foregroundDeletion` exclude each other.
@@ -277,13 +297,19 @@ mod tests {
                 "metadata.ownerReferences.name: Invalid value: \"\": must not be empty",
             ],
         );
-        let event = json!({"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"});
-        let errors = validate_owner_references(
-            json!({"ownerReferences": [event]}).as_object().unwrap(),
-            &Path::new("metadata").child("ownerReferences"),
+        // References print as `encoding/json` writes the typed struct (1.36's texts, taken
+        // from apimachinery's own ValidateOwnerReferences).
+        check(
+            json!({"ownerReferences": [
+                {"uid": "u", "name": "e<", "kind": "Event", "apiVersion": "v1"},
+                {"apiVersion": "a/v1", "kind": "K", "name": "n", "uid": "u2", "controller": true},
+                {"apiVersion": "a/v1", "blockOwnerDeletion": true, "controller": true, "kind": "K", "name": "m", "uid": "u3"},
+            ]}),
+            &[
+                r#"metadata.ownerReferences: Invalid value: {"apiVersion":"v1","kind":"Event","name":"e\u003c","uid":"u"}: /v1, Kind=Event is disallowed from being an owner"#,
+                r#"metadata.ownerReferences: Invalid value: [{"apiVersion":"v1","kind":"Event","name":"e\u003c","uid":"u"},{"apiVersion":"a/v1","kind":"K","name":"n","uid":"u2","controller":true},{"apiVersion":"a/v1","kind":"K","name":"m","uid":"u3","controller":true,"blockOwnerDeletion":true}]: Only one reference can have Controller set to true. Found "true" in references for K/n and K/m"#,
+            ],
         );
-        assert_eq!(errors.len(), 1);
-        assert!(errors[0].to_string().ends_with("/v1, Kind=Event is disallowed from being an owner"), "{}", errors[0]);
     }
 
     #[test]

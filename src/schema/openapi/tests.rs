@@ -171,7 +171,7 @@ fn arrays_and_objects() {
         object_with(json!({"type": "array", "maxItems": 1, "items": {"type": "string"}})),
         json!({"f": ["a", 1]}),
         &[
-            "f: Too many: 2: must have at most 1 items",
+            "f: Too many: 2: must have at most 1 item",
             r#"f[1]: Invalid value: "integer": f[1] in body must be of type string: "integer""#,
         ],
     );
@@ -183,7 +183,7 @@ fn arrays_and_objects() {
     check(
         object_with(json!({"type": "object", "maxProperties": 1})),
         json!({"f": {"a": 1, "b": 2}}),
-        &["f: Too many: 2: must have at most 1 items"],
+        &["f: Too many: 2: must have at most 1 item"],
     );
     check(
         object_with(json!({"type": "object", "minProperties": 1})),

@@ -20,6 +20,7 @@ use super::on_end::on_end;
 use super::timeout::is_long_running;
 use super::{Filter, Next, run};
 use crate::api::body::{self, ReqBody, RespBody};
+use crate::core::request_info::RequestInfo;
 use crate::server::shutdown::{InFlight, Lifecycle};
 
 /// Paths answered as usual after the delay, so that probes and scrapes see the shutdown.
@@ -56,7 +57,8 @@ impl Filter for Termination {
 
 /// Probes, scrapes and kube-apiserver's own loopback requests are never refused.
 fn is_exempt(request: &Request<ReqBody>) -> bool {
-    let path = request.uri().path();
+    // The decoded path, as the router reads it.
+    let path = request.extensions().get::<RequestInfo>().map_or(request.uri().path(), |info| info.path.as_str());
     EXEMPT_PREFIXES.iter().any(|prefix| path.starts_with(prefix))
         || request
             .headers()

@@ -36,16 +36,30 @@ fn tls_options(options: &EtcdOptions) -> Result<Option<TlsOptions>> {
     Ok(Some(tls))
 }
 
-/// A client of the etcd cluster. Connections are made lazily, per call.
+/// A client of the etcd cluster, every call bounded by the request timeout. Connections are
+/// made lazily, per call.
 pub(super) async fn client(options: &EtcdOptions) -> Result<Client> {
+    connect(options, Some(options.request_timeout)).await
+}
+
+/// A client whose calls take as long as etcd takes to answer them: an election campaign
+/// answers once it wins, which may be much later. A connection that dies still ends its calls
+/// (keep-alive pings every 10 s, answered within 5 s).
+pub(super) async fn waiting_client(options: &EtcdOptions) -> Result<Client> {
+    connect(options, None).await
+}
+
+async fn connect(options: &EtcdOptions, timeout: Option<Duration>) -> Result<Client> {
     if options.servers.is_empty() {
         return Err(Error::Backend("--etcd-servers is required with --storage-backend=etcd3".into()));
     }
     let mut connect = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(options.request_timeout)
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_keep_alive_while_idle(true);
+    if let Some(timeout) = timeout {
+        connect = connect.with_timeout(timeout);
+    }
     if let Some(tls) = tls_options(options)? {
         connect = connect.with_tls(tls);
     }

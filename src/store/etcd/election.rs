@@ -5,6 +5,10 @@
 //! lease can expire, so two replicas never lead at once; when a leader dies its lease expires
 //! and the next campaign in line wins.
 //!
+//! The campaign runs on a client of its own without a request timeout: a follower's campaign
+//! waits, as long as the leader lives, for etcd to answer that it won; the lease it campaigns
+//! with, kept alive meanwhile, is what ends a campaign that can no longer win.
+//!
 //! An etcd lease rather than a `coordination.k8s.io` Lease in the main apiserver: the work the
 //! leader does writes to this etcd, so leadership lives and fails with the store it guards,
 //! needs no RBAC on leases, and is decided by the same linearizable store as the writes.
@@ -54,8 +58,9 @@ async fn term(
     leading: &watch::Sender<bool>,
 ) -> Result<String, etcd_client::Error> {
     let ttl = i64::try_from(timing.lease_duration.as_secs().max(1)).unwrap_or(i64::MAX);
-    let lease = client.lease_grant(ttl, None).await?.id();
-    let (keeper, responses) = client.lease_keep_alive(lease).await?;
+    // The client's calls wait as long as etcd takes (for the campaign): these are bounded here.
+    let lease = bounded(timing, client.lease_grant(ttl, None)).await?.id();
+    let (keeper, responses) = bounded(timing, client.lease_keep_alive(lease)).await?;
     let renewal = keep_alive(keeper, responses, timing);
     tokio::pin!(renewal);
     let mut campaigner = client.clone();
@@ -80,6 +85,20 @@ async fn term(
     }
     revoke(&mut client, lease).await;
     Ok(lost)
+}
+
+/// A call that must answer within the renew deadline (a lease not set up by then would be
+/// late anyway).
+async fn bounded<T>(
+    timing: ElectionTiming,
+    call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, etcd_client::Error> {
+    match tokio::time::timeout(timing.renew_deadline, call).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            Err(etcd_client::Error::ElectError(format!("etcd did not answer within {:?}", timing.renew_deadline)))
+        }
+    }
 }
 
 /// Renews the lease every retry period; returns when it was not renewed for the renew

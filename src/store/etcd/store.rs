@@ -178,10 +178,11 @@ impl EtcdStore {
     pub async fn open(options: EtcdOptions) -> Result<EtcdStore> {
         let client = connect::client(&options).await?;
         let prefix = options.prefix.trim_end_matches('/').to_string();
-        let contact = super::upkeep::first_contact(&client, &prefix, &options).await?;
-        let (meta, meta_revision) = super::restore::read_meta(&client, &prefix).await?;
-        let mapping = Mapping::of(&meta, meta_revision);
-        let start = mapping.rev(contact);
+        // Members that are down are taken out of the client's endpoints before the first read.
+        let mut members = super::members::Members::of(&options).await;
+        let contact = super::upkeep::first_contact(&client, &prefix, &options, &mut members).await?;
+        let mapping = Mapping::of(&contact.meta, contact.meta_revision);
+        let start = mapping.rev(revision(contact.revision));
         let (seen, _) = watch::channel(start);
         let shared = Arc::new(Shared {
             client,
@@ -204,15 +205,20 @@ impl EtcdStore {
         if !options.compaction_interval.is_zero() {
             tasks.push(super::upkeep::spawn_compactor(shared.clone(), options.compaction_interval));
         }
-        tasks.extend(super::members::spawn(shared.clone(), &options).await);
         let leadership = match options.election {
             Some(timing) => {
-                let (leadership, task) = super::election::spawn(shared.client.clone(), &shared.prefix, timing);
+                // Its own client: a campaign waits for leadership longer than any request.
+                let campaigner = connect::waiting_client(&options).await?;
+                if let Some(members) = members.as_mut() {
+                    members.route_too(campaigner.clone()).await;
+                }
+                let (leadership, task) = super::election::spawn(campaigner, &shared.prefix, timing);
                 tasks.push(task);
                 leadership
             }
             None => Leadership::sole(),
         };
+        tasks.extend(members.map(|members| members.spawn(shared.clone())));
         *shared.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
         Ok(EtcdStore { shared, leadership })
     }

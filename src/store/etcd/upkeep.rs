@@ -15,6 +15,8 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpRespo
 
 use super::EtcdOptions;
 use super::connect::{describe, is_permanent, revision};
+use super::members::Members;
+use super::restore::{Meta, read_meta};
 use super::store::Shared;
 use crate::store::{Error, Result, Revision};
 
@@ -30,22 +32,37 @@ const SIZE_INTERVAL: Duration = Duration::from_secs(30);
 /// The key the compacting servers agree through (kube-apiserver's name, outside any prefix).
 const COMPACT_KEY: &str = "compact_rev_key";
 
-/// Reads etcd's current revision, retrying while etcd is unreachable (each failure logged with
-/// its cause) and failing at once when retrying cannot help.
-pub(super) async fn first_contact(client: &Client, prefix: &str, options: &EtcdOptions) -> Result<Revision> {
+/// What the store reads from etcd before it starts.
+pub(super) struct Contact {
+    /// etcd's revision when it answered.
+    pub revision: i64,
+    /// The restore record (`restore`) and its `mod_revision` (0: none).
+    pub meta: Meta,
+    pub meta_revision: i64,
+}
+
+/// Reads etcd's current revision and the restore record, retrying both while etcd is
+/// unreachable (each failure logged with its cause; the members are probed again before each
+/// attempt, so that none is asked while it is down) and failing at once when retrying cannot
+/// help.
+pub(super) async fn first_contact(
+    client: &Client,
+    prefix: &str,
+    options: &EtcdOptions,
+    members: &mut Option<Members>,
+) -> Result<Contact> {
     let mut delay = Duration::from_millis(500);
     loop {
-        let mut kv = client.kv_client();
-        let probe = GetOptions::new().with_count_only();
-        let attempt = tokio::time::timeout(options.request_timeout, kv.get(prefix.to_string(), Some(probe))).await;
-        let cause = match attempt {
-            Ok(Ok(response)) => {
-                let start = response.header().map_or(0, |h| revision(h.revision()));
-                tracing::info!(servers = ?options.servers, revision = start, "connected to etcd");
-                return Ok(start);
+        if let Some(members) = members.as_mut() {
+            members.round(client).await;
+        }
+        let cause = match read_start(client, prefix, options).await {
+            Ok(contact) => {
+                tracing::info!(servers = ?options.servers, revision = revision(contact.revision), "connected to etcd");
+                return Ok(contact);
             }
-            Ok(Err(e)) => describe(&e),
-            Err(_) => format!("no answer within {:?}", options.request_timeout),
+            Err(Error::Unavailable(cause) | Error::Timeout(cause)) => cause,
+            Err(e) => return Err(e),
         };
         if is_permanent(&cause) {
             return Err(Error::Backend(format!(
@@ -71,6 +88,21 @@ pub(super) async fn first_contact(client: &Client, prefix: &str, options: &EtcdO
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+}
+
+/// One attempt at the reads of `first_contact`, each bounded by the request timeout.
+async fn read_start(client: &Client, prefix: &str, options: &EtcdOptions) -> Result<Contact> {
+    let late = || Error::Timeout(format!("no answer within {:?}", options.request_timeout));
+    let mut kv = client.kv_client();
+    let probe = GetOptions::new().with_count_only();
+    let response = tokio::time::timeout(options.request_timeout, kv.get(prefix.to_string(), Some(probe)))
+        .await
+        .map_err(|_| late())?
+        .map_err(|e| Error::Unavailable(describe(&e)))?;
+    let revision = response.header().map_or(0, |h| h.revision());
+    let (meta, meta_revision) =
+        tokio::time::timeout(options.request_timeout, read_meta(client, prefix)).await.map_err(|_| late())??;
+    Ok(Contact { revision, meta, meta_revision })
 }
 
 /// Probes etcd every second: a failed or slow read marks the store faulty until one succeeds.

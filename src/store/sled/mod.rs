@@ -6,16 +6,21 @@
 //! also groups concurrent writes into one flush, and recent events are kept in `history`.
 //! Stored values are the revision (8 bytes, big endian) followed by the caller's bytes.
 //!
-//! A failed flush (a full disk, an I/O error) puts the store in a fault: writes fail at once
-//! with the cause, reads go on from the last durable state, and the writer reopens the store
-//! from disk as soon as it can write again (`writer::Writer::recover`). A full disk releases
-//! the store's space reserve (`reserve`): the store reopens on that room and takes deletions,
-//! which make room, and refuses other writes until the file system has room for the reserve
-//! again. A store that cannot open for want of space releases the reserve to open, or starts
-//! closed and opens once there is room.
+//! sled's own periodic flusher is off: the writer flushes every batch, so sled writes only
+//! when the writer (or a read completing a node split the writer began) asks it to, and the
+//! writer keeps it from ever meeting a full disk (`space`): a write that finds no room is
+//! refused (507), the store's space reserve (`reserve`) is released for deletions, and writes
+//! resume by themselves as deletions or the file system make room.
+//!
+//! A failed flush (an I/O error, or a disk another program filled between two batches) puts
+//! the store in a fault: writes fail at once with the cause, reads go on from the last durable
+//! state, and the writer reopens the store from disk as soon as it can write again
+//! (`writer::Writer::recover`). A store that cannot open for want of space releases the
+//! reserve to open, or starts closed and opens once there is room.
 
 mod reserve;
 mod restore;
+mod space;
 mod writer;
 
 pub use restore::restore;
@@ -74,9 +79,14 @@ struct Shared {
     apply_gate: RwLock<()>,
     commands: Mutex<Option<std::sync::mpsc::Sender<Command>>>,
     /// The writer thread, joined on close.
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<Option<writer::Running>>,
     /// File-system syncs completed by the writer; every acknowledged write was preceded by one.
     syncs: std::sync::atomic::AtomicU64,
+    /// The first I/O error a read met inside sled (reads may write: they complete node
+    /// splits), for the writer to reopen the store before it flushes again.
+    read_failure: Mutex<Option<Error>>,
+    /// Whether `read_failure` holds one, read without the lock on every batch.
+    read_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -88,8 +98,29 @@ impl Shared {
 
     fn read(&self, key: &[u8]) -> Result<Option<Versioned>> {
         let slot = self.tree();
-        let raw = self.tree_or_fault(&slot)?.get(key).map_err(storage_error)?;
+        let raw = self.tree_or_fault(&slot)?.get(key).map_err(|e| self.read_error(e))?;
         raw.map(decode).transpose()
+    }
+
+    /// A sled error met by a read, as the contract names it; an I/O error is kept for the
+    /// writer (`take_read_failure`).
+    fn read_error(&self, e: sled::Error) -> Error {
+        let io = matches!(e, sled::Error::Io(_));
+        let error = storage_error(e);
+        if io {
+            let mut slot = self.read_failure.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert_with(|| error.clone());
+            self.read_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        error
+    }
+
+    /// The I/O error a read met since the last call, if any.
+    fn take_read_failure(&self) -> Option<Error> {
+        if !self.read_failed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        self.read_failure.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     fn tree(&self) -> RwLockReadGuard<'_, Option<sled::Tree>> {
@@ -152,11 +183,13 @@ fn decode(raw: sled::IVec) -> Result<Versioned> {
 impl SledStore {
     /// Opens (or creates) a store in `dir`.
     pub fn open(dir: &Path, options: SledOptions) -> Result<SledStore> {
+        // Made here rather than by sled, so that its free space can be read before it opens.
+        std::fs::create_dir_all(dir).map_err(|e| Error::Backend(format!("creating {}: {e}", dir.display())))?;
         let reserve = reserve::Reserve::new(dir);
         // sled writes as it opens; on a full disk it can leave a file it cannot read back, so
         // it is opened only with room: the reserve's, if need be.
         let mut full = false;
-        if !writer::has_room(dir, 0) && reserve.release() {
+        if !space::has_room(dir, 0) && reserve.release() {
             full = true;
             tracing::error!(
                 store = %dir.display(),
@@ -164,7 +197,7 @@ impl SledStore {
                 "the store's disk is full: released the space reserve to open the store; only deletions are accepted until space is freed"
             );
         }
-        let opened = if writer::has_room(dir, 0) { Opened::open(dir, options.cache_capacity) } else { Err(no_space()) };
+        let opened = if space::has_room(dir, 0) { Opened::open(dir, options.cache_capacity) } else { Err(no_space()) };
         full |= matches!(opened, Err(Error::NoSpace(_)));
         let (opened, fault) = match opened {
             Ok(opened) => (Some(opened), None),
@@ -181,6 +214,7 @@ impl SledStore {
         };
         if opened.is_some()
             && !full
+            && space::has_room(dir, space::KEPT_FOR_DELETIONS + reserve::BYTES)
             && let Err(e) = reserve.allocate()
         {
             tracing::warn!(store = %dir.display(), error = %e, "no room for the store's space reserve; a full disk would also stop deletions");
@@ -201,9 +235,11 @@ impl SledStore {
             commands: Mutex::new(Some(tx)),
             writer: Mutex::new(None),
             syncs: std::sync::atomic::AtomicU64::new(0),
+            read_failure: Mutex::new(None),
+            read_failed: std::sync::atomic::AtomicBool::new(false),
         });
         let place = writer::Place { dir: dir.to_path_buf(), cache_capacity: options.cache_capacity, sync_handle };
-        let start = writer::Start { db, revision, fault, deletes_only: full };
+        let start = writer::Start { db, revision, fault, full };
         let thread = writer::spawn(start, place, shared.clone(), rx)
             .map_err(|e| Error::Backend(format!("starting writer: {e}")))?;
         *shared.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
@@ -223,17 +259,18 @@ impl SledStore {
         self.shared.syncs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Stops accepting writes; waits until the pending ones finished and the last batch is
-    /// on disk.
+    /// Stops accepting writes; waits until the pending ones finished, the last batch is on
+    /// disk and sled closed the database, or `writer::CLOSE_LIMIT` if sled is stuck (every
+    /// acknowledged write is on disk already). Reads fail afterwards.
     pub fn close(&self) {
         if let Ok(mut commands) = self.shared.commands.lock() {
             commands.take();
         }
-        let thread = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(thread) = thread
-            && thread.join().is_err()
+        let running = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(running) = running
+            && !running.wait(writer::CLOSE_LIMIT)
         {
-            tracing::error!("the store's writer thread panicked");
+            tracing::error!(limit = ?writer::CLOSE_LIMIT, "the store did not close in time; every acknowledged write is on disk");
         }
     }
 
@@ -289,7 +326,7 @@ impl SledStore {
         loop {
             let from_tree = match scan.peek() {
                 Some(Ok((k, _))) => Some(String::from_utf8_lossy(k).into_owned()),
-                Some(Err(e)) => return Err(storage_error(e.clone())),
+                Some(Err(e)) => return Err(shared.read_error(e.clone())),
                 None => None,
             };
             let from_history = changed.peek().map(|(k, _)| k.clone());
@@ -423,7 +460,7 @@ impl Store for SledStore {
             let tree = shared.tree_or_fault(&slot)?;
             let mut count = 0;
             for key in tree.scan_prefix(prefix.as_bytes()).keys() {
-                key.map_err(storage_error)?;
+                key.map_err(|e| shared.read_error(e))?;
                 count += 1;
             }
             Ok(count)
@@ -480,7 +517,10 @@ impl Opened {
 
     /// Opens the store whatever it holds.
     fn open_for_restore(dir: &Path, cache_capacity: u64) -> Result<Opened> {
-        let db = sled::Config::new().path(dir).cache_capacity(cache_capacity).open().map_err(|e| match e {
+        // No periodic flusher: the writer flushes every batch itself, and sled must write only
+        // when the writer has checked there is room (`space`).
+        let config = sled::Config::new().path(dir).cache_capacity(cache_capacity).flush_every_ms(None);
+        let db = config.open().map_err(|e| match e {
             // sled holds an exclusive lock on its files while open: another server has them.
             sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
                 let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).ok();
@@ -550,6 +590,22 @@ mod tests {
         assert_eq!(store.current_revision(), rev_b + 1);
         let c = store.create("/g/r/c", Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(c, rev_b + 2);
+    }
+
+    #[tokio::test]
+    async fn a_closed_store_leaves_nothing_of_sled_open_and_refuses_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.create("/g/r/a", Bytes::from_static(b"{}")).await.unwrap();
+        let handle = store.clone();
+        store.close();
+        // sled closed the database in `close`, not with the last handle: nothing of it is left
+        // for the end of the process, and the store opens again at once.
+        let reopened = open(dir.path());
+        assert!(reopened.get("/g/r/a").await.unwrap().is_some());
+        assert_eq!(handle.get("/g/r/a").await, Err(Error::Closed));
+        assert_eq!(handle.create("/g/r/b", Bytes::from_static(b"{}")).await, Err(Error::Closed));
+        assert_eq!(handle.health(), Err(Error::Closed));
     }
 
     #[tokio::test]

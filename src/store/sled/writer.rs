@@ -12,9 +12,15 @@
 //! Once the file system has room again, the writer drops its handles and reopens the store
 //! from disk, which forgets whatever of the failed batch sled held only in memory.
 //!
-//! A batch that failed for want of space also releases the space reserve, so that the store
-//! reopens at once; until the file system has room for the reserve again, the writer commits
-//! deletions only (they make room) and refuses other writes as the disk being full.
+//! Before a batch goes to sled, `space` decides which of its writes the disk has room for;
+//! the others are refused as the disk being full, and a full store commits deletions (they
+//! make room) and as many bytes again as they deleted. sled itself is thus never the first to
+//! find the disk full, unless another program fills it between two batches: then the batch
+//! fails as above, and the store is reopened once there is room.
+//!
+//! No write ever waits for sled to close or reopen a database that may be stuck: the old
+//! handles are closed on a thread of their own, given `CLOSE_LIMIT`; one that does not close
+//! leaves the store closed (its check says why) until the server is restarted.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,7 +31,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::reserve::{self, Reserve};
+use super::space::{Demand, Space, has_room};
 use super::{Opened, REVISION_KEY, Shared, encode, is_no_space, no_space, storage_error};
 use crate::store::history::Record;
 use crate::store::{Error, Event, EventType, Result, Revision, Update, Versioned};
@@ -37,25 +43,14 @@ type Overlay = HashMap<String, Option<Versioned>, foldhash::fast::RandomState>;
 /// Most writes decided and flushed together.
 const MAX_BATCH: usize = 4096;
 
-/// How often a faulty store checks whether it can reopen.
+/// How often a faulty or full store looks whether it can reopen, or take its reserve back.
 const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Free space the store's file system needs before a faulty store reopens: sled writes a
-/// new segment (512 KiB) on opening, and reopening into a disk that is still full would only
-/// close the store to readers too.
-const MIN_FREE_BYTES: u64 = 4 << 20;
-
-/// Whether the file system of `dir` has room for sled to open (or reopen) and `more`. When
-/// free space cannot be read, it is assumed there.
-pub(super) fn has_room(dir: &std::path::Path, more: u64) -> bool {
-    match rustix::fs::statvfs(dir) {
-        Ok(fs) => fs.f_bavail.saturating_mul(fs.f_frsize) >= MIN_FREE_BYTES + more,
-        Err(e) => {
-            tracing::warn!(error = %e, store = %dir.display(), "cannot read the store's free space");
-            true
-        }
-    }
-}
+/// How long sled is given to close a database (its last flush included). One that takes
+/// longer is stuck (its log waits for a buffer that can no longer be written) and is left to
+/// the end of the process: nothing acknowledged depends on it, every acknowledged write
+/// having been synced to disk already.
+pub(super) const CLOSE_LIMIT: Duration = Duration::from_secs(10);
 
 /// Where the store lives, for reopening it.
 pub(super) struct Place {
@@ -96,8 +91,18 @@ impl Command {
         }
     }
 
-    fn is_delete(&self) -> bool {
-        matches!(self, Command::One { op: Op::Delete { .. }, .. })
+    /// What it asks of the disk.
+    fn demand(&self) -> Demand {
+        match self {
+            Command::One { op: Op::Delete { .. }, .. } => Demand { bytes: 0, deletion: true },
+            Command::One { key, op: Op::Create(value) | Op::Update { value, .. }, .. } => {
+                Demand { bytes: key.len() + value.len(), deletion: false }
+            }
+            Command::One { op: Op::Advance(_), .. } => Demand { bytes: 0, deletion: false },
+            Command::Updates { updates, .. } => {
+                Demand { bytes: updates.iter().map(|u| u.key.len() + u.value.len()).sum(), deletion: false }
+            }
+        }
     }
 
     /// Answers every write it carries with `error`.
@@ -155,7 +160,29 @@ pub(super) struct Start {
     /// Why the store is closed, when it could not open.
     pub fault: Option<Error>,
     /// The disk was full at start: the reserve is released.
-    pub deletes_only: bool,
+    pub full: bool,
+}
+
+/// The running writer thread: it ends once every command sender is gone.
+pub(super) struct Running {
+    thread: std::thread::JoinHandle<()>,
+    /// Disconnected when the thread ends, however it ends.
+    ended: Receiver<()>,
+}
+
+impl Running {
+    /// Waits at most `limit` for the thread to end; returns whether it did.
+    pub fn wait(self, limit: Duration) -> bool {
+        match self.ended.recv_timeout(limit) {
+            Err(RecvTimeoutError::Timeout) => false,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if self.thread.join().is_err() {
+                    tracing::error!("the store's writer thread panicked");
+                }
+                true
+            }
+        }
+    }
 }
 
 pub(super) fn spawn(
@@ -163,9 +190,12 @@ pub(super) fn spawn(
     place: Place,
     shared: Arc<Shared>,
     commands: Receiver<Command>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
-        let reserve = Reserve::new(&place.dir);
+) -> std::io::Result<Running> {
+    let (ending, ended) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::Builder::new().name("sled-writer".into()).spawn(move || {
+        // Dropped when the thread ends, even by a panic: `Running::wait` learns it.
+        let _ending = ending;
+        let space = Space::new(&place.dir, start.full);
         let mut writer = Writer {
             db: start.db,
             place,
@@ -173,17 +203,14 @@ pub(super) fn spawn(
             revision: start.revision,
             last_recovery: Instant::now(),
             fault: start.fault,
-            reserve,
-            deletes_only: start.deletes_only,
+            space,
+            stuck: false,
+            deleted_bytes: 0,
         };
         writer.run(&commands);
-        // Every sender is gone: make sure the last batches are on disk before closing.
-        if writer.db.is_some()
-            && let Err(e) = writer.flush_durably()
-        {
-            tracing::error!(error = %e, "final flush of the store failed");
-        }
-    })
+        writer.finish();
+    })?;
+    Ok(Running { thread, ended })
 }
 
 struct Writer {
@@ -198,9 +225,11 @@ struct Writer {
     /// Why writes fail now; the writer's own copy of `Shared::fault`, which only it sets, so
     /// that the write path never takes the shared lock.
     fault: Option<Error>,
-    reserve: Reserve,
-    /// The reserve is released: only deletions are committed.
-    deletes_only: bool,
+    space: Space,
+    /// sled did not close the database after a fault: the store stays closed.
+    stuck: bool,
+    /// Bytes (keys and values) deleted by the batch being decided.
+    deleted_bytes: u64,
 }
 
 impl Writer {
@@ -212,7 +241,7 @@ impl Writer {
 
     fn run(&mut self, commands: &Receiver<Command>) {
         loop {
-            let waiting = self.fault.is_some() || self.deletes_only;
+            let waiting = (self.fault.is_some() && !self.stuck) || self.space.is_full();
             let first = if !waiting {
                 match commands.recv() {
                     Ok(c) => Some(c),
@@ -230,7 +259,7 @@ impl Writer {
                 if self.fault.is_some() {
                     self.recover_when_room();
                 } else {
-                    self.restore_reserve_when_room();
+                    self.space.tick();
                 }
             }
             let Some(first) = first else { continue };
@@ -251,39 +280,61 @@ impl Writer {
                 }
                 continue;
             }
-            if self.deletes_only {
-                // Deletions make room; anything else would only fill the disk again.
-                let (deletes, others): (Vec<Command>, Vec<Command>) = batch.into_iter().partition(Command::is_delete);
-                for command in others {
+            // A read that met a failed write inside sled (readers complete node splits) may
+            // have left its log stuck: never flush it, reopen the store.
+            if let Some(error) = self.shared.take_read_failure() {
+                tracing::error!(error = %error, "a read met a failed write in the store; writes are refused until it is reopened");
+                self.fail(error.clone());
+                for command in batch {
+                    command.refuse(&error);
+                }
+                continue;
+            }
+            let verdicts = self.space.admit(batch.iter().map(Command::demand));
+            let mut taken = Vec::with_capacity(batch.len());
+            for (command, take) in batch.into_iter().zip(verdicts) {
+                if take {
+                    taken.push(command);
+                } else {
                     command.refuse(&no_space());
                 }
-                batch = deletes;
-                if batch.is_empty() {
-                    continue;
-                }
             }
-            self.commit(batch);
+            if !taken.is_empty() {
+                self.commit(taken);
+            }
         }
     }
 
-    /// Leaves deletions-only mode once the file system has room for the reserve again.
-    fn restore_reserve_when_room(&mut self) {
-        if !has_room(&self.place.dir, reserve::BYTES) {
-            return;
+    /// Puts the store in a fault after a failed write: writes are refused at once until it is
+    /// reopened from disk.
+    fn fail(&mut self, error: Error) {
+        if matches!(error, Error::NoSpace(_)) {
+            self.space.found_full();
         }
-        match self.reserve.allocate() {
-            Ok(()) => {
-                self.deletes_only = false;
-                tracing::info!(
-                    "the store's disk has room again: the space reserve is back and every write is accepted"
-                );
-            }
-            Err(e) => tracing::warn!(error = %e, "the store's space reserve could not be allocated yet"),
+        self.last_recovery = Instant::now();
+        self.set_fault(Some(error));
+    }
+
+    /// Every sender is gone: the last batches reach the disk and sled closes the database,
+    /// within `CLOSE_LIMIT` (`SledStore::close` waits that long for this thread).
+    fn finish(&mut self) {
+        let tree = self.shared.tree.write().unwrap_or_else(|e| e.into_inner()).take();
+        if self.fault.is_none()
+            && self.db.is_some()
+            && let Err(e) = self.flush_durably()
+        {
+            tracing::error!(error = %e, "final flush of the store failed");
+        }
+        self.set_fault(Some(Error::Closed));
+        if !self.stuck {
+            drop(tree);
+            drop(self.db.take());
         }
     }
 
     fn commit(&mut self, commands: Vec<Command>) {
         let start_revision = self.revision;
+        self.deleted_bytes = 0;
         let mut overlay = Overlay::default();
         let mut batch = sled::Batch::default();
         let mut records = Vec::new();
@@ -319,23 +370,14 @@ impl Writer {
                 // Its revisions stay used (sled may hold the batch in memory, or have put part
                 // of it on disk), and the store stays faulty until it is reopened from disk.
                 tracing::error!(error = %e, first = start_revision + 1, last = self.revision, "a write batch failed; writes are refused until the store can be reopened");
-                if matches!(e, Error::NoSpace(_)) {
-                    self.deletes_only = true;
-                    if self.reserve.release() {
-                        tracing::error!(
-                            reserve_bytes = reserve::BYTES,
-                            "the store's disk is full: released the space reserve so that the store reopens; only deletions are accepted until space is freed"
-                        );
-                    }
-                }
-                self.last_recovery = Instant::now();
-                self.set_fault(Some(e.clone()));
+                self.fail(e.clone());
                 for reply in replies {
                     reply.send(Some(&e));
                 }
                 return;
             }
         }
+        self.space.deleted(std::mem::take(&mut self.deleted_bytes));
         for reply in replies {
             reply.send(None);
         }
@@ -374,7 +416,7 @@ impl Writer {
     /// Reopens a faulty store once its file system has room again; until then readers keep
     /// the open tree.
     fn recover_when_room(&mut self) {
-        if !has_room(&self.place.dir, 0) {
+        if self.stuck || !has_room(&self.place.dir, 0) {
             return;
         }
         match self.recover() {
@@ -389,8 +431,23 @@ impl Writer {
     fn recover(&mut self) -> Result<()> {
         // Readers hold the read lock while they use the tree: once this write lock is taken,
         // the slot's handle is the last one besides `db`.
-        drop(self.shared.tree.write().unwrap_or_else(|e| e.into_inner()).take());
-        self.db = None;
+        let tree = self.shared.tree.write().unwrap_or_else(|e| e.into_inner()).take();
+        let db = self.db.take();
+        let closing = move || {
+            drop(tree);
+            drop(db);
+        };
+        if !close_within(closing, CLOSE_LIMIT) {
+            self.stuck = true;
+            let stuck = Error::Backend(
+                "sled did not close the store after a failed write; the store stays closed until the server is \
+                 restarted"
+                    .into(),
+            );
+            tracing::error!(error = %stuck, limit = ?CLOSE_LIMIT, "the store cannot be reopened");
+            self.set_fault(Some(stuck.clone()));
+            return Err(stuck);
+        }
         // sled's own background thread may hold the file lock for a moment longer.
         let mut attempts = 0;
         let Opened { db, tree, revision: on_disk } = loop {
@@ -481,6 +538,7 @@ impl Writer {
         self.revision += 1;
         let revision = self.revision;
         if kind == EventType::Deleted {
+            self.deleted_bytes += (key.len() + value.len()) as u64;
             batch.remove(key.as_bytes());
             overlay.insert(key.to_string(), None);
         } else {
@@ -492,5 +550,44 @@ impl Writer {
             current.map_or(0, |c| c.revision),
         ));
         Ok(Outcome { revision, deleted })
+    }
+}
+
+/// Runs `close` (the drop of sled's handles) on a thread of its own and waits at most `limit`
+/// for it; returns whether it ended. A database whose log is stuck never closes: its thread is
+/// left waiting, and its handles are never used again.
+fn close_within(close: impl FnOnce() + Send + 'static, limit: Duration) -> bool {
+    let (closed, done) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("sled-close".into()).spawn(move || {
+        close();
+        let _ = closed.send(());
+    });
+    match spawned {
+        Ok(_) => done.recv_timeout(limit).is_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a thread to close the store");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_close_that_never_ends_is_left_behind_at_the_limit() {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        // Held until the test releases it, well after the limit.
+        assert!(!close_within(
+            move || {
+                let _ = held.recv();
+            },
+            Duration::from_millis(20)
+        ));
+        release.send(()).unwrap();
+        let (closed, done) = std::sync::mpsc::channel();
+        assert!(close_within(move || closed.send(()).unwrap(), CLOSE_LIMIT));
+        assert!(done.try_recv().is_ok(), "the close ran");
     }
 }

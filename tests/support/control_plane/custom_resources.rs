@@ -34,19 +34,8 @@ pub struct Collection {
 pub struct Custom {
     /// By (group, plural).
     pub collections: BTreeMap<(String, String), Collection>,
-    /// A list page with a continue token waits this long first (a slow main apiserver).
-    pub continue_delay_ms: u64,
     /// A list page with a continue token fails with a 500 (the main apiserver failing).
     pub fail_continue: bool,
-}
-
-/// How long a request waits before it is served (`Custom::continue_delay_ms`).
-pub fn delay(state: &State, query: &[(String, String)]) -> u64 {
-    if query.iter().any(|(k, v)| k == "continue" && !v.is_empty()) {
-        lock(&state.objects).custom.continue_delay_ms
-    } else {
-        0
-    }
 }
 
 /// The definition the double holds for `group`/`plural` that serves `version`: (kind,

@@ -297,11 +297,10 @@ impl ControlPlane {
         custom_resources::objects(self.state(), group, plural)
     }
 
-    /// Makes every list page after the first wait `delay`, then fail (`fail`) or not.
-    pub fn set_custom_list_fault(&self, delay: std::time::Duration, fail: bool) {
-        let mut objects = lock(&self.state().objects);
-        objects.custom.continue_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        objects.custom.fail_continue = fail;
+    /// Makes every list page after the first fail (`fail`) or not. To stop a caller at that
+    /// page, hold it (`hold`).
+    pub fn set_custom_list_fault(&self, fail: bool) {
+        lock(&self.state().objects).custom.fail_continue = fail;
     }
 
     /// One pass of kube-aggregator's autoregister controller now (it also runs every 100 ms).

@@ -124,10 +124,6 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(e) => return respond::status(400, "BadRequest", &e.to_string(), None),
     };
-    let delay = custom_resources::delay(&plane.state, &query);
-    if delay > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-    }
     if let Some(response) = custom_resources::serve(&plane.state, &method, &path, &query, &attrs, &user, &body) {
         return response;
     }

@@ -1,0 +1,97 @@
+//! The definitions the server last accepted, as the store keeps them (`lifecycle::accepted`
+//! reads and writes the records), and what a start makes of them. Kubernetes keeps a CRD's
+//! object in etcd: an update is checked against it whatever happened to the process. Here the
+//! files are the definitions, so a file changed while the server was stopped would escape the
+//! update checks; with the last accepted form of each definition at hand, a start checks the
+//! files as a live reload would (`reload::plan`), and a refused file leaves the accepted form
+//! served, as a refused live change does.
+//!
+//! Pure: no file, store or HTTP access; the caller brings the records.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use super::load::loaded_from_value;
+use super::reload::Served;
+use super::scan::Scan;
+
+/// The form of a definition the server last accepted, and where it came from.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The defaulted manifest (name, labels, annotations and spec; no status).
+    pub manifest: Arc<CustomResourceDefinition>,
+    /// The file (or `cluster:customresourcedefinitions/<name>`) it was read from.
+    pub file: PathBuf,
+    /// Its source as problems name it (the file, and the document of a multi-document file).
+    pub source: String,
+}
+
+/// What a start plans from as served before (`reload::plan`'s `previous`): the accepted form of
+/// every definition that was served when the server stopped (`served_before`) and that the
+/// scan gives in another form, or cannot give (a document naming it that fails to load, a file
+/// that held it and cannot be read through). Only these are compiled; a definition the files
+/// give unchanged is served from the files, as if it had never stopped. Also for a definition
+/// served at the stop that a later scan brings (a cluster definition listed after the first
+/// load), with the records of the definitions that scan brings.
+pub fn accepted_forms(
+    scan: &Scan,
+    accepted: &HashMap<String, Accepted>,
+    served_before: &dyn Fn(&str) -> bool,
+) -> HashMap<String, Served> {
+    let Scan::Files(files) = scan else { return HashMap::new() };
+    let mut needed: Vec<&str> = Vec::new();
+    for file in files {
+        for document in &file.documents {
+            let (name, same) = match document {
+                Ok(loaded) => {
+                    let same =
+                        accepted.get(&loaded.definition.name).is_some_and(|a| a.manifest.spec == loaded.manifest.spec);
+                    (Some(loaded.definition.name.as_str()), same)
+                }
+                Err(problem) => (problem.name.as_deref(), false),
+            };
+            if let Some(name) = name
+                && !same
+            {
+                needed.push(name);
+            }
+        }
+    }
+    let murky: Vec<&PathBuf> = files.iter().filter(|f| f.is_murky()).map(|f| &f.path).collect();
+    needed.extend(accepted.iter().filter(|(_, a)| murky.contains(&&a.file)).map(|(name, _)| name.as_str()));
+    needed.sort_unstable();
+    needed.dedup();
+    needed
+        .into_iter()
+        .filter(|name| served_before(name))
+        .filter_map(|name| Some((name.to_string(), served(accepted.get(name)?)?)))
+        .collect()
+}
+
+/// The accepted form compiled, as the file it came from was.
+fn served(accepted: &Accepted) -> Option<Served> {
+    let raw = match serde_json::to_value(&*accepted.manifest) {
+        Ok(raw) => raw,
+        Err(e) => {
+            tracing::warn!(source = %accepted.source, error = %e, "the last accepted definition cannot be encoded");
+            return None;
+        }
+    };
+    let compiled = crate::cel::on_compile_stack(|| loaded_from_value(raw, &accepted.source));
+    match compiled {
+        Some(Ok(loaded)) => Some(Served { loaded, file: accepted.file.clone() }),
+        Some(Err(problem)) => {
+            // Accepted by an earlier build whose checks were looser: the files are checked
+            // against its manifest all the same (`reload::Context::accepted`).
+            tracing::warn!("the last accepted definition no longer loads: {problem}");
+            None
+        }
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+//! The definition the server last accepted, one record per definition name in the store
+//! (outside every resource's keys), as kube-apiserver keeps a CustomResourceDefinition object in
+//! etcd: the defaulted manifest (name, labels, annotations, spec) and the file it came from.
+//! Written before a new or changed definition is first served, so that no object is written
+//! under a form the store does not know; read at start, so that files changed while the server
+//! was stopped are checked as updates of it (`definitions::accepted`). Like storedVersions, a
+//! record outlives its definition's removal from the files (its objects stay) and is forgotten
+//! with the objects (`removed`). Backups carry it (every `crd-apiserver/` record).
+//! Never touches objects.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::{Deserialize, Serialize};
+
+use crate::definitions::accepted::Accepted;
+use crate::definitions::reload::Served;
+use crate::store::{Error, ListOptions, Store};
+
+/// Where the records live: resource keys always start with `/`, so no resource can reach them.
+const ACCEPTED_DEFINITIONS: &str = "crd-apiserver/accepted-definitions/";
+
+/// How many times a write that lost a race to another replica is tried again.
+const ATTEMPTS: usize = 8;
+
+/// The stored form of one record.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    file: PathBuf,
+    source: String,
+    manifest: CustomResourceDefinition,
+}
+
+fn key_of(definition: &str) -> String {
+    format!("{ACCEPTED_DEFINITIONS}{definition}")
+}
+
+fn decode(key: &str, bytes: &[u8]) -> Result<Accepted, Error> {
+    let record: Record = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Backend(format!("{key}: not an accepted definition record: {e}")))?;
+    Ok(Accepted { manifest: Arc::new(record.manifest), file: record.file, source: record.source })
+}
+
+/// The record of `served`: its manifest without the status a file may carry (the server keeps
+/// storedVersions itself).
+fn encode(served: &Served) -> Result<Bytes, Error> {
+    let mut manifest = CustomResourceDefinition::clone(&served.loaded.manifest);
+    manifest.status = None;
+    let record = Record { file: served.file.clone(), source: served.loaded.definition.source.clone(), manifest };
+    serde_json::to_vec(&record)
+        .map(Bytes::from)
+        .map_err(|e| Error::Backend(format!("encoding the accepted definition {}: {e}", served.name())))
+}
+
+/// The last accepted form of the definition named `definition`, if it was ever served.
+pub async fn read(store: &impl Store, definition: &str) -> Result<Option<Accepted>, Error> {
+    let key = key_of(definition);
+    match store.get(&key).await? {
+        Some(found) => decode(&key, &found.value).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The last accepted form of every definition ever served (and not forgotten), by name.
+pub async fn read_all(store: &impl Store) -> Result<HashMap<String, Accepted>, Error> {
+    let page = store.list(ACCEPTED_DEFINITIONS, ListOptions::default()).await?;
+    let mut all = HashMap::with_capacity(page.items.len());
+    for kv in page.items {
+        let Some(name) = kv.key.strip_prefix(ACCEPTED_DEFINITIONS) else { continue };
+        all.insert(name.to_string(), decode(&kv.key, &kv.value)?);
+    }
+    Ok(all)
+}
+
+/// Records each of `definitions` as the accepted form of its name (all at once, so that the
+/// store commits them together). A record that already says the same is left as it is.
+pub async fn record<'a>(store: &impl Store, definitions: impl IntoIterator<Item = &'a Served>) -> Result<(), Error> {
+    let writes = definitions.into_iter().map(|served| put(store, served));
+    futures_util::future::join_all(writes).await.into_iter().collect()
+}
+
+async fn put(store: &impl Store, served: &Served) -> Result<(), Error> {
+    let key = key_of(served.name());
+    let bytes = encode(served)?;
+    let mut last = Error::Backend(format!("{key}: too many concurrent changes"));
+    for _ in 0..ATTEMPTS {
+        let written = match store.get(&key).await? {
+            Some(found) if found.value == bytes => return Ok(()),
+            Some(found) => store.update(&key, found.revision, bytes.clone()).await,
+            None => store.create(&key, bytes.clone()).await,
+        };
+        match written {
+            Ok(_) => return Ok(()),
+            Err(e @ (Error::Conflict { .. } | Error::AlreadyExists(_) | Error::NotFound(_))) => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// Drops the record of a definition whose objects were all deleted (`crd-apiserver
+/// delete-objects`): served again, it is a new definition.
+pub async fn forget(store: &impl Store, definition: &str) -> Result<(), Error> {
+    match store.delete(&key_of(definition), None).await {
+        Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definitions::load::loaded_from_value;
+    use crate::store::Backend;
+    use crate::store::sled::{SledOptions, SledStore};
+    use serde_json::json;
+
+    fn served(description: &str) -> Served {
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com", "labels": {"team": "a"}},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": description,
+                        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer", "minimum": 1}}}}}}}]},
+            "status": {"storedVersions": ["v0"]}});
+        Served { loaded: loaded_from_value(raw, "w.yaml").unwrap(), file: PathBuf::from("/defs/w.yaml") }
+    }
+
+    #[tokio::test]
+    async fn a_record_keeps_the_manifest_without_status_until_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        assert!(read(&store, "widgets.example.com").await.unwrap().is_none());
+        let first = served("One.");
+        record(&store, [&first]).await.unwrap();
+        let revision = store.current_revision();
+        // The same again writes nothing.
+        record(&store, [&first]).await.unwrap();
+        assert_eq!(store.current_revision(), revision);
+        let changed = served("Two.");
+        record(&store, [&changed]).await.unwrap();
+        let all = read_all(&store).await.unwrap();
+        let accepted = &all["widgets.example.com"];
+        assert_eq!(accepted.manifest.spec, changed.loaded.manifest.spec);
+        assert_eq!(accepted.manifest.metadata.labels, changed.loaded.manifest.metadata.labels);
+        assert_eq!(accepted.manifest.status, None);
+        assert_eq!((accepted.file.to_str(), accepted.source.as_str()), (Some("/defs/w.yaml"), "w.yaml"));
+        forget(&store, "widgets.example.com").await.unwrap();
+        assert!(read_all(&store).await.unwrap().is_empty());
+    }
+}
