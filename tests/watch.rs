@@ -13,12 +13,13 @@ use support::{CRONTAB_CRD, SHIRT_CRD, TestServer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const COLL: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
-const WRITES: usize = 6000;
+/// Changes after which a watcher that stopped reading must have been closed (a hang guard).
+const MOST_WRITES: usize = 6000;
 
 #[test]
 fn a_watcher_that_stops_reading_is_closed_and_slows_no_one() {
     let server = TestServer::start(&[CRONTAB_CRD]);
-    support::watches::check_a_watcher_that_stops_reading_is_closed(&server, WRITES);
+    support::watches::check_a_watcher_that_stops_reading_is_closed(&server, MOST_WRITES);
 }
 
 #[test]

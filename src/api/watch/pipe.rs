@@ -26,7 +26,7 @@ use crate::api::body::RespBody;
 /// line takes the whole budget and goes alone.
 pub const BUDGET: usize = 32 << 10;
 /// Lines one watch may have queued for the connection, however small.
-const LINES: usize = 64;
+pub const LINES: usize = 64;
 
 /// Where a watch's task writes its lines.
 pub struct Sink {

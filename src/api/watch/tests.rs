@@ -38,7 +38,11 @@ fn verbatim_lines_are_the_encoded_events() {
     assert_eq!(written, 6, "the defaulted objects are written from their bytes");
 }
 
-const COLLECTION: &str = "/apis/stable.example.com/v1/namespaces/ns/crontabs";
+/// The CronTabs of namespace `ns`.
+fn collection() -> String {
+    let version = crate::core::gvr::GroupVersion::new("stable.example.com", "v1");
+    crate::core::paths::collection_path(&version, Some("ns"), "crontabs")
+}
 
 /// The API over a sled store in `dir`, serving the CronTab of `present::tests::call`.
 fn api(dir: &std::path::Path) -> Api {
@@ -89,10 +93,10 @@ async fn the_initial_state_is_rendered_only_as_the_connection_takes_it() {
     for i in 0..objects {
         let object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
             "metadata": {"name": format!("c{i:02}")}, "spec": {"image": padding, "replicas": 1}});
-        let created = serve(&api, http::Method::POST, COLLECTION, object.to_string()).await;
+        let created = serve(&api, http::Method::POST, &collection(), object.to_string()).await;
         assert_eq!(created.status(), StatusCode::CREATED);
     }
-    let target = format!("{COLLECTION}?watch=1&timeoutSeconds=3600");
+    let target = format!("{}?watch=1&timeoutSeconds=3600", collection());
     let mut body = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
     let mut names = Vec::new();
     let mut most_held = 0;
@@ -115,4 +119,60 @@ async fn the_initial_state_is_rendered_only_as_the_connection_takes_it() {
     assert_eq!(most_held, 1, "one 20 KB line at a time under a 32 KiB budget");
     let expected: Vec<String> = (0..objects).map(|i| format!("c{i:02}")).collect();
     assert_eq!(names, expected);
+}
+
+/// A CronTab named `name`, as a create's body.
+fn crontab(name: &str) -> String {
+    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name},
+        "spec": {"image": "nginx", "replicas": 1}})
+    .to_string()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_watch_whose_connection_takes_nothing_is_closed_once_its_queue_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = api(dir.path());
+    let target = format!("{}?watch=1&timeoutSeconds=3600", collection());
+    // Never polled: its lines stay queued for a connection that takes none.
+    let mut stalled = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    let mut reading = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    // The stalled watch's task fills the body's line queue and waits on the next line; the
+    // store then queues its events up to the limit and drops it on the one after: at most
+    // this many changes, whatever the order the tasks ran in.
+    let writes = pipe::LINES + 1 + store::history::WATCHER_EVENTS + 1;
+    let mut seen = Vec::new();
+    let mut created = 0;
+    while created < writes {
+        let batch = (created..writes.min(created + 50)).map(|i| {
+            let api = &api;
+            async move { serve(api, http::Method::POST, &collection(), crontab(&format!("c{i:04}"))).await.status() }
+        });
+        let statuses = futures_util::future::join_all(batch).await;
+        assert!(statuses.iter().all(|s| *s == StatusCode::CREATED), "{statuses:?}");
+        created += statuses.len();
+        settle().await;
+        for line in ready_frames(&mut reading) {
+            let event: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(event["type"], "ADDED");
+            seen.push(event["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap());
+        }
+    }
+    assert_eq!(seen.len(), writes, "the reading watch saw every change and goes on");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+    assert!(futures_util::FutureExt::now_or_never(reading.frame()).is_none(), "the reading watch is open");
+    // The stalled watch ended: what was handed to its connection is a prefix of the changes,
+    // then the body ends.
+    let mut stalled_seen = Vec::new();
+    for line in ready_frames(&mut stalled) {
+        let event: Value = serde_json::from_slice(&line).unwrap();
+        stalled_seen.push(event["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap());
+    }
+    assert!(
+        matches!(futures_util::FutureExt::now_or_never(stalled.frame()), Some(None)),
+        "the stalled watch's body ended"
+    );
+    // Its budget (or its line queue) bounded what it was handed; the line it waited to hand
+    // over was let go with the rest.
+    assert!((1..=pipe::LINES).contains(&stalled_seen.len()), "{} lines handed over", stalled_seen.len());
+    assert_eq!(stalled_seen[..], seen[..stalled_seen.len()], "a prefix of the changes, in order");
 }
