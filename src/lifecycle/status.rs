@@ -40,7 +40,7 @@ pub async fn write(store: &Backend, definition: &Definition, facts: &Facts<'_>) 
     let key = object_key(&definition.name);
     for _ in 0..4 {
         let current = store.get(&key).await?;
-        let existing: Option<Value> = current.as_ref().and_then(|c| serde_json::from_slice(&c.value).ok());
+        let existing: Option<Value> = current.as_ref().and_then(|c| crate::core::nesting::from_slice(&c.value).ok());
         let (uid, created) = match existing.as_ref().and_then(|e| e.get("metadata")) {
             Some(meta) => (
                 meta.get("uid").and_then(Value::as_str).unwrap_or_default().to_string(),
