@@ -148,7 +148,10 @@ impl FileCache {
             .collect();
         let loaded = crate::core::parallel::map(&changed, |(path, bytes)| match bytes {
             Ok(bytes) => load_text(path, bytes),
-            Err(message) => vec![Err(Problem::new(path.display().to_string(), None, vec![message.clone()]))],
+            Err(message) => {
+                let problem = Problem::new(path.display().to_string(), None, vec![message.clone()]);
+                vec![Err(problem.because(super::load::reason::UNREADABLE))]
+            }
         });
         let fresh: HashMap<PathBuf, Documents> =
             changed.iter().map(|(path, _)| path.to_path_buf()).zip(loaded).collect();
