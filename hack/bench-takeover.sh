@@ -10,5 +10,5 @@ export TAKEOVER_OBJECTS="${1:-100000}"
 out=hack/results/bench-takeover.txt
 {
   echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git rev-parse --short HEAD) objects=$TAKEOVER_OBJECTS nproc=$(nproc) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  cargo test --release --test takeover bench_takeover -- --ignored --nocapture 2>&1 | grep '^BENCH' | sed 's/^BENCH //'
+  cargo test --release --test takeover bench_takeover -- --exact --nocapture 2>&1 | grep '^BENCH' | sed 's/^BENCH //'
 } | tee -a "$out"

@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use crd_apiserver::cli::{self, Cli, Command};
+use crd_apiserver::core::nesting::THREAD_STACK_BYTES;
 
 /// mimalloc instead of glibc's malloc: allocation was a fifth of a request's instructions
 /// (ARCHITECTURE.md, entry points).
@@ -13,7 +14,7 @@ fn main() -> anyhow::Result<()> {
     crd_apiserver::logs::init(&crd_apiserver::logs::Options { verbosity: args.verbosity, format: args.logging_format });
     match args.command {
         Command::Serve(serve) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let runtime = objects_runtime()?;
             if let Err(e) = runtime.block_on(cli::serve::run(*serve)) {
                 // In the log's format (a JSON line under --logging-format=json), as
                 // component-base's runner reports a failed command.
@@ -26,7 +27,7 @@ fn main() -> anyhow::Result<()> {
         Command::Validate(args) => std::process::exit(cli::validate::run(&args)),
         Command::Manifests(args) => std::process::exit(cli::manifests::run(&args)),
         Command::MigrateStorage(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let runtime = objects_runtime()?;
             std::process::exit(runtime.block_on(cli::migrate_storage::run(&args)))
         }
         Command::DeleteObjects(args) => std::process::exit(cli::delete_objects::run(&args)),
@@ -41,4 +42,11 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A runtime for commands that handle objects: its threads (workers and blocking) get the stack
+/// a walk of the deepest object needs (`core::nesting`); the default 2 MiB would overflow on a
+/// body nested 10,000 deep, as kube-apiserver accepts.
+fn objects_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().thread_stack_size(THREAD_STACK_BYTES).enable_all().build()
 }

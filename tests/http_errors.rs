@@ -263,3 +263,122 @@ fn a_namespace_that_is_not_a_valid_name_is_refused_on_create_and_found_empty_oth
     let delete = client.request("DELETE", &format!("{bad}/x"), None, None).unwrap();
     check(&delete, 404, "NotFound", "crontabs.stable.example.com \"x\" not found");
 }
+
+/// Bodies and query options read as kube-apiserver v1.36 reads them: each text below is its
+/// answer to the same request for a custom resource it serves itself.
+#[test]
+fn bodies_and_options_are_read_and_refused_as_kubernetes_does() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    assert_eq!(client.send_json("POST", COLLECTION, &crontab("c1")).status, 201);
+    let object = format!("{COLLECTION}/c1");
+    let send = |method: &str, path: &str, content_type: &str, body: &str| {
+        client.send(method, path, content_type, body.as_bytes().to_vec()).unwrap()
+    };
+
+    // Malformed and truncated bodies: Go's words, wrapped as the create handler wraps them.
+    let unrecognized = "the object provided is unrecognized (must be of type CronTab): ";
+    for (body, expected) in [
+        (
+            r#"{"apiVersion":"#,
+            "couldn't get version/kind; json parse error: unexpected end of JSON input ({\"apiVersion\":)",
+        ),
+        (
+            r#"{"a":1,}"#,
+            "couldn't get version/kind; json parse error: invalid character '}' looking for beginning of object key string ({\"a\":1,})",
+        ),
+        ("null", "Object 'Kind' is missing in 'null' (6e756c6c)"),
+    ] {
+        check(
+            &send("POST", COLLECTION, "application/json", body),
+            400,
+            "BadRequest",
+            &format!("{unrecognized}{expected}"),
+        );
+    }
+    check(
+        &send("POST", COLLECTION, "application/yaml", "kind: CronTab\nspec: [1\n"),
+        400,
+        "BadRequest",
+        &format!(
+            "{unrecognized}yaml: line 2: did not find expected ',' or ']' (6b696e643a2043726f6e5461620a737065633a205b310a)"
+        ),
+    );
+    // A lone surrogate escape is U+FFFD, as Go decodes it.
+    let lone = r#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"c2"},"spec":{"image":"x\ud800"}}"#;
+    let created = send("POST", COLLECTION, "application/json", lone);
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.json()["spec"]["image"], "x\u{fffd}");
+
+    // Patches: what is not a list of operations is 400 in Go's words, an operation that does
+    // not apply the generic 422.
+    let json_patch = "application/json-patch+json";
+    check(
+        &send("PATCH", &object, json_patch, r#"[{"op":5}]"#),
+        400,
+        "BadRequest",
+        "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
+    );
+    for patch in [r#"[{"op":"explode","path":"/spec"}]"#, r#"[{"op":"add","value":1}]"#] {
+        check(
+            &send("PATCH", &object, json_patch, patch),
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        );
+    }
+    check(&send("PATCH", &object, "application/merge-patch+json", "null"), 400, "BadRequest", "Invalid JSON Patch");
+
+    // A DELETE body must be DeleteOptions; with a body, the query is not read.
+    check(
+        &send("DELETE", &object, "application/json", r#"{"kind":"Pod","apiVersion":"v1"}"#),
+        400,
+        "BadRequest",
+        r#"no kind "Pod" is registered for version "v1" in scheme "pkg/apis/meta/internalversion/scheme/register.go:27""#,
+    );
+    check(
+        &send("DELETE", &object, "application/json", r#"{"dryRun":"All"}"#),
+        400,
+        "BadRequest",
+        "json: cannot unmarshal string into Go struct field DeleteOptions.dryRun of type []string",
+    );
+    assert_eq!(client.get(&object).unwrap().status, 200, "nothing was deleted");
+
+    // Query options: a resourceVersion that is not a number, integers that are not integers.
+    let get = |path: &str| client.get(path).unwrap();
+    let unknown = get(&format!("{object}?resourceVersion=abc"));
+    assert_eq!(unknown.status, 500);
+    assert_eq!(
+        unknown.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
+               "message": "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"})
+    );
+    check(
+        &get(&format!("{COLLECTION}?resourceVersion=-1")),
+        400,
+        "BadRequest",
+        "invalid resource version: resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid syntax",
+    );
+    for query in ["timeoutSeconds=abc", "watch=1&timeoutSeconds=abc"] {
+        check(
+            &get(&format!("{COLLECTION}?{query}")),
+            400,
+            "BadRequest",
+            "strconv.ParseInt: parsing \"abc\": invalid syntax",
+        );
+    }
+    check(&get(&format!("{COLLECTION}?limit=")), 400, "BadRequest", "strconv.ParseInt: parsing \"\": invalid syntax");
+    // Booleans are false only when they say so: `watch=maybe` watches, `force=maybe` forces.
+    let watched = get(&format!("{COLLECTION}?watch=maybe&timeoutSeconds=1"));
+    let first: Value = serde_json::from_str(watched.text().lines().next().unwrap_or_default()).unwrap();
+    assert_eq!(first["type"], "ADDED", "{}", watched.text());
+    let mine = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c1"}, "spec": {"image": "applied"}});
+    let forced = send(
+        "PATCH",
+        &format!("{object}?fieldManager=other&force=maybe"),
+        "application/apply-patch+yaml",
+        &mine.to_string(),
+    );
+    assert_eq!(forced.status, 200, "{}", forced.text());
+    assert_eq!(forced.json()["spec"]["image"], "applied");
+}

@@ -174,9 +174,7 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
                 && l.contains(r#"storedVersions="[\"v1beta1\", \"v1\"]""#)
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
-    let log = cluster.server.log();
-    assert!(started(&log), "{log}");
+    eventually("the migration's start in the log", || started(&cluster.server.log()).then_some(()));
 
     // 3. Read in v1beta1, then in v1: identical but for apiVersion.
     let read = |version: &str, name: &str| -> Value {

@@ -90,6 +90,24 @@ impl Live {
         self.raw.get(path).unwrap().status
     }
 
+    /// Whether the server counts exactly one open watch of `kind`.
+    fn one_watch_of(&self, kind: &str) -> bool {
+        // Scraped as kube-aggregator would forward an admin's request: the front proxy's
+        // certificate and the identity headers.
+        let server = &self.cluster.server;
+        let proxy = &self.cluster.plane.front_proxy_client;
+        let (cert, key) = (server.write("scraper.crt", &proxy.cert), server.write("scraper.key", &proxy.key));
+        let scraper = Client::new(server, Some((&cert, &key)))
+            .header("X-Remote-User", "system:admin")
+            .header("X-Remote-Group", "system:masters");
+        let metrics = scraper.get("/metrics").unwrap().text();
+        metrics.lines().any(|l| {
+            l.starts_with("apiserver_registered_watchers{")
+                && l.contains(&format!("kind=\"{kind}\""))
+                && l.ends_with(" 1")
+        })
+    }
+
     fn log_count(&self, needle: &str) -> usize {
         self.cluster.server.log().matches(needle).count()
     }
@@ -114,7 +132,7 @@ fn definitions_are_added_changed_and_removed_while_serving() {
     // Watches on both resources.
     let mut crontab_watch = admin.stream(&["get", "crontabs", "-w", "--output-watch-events"]);
     let widget_watch = admin.stream(&["get", "widgets", "-w"]);
-    std::thread::sleep(Duration::from_millis(300));
+    eventually("both watches open", || (live.one_watch_of("Widget") && live.one_watch_of("CronTab")).then_some(()));
 
     // Added: a new file is served, in discovery and for writes.
     std::fs::write(defs.join("gadgets.yaml"), definition("gadgets", "Gadget", "How big.", "")).unwrap();

@@ -145,12 +145,13 @@ fn watches_are_counted_while_they_run() {
     for name in ["a", "b"] {
         assert_eq!(client.send_json("POST", CRONTABS, &crontab(name)).status, 201);
     }
-    // A watch from the beginning sends both objects, then ends after its timeout.
+    // A watch from the beginning sends both objects, then ends after its timeout (long enough
+    // for a scrape to see it on a busy machine).
     let watcher = {
         let client = Client::admin(&server);
-        std::thread::spawn(move || client.get(&format!("{CRONTABS}?watch=true&timeoutSeconds=3")).unwrap())
+        std::thread::spawn(move || client.get(&format!("{CRONTABS}?watch=true&timeoutSeconds=10")).unwrap())
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let labels = [("group", "stable.example.com"), ("version", "v1"), ("kind", "CronTab")];
     loop {
         let samples = scrape(&client);

@@ -70,17 +70,29 @@ fn random_bodies_to_crontab_writes_answer_2xx_or_4xx_status() {
 
 #[test]
 fn deeply_nested_bodies_are_refused_or_stored_never_crash() {
-    let server = InProcess::new(&[CRONTAB_CRD]);
-    for depth in [100, 127, 128, 129, 200, 1_000, 10_000, 100_000] {
-        // Built as text: a `Value` this deep could not even be dropped on a test thread.
-        let mut object = crontab("deep");
-        object["spec"]["image"] = json!("HOLE");
-        let (open, close) = ("[{\"x\":".repeat(depth / 2), "}]".repeat(depth / 2));
-        let text = object.to_string().replace("\"HOLE\"", &format!("{open}\"x\"{close}"));
-        for (method, path, content_type, _) in writes("deep") {
-            server.send(method, &format!("{path}?dryRun=All&fieldManager=t"), content_type, text.clone());
-        }
-    }
+    // On a thread with the stack the server gives its own (the API runs on this thread).
+    let stack = crd_apiserver::core::nesting::THREAD_STACK_BYTES;
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(|| {
+            // Each request runs on a thread with the server's stack (`InProcess::send`); this one
+            // builds and drops the bodies.
+            let server = InProcess::new(&[CRONTAB_CRD]);
+            for depth in [100, 127, 128, 129, 200, 1_000, 9_998, 10_000, 10_002, 100_000] {
+                // Built as text: `serde_json::json!` and its drop recurse on the caller's stack.
+                let mut object = crontab("deep");
+                object["spec"]["image"] = json!("HOLE");
+                let (open, close) = ("[{\"x\":".repeat(depth / 2), "}]".repeat(depth / 2));
+                let text = object.to_string().replace("\"HOLE\"", &format!("{open}\"x\"{close}"));
+                for (method, path, content_type, _) in writes("deep") {
+                    // `send` checks the answer: a 2xx, a 4xx, or a 5xx kube-apiserver answers too.
+                    server.send(method, &format!("{path}?dryRun=All&fieldManager=t"), content_type, text.clone());
+                }
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 /// A definition whose v2 preserves unknown fields at its root while v1 (the storage version)

@@ -511,13 +511,12 @@ fn the_automatic_mode_takes_selected_definitions_over_once() {
     assert_eq!(env.admin.get(WIDGETS).unwrap().json()["items"].as_array().unwrap().len(), 3);
 }
 
-/// `hack/bench-takeover.sh`: a takeover of `TAKEOVER_OBJECTS` (100,000) small objects; prints
-/// the report (freeze time, objects/s). A benchmark, not a test: it asserts only that the
-/// takeover succeeded and moved them all.
+/// A takeover of `TAKEOVER_OBJECTS` small objects (1,200 in the suite, three pages of its list; `hack/bench-takeover.sh`
+/// sets 100,000 and reads the report it prints: freeze time, objects/s) succeeds and moves
+/// them all.
 #[test]
-#[ignore]
 fn bench_takeover() {
-    let count: usize = std::env::var("TAKEOVER_OBJECTS").ok().and_then(|c| c.parse().ok()).unwrap_or(100_000);
+    let count: usize = std::env::var("TAKEOVER_OBJECTS").ok().and_then(|c| c.parse().ok()).unwrap_or(1_200);
     let env = start(count, &[]);
     let started = Instant::now();
     let out = env.run("takeover", &[]);

@@ -211,7 +211,9 @@ fn invalid_options_are_invalid_on_the_options_kind() {
         ),
     ];
     for (method, path, message) in cases {
-        let response = client.send(method, &path, "application/json", body.clone()).unwrap();
+        // A delete reads its options from the query only when it has no body.
+        let body = if method == "DELETE" { Vec::new() } else { body.clone() };
+        let response = client.send(method, &path, "application/json", body).unwrap();
         assert_eq!(response.status, 422, "{method} {path}: {}", response.text());
         assert_eq!(response.json()["message"], message, "{method} {path}");
         assert_eq!(response.json()["details"]["group"], "meta.k8s.io");

@@ -176,12 +176,18 @@ fn is_watch(call: &Call) -> bool {
 }
 
 /// The 5xx Kubernetes itself answers: a list at a resource version the store has not reached
-/// (504 after waiting), and an apply over a stored object that does not fit the schema of the
-/// version it is compared in (another version's schema let it in), which structured-merge-diff
-/// cannot type.
+/// (504 after waiting); an apply over a stored object that does not fit the schema of the
+/// version it is compared in (another version's schema let it in), or of a configuration that
+/// does not (structured-merge-diff's plain errors); a `resourceVersion` that is not a number on
+/// a get, a watch or an object written (the storage layer's plain error); a patch that removes
+/// `apiVersion` (the conversion's internal error).
 fn kubernetes_answers_5xx_too(code: u16, text: &str) -> bool {
     (code == 504 && text.contains("ResourceVersionTooLarge"))
-        || (code == 500 && text.contains("failed to create typed live object"))
+        || (code == 500
+            && ["failed to create typed live object", "failed to create typed patch object", "strconv.ParseUint: parsing"]
+                .iter()
+                .any(|t| text.contains(t)))
+        || (code == 500 && text.contains("Object 'apiVersion' is missing in 'object has no apiVersion field'"))
 }
 
 /// The promise: no 5xx; errors are `Status` objects with their own code.

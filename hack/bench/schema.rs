@@ -88,7 +88,7 @@ fn large() -> (Served, Vec<u8>) {
 
 fn run(label: &str, served: &Served, body: &[u8], budget: Duration) {
     let once = || {
-        let tracked = strict::from_json(body).unwrap();
+        let tracked = strict::from_json(body).unwrap().tracked;
         match validate_one(served, tracked, None, FieldValidation::Strict) {
             Outcome::Stored(..) => {}
             Outcome::Refused(e, _) => panic!("{label}: {}", e.message),

@@ -181,8 +181,8 @@ fn verify(review_version: &str, uid: &str, mutating: bool, review: WireReview) -
         let raw = base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|e| format!("received undecodable patch in webhook response: {e}"))?;
-        let patch: json_patch::Patch =
-            serde_json::from_slice(&raw).map_err(|e| format!("received undecodable patch in webhook response: {e}"))?;
+        let patch: json_patch::Patch = crate::core::nesting::from_slice(&raw)
+            .map_err(|e| format!("received undecodable patch in webhook response: {e}"))?;
         answer.patch = Some(patch);
     }
     Ok(answer)
@@ -230,7 +230,7 @@ pub async fn call(
     if !(200..300).contains(&code) {
         return Err(calling(format!("failed to call webhook: {}", http_error(code, &bytes))));
     }
-    let review: WireReview = serde_json::from_slice(&bytes)
+    let review: WireReview = crate::core::nesting::from_slice(&bytes)
         .map_err(|e| calling(format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")))?;
     verify(review_version, &uid, mutating, review)
         .map_err(|e| calling(format!("received invalid webhook response: {e}")))

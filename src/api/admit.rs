@@ -50,7 +50,7 @@ fn options(call: &Call, write: &Write<'_>) -> Value {
             options.insert(field.into(), json!(value));
         }
     }
-    if call.query.get("force") == Some("true") {
+    if call.query.get("force").is_some_and(crate::core::strconv::query_bool) {
         options.insert("force".into(), json!(true));
     }
     if let Some(policy) = call.query.get("propagationPolicy").filter(|v| !v.is_empty()) {

@@ -24,23 +24,30 @@ use crate::core::status::ApiError;
 /// Attempts before a conflicting apply gives up.
 const MAX_ATTEMPTS: usize = 5;
 
-/// Reads an apply configuration: YAML (JSON is YAML) holding an object.
+/// Reads an apply configuration: YAML (JSON is YAML) holding an object, as kube-apiserver reads
+/// it (sigs.k8s.io/yaml's `Unmarshal` into a map), refused in its words (`error decoding YAML:
+/// ...`).
 pub fn decode_config(body: &Bytes) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    // Clients (kubectl, client-go) send JSON, which reads the same as YAML and much faster.
+    let refused = |why: String| ApiError::bad_request(format!("error decoding YAML: {why}"));
+    let text = std::str::from_utf8(body)
+        .map_err(|_| refused("error converting YAML to JSON: yaml: invalid leading UTF-8 octet".into()))?;
+    // Clients (kubectl, client-go) send JSON, which reads the same as YAML and much faster;
+    // whatever serde_json refuses is read as YAML, whose refusal is go-yaml's. That includes
+    // JSON over serde_json's 128 levels: go-yaml's limit (10,000) is the one that refuses.
     let json = text.trim_start().starts_with('{').then(|| serde_json::from_str::<Value>(text).ok()).flatten();
     let value: Value = match json {
         Some(value) => value,
-        None if text.trim().is_empty() => Value::Object(serde_json::Map::new()),
         None => {
-            serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            let document = super::go_yaml::first_document(text)
+                .map_err(|e| refused(format!("error converting YAML to JSON: {e}")))?;
+            document.value
         }
     };
     match value {
         Value::Object(_) => Ok(value),
         Value::Null => Ok(Value::Object(serde_json::Map::new())),
-        other => Err(ApiError::bad_request(format!(
-            "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+        other => Err(refused(format!(
+            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
             json_kind(&other)
         ))),
     }
@@ -58,7 +65,7 @@ fn json_kind(value: &Value) -> &'static str {
 
 pub async fn apply(api: &Api, call: &Call, body: Bytes) -> Result<Response<RespBody>, ApiError> {
     ownership::check_options(call, "PatchOptions", true)?;
-    let force = ownership::force(call)?;
+    let force = ownership::force(call);
     let config = decode_config(&body)?;
     request_scope::end(Phase::Decode);
     if call.subresource == Subresource::Scale {

@@ -92,6 +92,12 @@ impl Call {
         self.served.definition.group_resource()
     }
 
+    /// The kind bodies sent to this endpoint decode to by default.
+    pub fn expected(&self) -> super::codec::Expected<'_> {
+        let d = &self.served.definition;
+        super::codec::Expected { group: &d.group, version: &self.served.version.name, kind: &d.kind }
+    }
+
     /// The storage key of the addressed object.
     pub fn key(&self) -> String {
         let d = &self.served.definition;

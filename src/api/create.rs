@@ -24,7 +24,7 @@ pub async fn create(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     // Options are checked before the body is read, as Kubernetes' handlers check them.
     ownership::check_options(call, "CreateOptions", false)?;
     let bytes = read_limited(body).await?;
-    let decoded = codec::decode_object(&bytes, call.content_type())?;
+    let decoded = codec::decode_object(&bytes, call.content_type(), call.expected())?;
     let mut object = decoded.value;
     write::check_type_meta(&call.served, &object)?;
     let mode = FieldValidation::of(call)?;

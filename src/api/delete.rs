@@ -7,6 +7,7 @@ use super::Api;
 use super::admit;
 use super::body::{self, ReqBody, RespBody, read_limited};
 use super::call::Call;
+use super::delete_options::DeleteOptions;
 use super::errors;
 use super::list::Filter;
 use super::negotiate::{Encoding, negotiate};
@@ -20,67 +21,6 @@ use crate::store::{self, ListOptions, Store};
 
 /// Attempts before a delete that keeps conflicting gives up.
 const MAX_ATTEMPTS: usize = 5;
-
-/// The parts of `DeleteOptions` this server acts on.
-#[derive(Debug, Default)]
-pub struct DeleteOptions {
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    pub propagation_policy: Option<String>,
-    pub dry_run: bool,
-}
-
-impl DeleteOptions {
-    /// Reads options from the body (a `DeleteOptions` object, possibly empty) and the query.
-    pub fn parse(call: &Call, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-        let options_kind = crate::core::gvr::GroupKind::new("meta.k8s.io", "DeleteOptions");
-        let query_dry_run: Vec<&str> = call.query.all("dryRun").collect();
-        if let Some(error) = super::ownership::dry_run_error(&query_dry_run) {
-            return Err(ApiError::invalid(&options_kind, "", &[error]));
-        }
-        let mut options = DeleteOptions { dry_run: !query_dry_run.is_empty(), ..DeleteOptions::default() };
-        if !body.iter().all(u8::is_ascii_whitespace) {
-            let value: Value = serde_json::from_slice(body)
-                .or_else(|_| {
-                    std::str::from_utf8(body)
-                        .map_err(|e| e.to_string())
-                        .and_then(|t| serde_saphyr::from_str(t).map_err(|e| e.to_string()))
-                })
-                .map_err(|e| ApiError::bad_request(format!("unable to decode DeleteOptions: {e}")))?;
-            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-            options.uid = text(value.pointer("/preconditions/uid"));
-            options.resource_version = text(value.pointer("/preconditions/resourceVersion"));
-            options.propagation_policy = text(value.get("propagationPolicy"));
-            if let Some(dry) = value.get("dryRun").and_then(Value::as_array) {
-                let values: Vec<&str> = dry.iter().map(|v| v.as_str().unwrap_or_default()).collect();
-                if let Some(error) = super::ownership::dry_run_error(&values) {
-                    return Err(ApiError::invalid(&options_kind, "", &[error]));
-                }
-                options.dry_run |= !values.is_empty();
-            }
-            if value.get("orphanDependents").and_then(Value::as_bool) == Some(true)
-                && options.propagation_policy.is_none()
-            {
-                options.propagation_policy = Some("Orphan".into());
-            }
-        }
-        if let Some(policy) = call.query.get("propagationPolicy").filter(|p| !p.is_empty()) {
-            options.propagation_policy = Some(policy.to_string());
-        }
-        match options.propagation_policy.as_deref() {
-            None | Some("Orphan" | "Background" | "Foreground") => Ok(options),
-            Some(other) => Err(ApiError::invalid(
-                &crate::core::gvr::GroupKind::new("meta.k8s.io", "DeleteOptions"),
-                "",
-                &[crate::core::field::FieldError::not_supported(
-                    crate::core::field::Path::new("propagationPolicy"),
-                    other,
-                    &["Foreground", "Background", "Orphan", "nil"],
-                )],
-            )),
-        }
-    }
-}
 
 /// What deleting one object did.
 enum Outcome {

@@ -32,12 +32,14 @@ pub async fn get(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError>
 
 /// How fresh the object must be, from `resourceVersion` as Kubernetes reads it for a get: none
 /// is a consistent read, "0" any state, "N" a state not older than N (waiting for it briefly,
-/// then 504 "Too large resource version"). A value that is not a revision reads consistently,
-/// as it always did here.
+/// then 504 "Too large resource version"). A value that is not a revision is the 500 without a
+/// reason kube-apiserver's watch cache answers.
 async fn freshness(api: &Api, call: &Call) -> Result<Freshness, ApiError> {
-    let Some(revision) = call.query.get("resourceVersion").and_then(|rv| rv.parse::<u64>().ok()) else {
+    let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty()) else {
         return Ok(Freshness::Consistent);
     };
+    let revision = crate::core::strconv::parse_uint(rv)
+        .map_err(|e| ApiError::unknown(super::list::invalid_resource_version(rv, &e)))?;
     if revision > 0 {
         super::list::wait_for_revision(api, call, revision).await?;
     }

@@ -13,6 +13,7 @@ use super::negotiate::negotiate;
 use super::objects;
 use super::present;
 use super::selectors::{FieldSelector, LabelSelector, field_text};
+use crate::core::field::FieldError;
 use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, Freshness, ListOptions, Revision, Store, key};
@@ -61,13 +62,23 @@ pub fn supported_fields(call: &Call) -> Vec<String> {
 
 /// Parses a resourceVersion parameter.
 pub fn parse_revision(text: &str) -> Result<Revision, ApiError> {
-    text.parse::<Revision>().map_err(|_| {
-        ApiError::bad_request(format!("invalid resource version: {text}")).with_cause(
-            "FieldValueInvalid",
-            &format!("Invalid value: {text:?}: must be a non-negative integer"),
-            "resourceVersion",
-        )
-    })
+    crate::core::strconv::parse_uint(text)
+        .map_err(|e| ApiError::bad_request(format!("invalid resource version: {}", invalid_resource_version(text, &e))))
+}
+
+/// `resourceVersion: Invalid value: "abc": strconv.ParseUint: ...`, as the storage layer words
+/// a `resourceVersion` it cannot read.
+pub fn invalid_resource_version(text: &str, why: &str) -> String {
+    FieldError::invalid(crate::core::field::Path::new("resourceVersion"), text, why).to_string()
+}
+
+/// The integer options of a list or watch, read as Kubernetes reads its `ListOptions` from
+/// the query (a refusal is Go's `strconv` text): `timeoutSeconds`, then `limit`.
+pub fn list_options(call: &Call) -> Result<(Option<i64>, Option<i64>), ApiError> {
+    let int = |name: &str| call.query.get(name).map(crate::core::strconv::parse_int).transpose();
+    let timeout = int("timeoutSeconds").map_err(ApiError::bad_request)?;
+    let limit = int("limit").map_err(ApiError::bad_request)?;
+    Ok((timeout, limit))
 }
 
 /// A continue token as Kubernetes encodes it: the list's revision (a signed 64-bit number in
@@ -241,10 +252,7 @@ pub async fn wait_for_revision(api: &Api, call: &Call, revision: Revision) -> Re
 pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
     let output = negotiate(call.accept(), true)?;
     let filter = Filter::of(call)?;
-    let limit = match call.query.get("limit").filter(|l| !l.is_empty()) {
-        Some(l) => l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
-        None => 0,
-    };
+    let limit = list_options(call)?.1.unwrap_or(0);
     let limit = usize::try_from(limit).ok().filter(|l| *l > 0);
     let start = start_of(call)?;
     if let Some(revision) = start.at_least {

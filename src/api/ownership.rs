@@ -180,14 +180,9 @@ pub fn check_options(call: &Call, kind: &str, apply: bool) -> Result<(), ApiErro
     Err(ApiError::invalid(&GroupKind::new("meta.k8s.io", kind), "", &errors))
 }
 
-/// `force`, parsed as Go's `strconv.ParseBool`.
-pub fn force(call: &Call) -> Result<bool, ApiError> {
-    match call.query.get("force") {
-        None => Ok(false),
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some(other) => Err(ApiError::bad_request(format!("strconv.ParseBool: parsing {other:?}: invalid syntax"))),
-    }
+/// `force`, as Kubernetes converts a query boolean (`force=maybe` forces).
+pub fn force(call: &Call) -> bool {
+    call.query.get("force").is_some_and(crate::core::strconv::query_bool)
 }
 
 /// What a resource looks like before it exists: its apiVersion and kind only.

@@ -13,9 +13,12 @@ use super::call::{Call, Subresource};
 use super::errors;
 use super::negotiate::{content_type_essence, negotiate};
 use super::objects;
+use super::patch_body::{self, Patched};
 use super::present;
 use super::update::{self, Committed, check_name, merge_for_subresource, read_current};
 use super::write::{self, FieldValidation};
+use crate::core::field::{FieldError, Path};
+use crate::core::gvr::GroupKind;
 use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 
@@ -45,21 +48,52 @@ pub fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
     }
 }
 
-/// Applies a patch document to a JSON value.
-pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value) -> Result<Value, ApiError> {
+/// Applies a JSON or merge patch document to a JSON value (`api::patch_body`).
+pub fn apply_patch(kind: PatchType, patch: &[u8], target: &Value, mode: FieldValidation) -> Result<Patched, ApiError> {
     match kind {
-        PatchType::Json => {
-            let operations: json_patch::Patch =
-                serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            Ok(crate::core::bounded_patch::apply(&operations, target)?)
-        }
-        PatchType::Merge => {
-            let patch: Value = serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let mut doc = target.clone();
-            json_patch::merge(&mut doc, &patch);
-            Ok(doc)
-        }
+        PatchType::Json => patch_body::json_patch(patch, target, mode),
+        PatchType::Merge => patch_body::merge_patch(patch, target, mode),
         PatchType::Apply => Err(ApiError::internal("apply patches are merged by the field manager")),
+    }
+}
+
+/// A patched document must still say what it is, as kube-apiserver's decoder of the patched
+/// document requires: what the decoder refuses (`kind` or `apiVersion` not strings, no
+/// `kind`) is the 422 showing the document; no `apiVersion`, the 500 its conversion answers.
+fn check_patched_type(object: &Value) -> Result<(), ApiError> {
+    let invalid = |why: &dyn Fn(&str) -> String| {
+        let text = crate::core::field::go_json(object);
+        let error = FieldError::invalid(Path::new("patch"), text.as_str(), why(&text));
+        ApiError::invalid(&GroupKind::new("", ""), "", &[error])
+    };
+    let meta = super::codec::read_type_meta(object).map_err(|e| invalid(&|_| e.clone()))?;
+    if meta.kind.is_empty() {
+        return Err(invalid(&|text| format!("Object 'Kind' is missing in '{text}'")));
+    }
+    if meta.version.is_empty() {
+        return Err(ApiError::internal("Object 'apiVersion' is missing in 'object has no apiVersion field'"));
+    }
+    Ok(())
+}
+
+/// The strict-decoding errors of a patch and of the object it made (fields the schema does not
+/// know), as `fieldValidation` has them: nothing, warnings, or (`Strict`) the 422 kube-apiserver
+/// answers, showing the patched document.
+fn strict_decoding(
+    mode: FieldValidation,
+    errors: Vec<String>,
+    patched: Option<&Value>,
+) -> Result<Vec<String>, ApiError> {
+    match mode {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(errors),
+        FieldValidation::Strict if errors.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => {
+            let text = patched.map(crate::core::field::go_json).unwrap_or_default();
+            let error =
+                FieldError::invalid(Path::new("patch"), text, format!("strict decoding error: {}", errors.join(", ")));
+            Err(ApiError::invalid(&GroupKind::new("", ""), "", &[error]))
+        }
     }
 }
 
@@ -82,19 +116,26 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
     for _ in 0..MAX_ATTEMPTS {
         let (current, old) = read_current(api, call).await?;
-        let mut object = apply_patch(kind, &patch, &old)?;
+        let Patched { mut object, mut strict_errors } = apply_patch(kind, &patch, &old, mode)?;
         if !object.is_object() {
             return Err(ApiError::bad_request("the patched document is not an object"));
         }
+        check_patched_type(&object)?;
         write::check_type_meta(&call.served, &object)?;
         check_name(call, &object)?;
+        // A refusal under Strict shows the document as patched, before pruning.
+        let patched = (mode == FieldValidation::Strict).then(|| object.clone());
         let unknown = write::coerce(&call.served, &mut object)?;
-        let mut warnings = write::field_validation(&call.served, mode, &[], &unknown)?;
+        strict_errors.extend(unknown.iter().map(|path| format!("unknown field \"{path}\"")));
+        let mut warnings = strict_decoding(mode, strict_errors, patched.as_ref())?;
         // A resourceVersion in the patch is a precondition; otherwise the current one is.
         let pinned = objects::resource_version(&object) != objects::resource_version(&old);
         if pinned {
             let rv = objects::resource_version(&object);
-            if super::list::parse_revision(rv).ok() != Some(current.revision) {
+            if rv.is_empty() {
+                return Err(update::missing_resource_version(call));
+            }
+            if update::object_revision(rv)? != current.revision {
                 return Err(conflict());
             }
         }
@@ -138,12 +179,29 @@ mod tests {
     #[test]
     fn json_and_merge_patches() {
         let doc = json!({"spec": {"a": 1, "b": 2}});
-        let merged = apply_patch(PatchType::Merge, br#"{"spec":{"a":null,"c":3}}"#, &doc).unwrap();
-        assert_eq!(merged, json!({"spec": {"b": 2, "c": 3}}));
-        let patched = apply_patch(PatchType::Json, br#"[{"op":"replace","path":"/spec/a","value":5}]"#, &doc).unwrap();
-        assert_eq!(patched["spec"]["a"], 5);
-        let failed = apply_patch(PatchType::Json, br#"[{"op":"test","path":"/spec/a","value":9}]"#, &doc).unwrap_err();
+        let warn = FieldValidation::Warn;
+        let merged = apply_patch(PatchType::Merge, br#"{"spec":{"a":null,"c":3}}"#, &doc, warn).unwrap();
+        assert_eq!(merged.object, json!({"spec": {"b": 2, "c": 3}}));
+        let patched =
+            apply_patch(PatchType::Json, br#"[{"op":"replace","path":"/spec/a","value":5}]"#, &doc, warn).unwrap();
+        assert_eq!(patched.object["spec"]["a"], 5);
+        let failed =
+            apply_patch(PatchType::Json, br#"[{"op":"test","path":"/spec/a","value":9}]"#, &doc, warn).unwrap_err();
         assert_eq!(failed.code, 422);
-        assert_eq!(apply_patch(PatchType::Json, b"{", &doc).unwrap_err().code, 400);
+        assert_eq!(apply_patch(PatchType::Json, b"{", &doc, warn).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn strict_errors_are_warnings_or_the_422_showing_the_patched_document() {
+        let errors = || vec!["json patch unknown field \"[0].x\"".to_string()];
+        assert_eq!(strict_decoding(FieldValidation::Warn, errors(), None).unwrap(), errors());
+        assert!(strict_decoding(FieldValidation::Ignore, errors(), None).unwrap().is_empty());
+        assert!(strict_decoding(FieldValidation::Strict, Vec::new(), None).unwrap().is_empty());
+        let refused = strict_decoding(FieldValidation::Strict, errors(), Some(&json!({"a": "<"}))).unwrap_err();
+        assert_eq!(refused.code, 422);
+        assert_eq!(
+            refused.message,
+            r#" "" is invalid: patch: Invalid value: "{\"a\":\"\\u003c\"}": strict decoding error: json patch unknown field "[0].x""#
+        );
     }
 }

@@ -11,6 +11,7 @@ use super::negotiate::{Encoding, Output, View};
 use super::objects;
 use super::table::{self, Columns, IncludeObject, TableWriter};
 use super::verbatim;
+use crate::core::nesting;
 use crate::core::status::ApiError;
 use crate::definitions::{Definition, Version};
 use crate::store::Revision;
@@ -21,7 +22,7 @@ use crate::store::Revision;
 pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
     let mut rendered = Vec::new();
     if verbatim::render(&call.served.definition, &call.served.version, bytes, revision, &mut rendered) {
-        return serde_json::from_slice(&rendered).map_err(not_json);
+        return nesting::from_slice(&rendered).map_err(not_json);
     }
     read_stored(&call.served.definition, &call.served.version, bytes, revision)
 }
@@ -33,7 +34,7 @@ pub fn read_stored(
     bytes: &[u8],
     revision: Revision,
 ) -> Result<Value, ApiError> {
-    let mut object: Value = serde_json::from_slice(bytes).map_err(not_json)?;
+    let mut object: Value = nesting::from_slice(bytes).map_err(not_json)?;
     read_coerce(definition, &mut object);
     objects::set_resource_version(&mut object, revision);
     super::write::convert_to(definition, &mut object, version)?;
@@ -55,7 +56,7 @@ pub fn convert_page(call: &Call, page: &[crate::store::KeyValue]) -> Result<Opti
     }
     let mut objects = Vec::with_capacity(page.len());
     for kv in page {
-        let mut object: Value = serde_json::from_slice(&kv.value).map_err(not_json)?;
+        let mut object: Value = nesting::from_slice(&kv.value).map_err(not_json)?;
         read_coerce(definition, &mut object);
         objects::set_resource_version(&mut object, kv.revision);
         objects.push(object);
@@ -83,7 +84,7 @@ pub fn stored_api_version(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
         #[serde(borrow, rename = "apiVersion")]
         api_version: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Head<'_>>(bytes).ok()?.api_version
+    nesting::from_slice::<Head<'_>>(bytes).ok()?.api_version
 }
 
 fn not_json(e: serde_json::Error) -> ApiError {
@@ -307,9 +308,7 @@ impl ListItems {
             if verbatim::render(definition, version, bytes, revision, text) {
                 let kept = match keep {
                     None => true,
-                    Some(keep) => {
-                        keep(&serde_json::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?)
-                    }
+                    Some(keep) => keep(&nesting::from_slice(text.get(start..).unwrap_or_default()).map_err(not_json)?),
                 };
                 if !kept {
                     text.truncate(mark);

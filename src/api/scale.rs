@@ -16,10 +16,14 @@ use super::objects;
 use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::update::{self, Committed, read_current};
+use super::write::FieldValidation;
 use crate::admission::Operation;
 use crate::core::field::go_type;
 use crate::core::status::ApiError;
 use crate::definitions::Scale;
+
+/// The kind a scale body decodes to by default.
+const SCALE: codec::Expected<'static> = codec::Expected { group: "autoscaling", version: "v1", kind: "Scale" };
 
 fn scale_paths(call: &Call) -> Result<&Scale, ApiError> {
     call.served.version.scale.as_ref().ok_or_else(|| ApiError::not_found(&call.resource(), &call.name))
@@ -191,7 +195,9 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
         ownership::scale_managed_fields(call, &old, &mut old_scale)?;
         let (mut scale, applied) = match &write {
             ScaleWrite::Replace(scale) => (scale.clone(), false),
-            ScaleWrite::Patch(kind, patch) => (apply_patch(*kind, patch, &old_scale)?, false),
+            ScaleWrite::Patch(kind, patch) => {
+                (apply_patch(*kind, patch, &old_scale, FieldValidation::of(call)?)?.object, false)
+            }
             ScaleWrite::Apply { config, force } => (ownership::apply_scale(call, &old_scale, config, *force)?, true),
         };
         if scale.get("kind").and_then(Value::as_str).is_some_and(|k| k != "Scale") {
@@ -240,7 +246,7 @@ async fn apply_scale(api: &Api, call: &Call, write: ScaleWrite<'_>) -> Result<Re
 pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     ownership::check_options(call, "UpdateOptions", false)?;
     let bytes = read_limited(body).await?;
-    let scale = codec::decode_object(&bytes, call.content_type())?.value;
+    let scale = codec::decode_object(&bytes, call.content_type(), SCALE)?.value;
     apply_scale(api, call, ScaleWrite::Replace(scale)).await
 }
 

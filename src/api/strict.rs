@@ -7,8 +7,10 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+
+use crate::core::json_syntax::{self, MAX_NESTING_DEPTH};
 
 /// A decoded value and the duplicate fields found in it.
 #[derive(Debug, Default)]
@@ -24,11 +26,41 @@ fn under(key: &str, below: &str) -> String {
 
 impl<'de> Deserialize<'de> for Tracked {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Tracked, D::Error> {
-        deserializer.deserialize_any(TrackedVisitor)
+        Seed { depth: 0 }.deserialize(deserializer)
     }
 }
 
-struct TrackedVisitor;
+/// Decodes one value at `depth` (the containers around it), refusing containers nested deeper
+/// than [`MAX_NESTING_DEPTH`] as Go's decoders do.
+#[derive(Clone, Copy)]
+struct Seed {
+    depth: usize,
+}
+
+/// The error a too deeply nested body gets from the deserializer; callers word it.
+pub const TOO_DEEP: &str = "nested too deeply";
+
+impl<'de> DeserializeSeed<'de> for Seed {
+    type Value = Tracked;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Tracked, D::Error> {
+        deserializer.deserialize_any(TrackedVisitor { depth: self.depth })
+    }
+}
+
+struct TrackedVisitor {
+    depth: usize,
+}
+
+impl TrackedVisitor {
+    /// The seed of the values inside the container this visitor is at.
+    fn inner<E: de::Error>(&self) -> Result<Seed, E> {
+        if self.depth >= MAX_NESTING_DEPTH {
+            return Err(E::custom(TOO_DEEP));
+        }
+        Ok(Seed { depth: self.depth + 1 })
+    }
+}
 
 fn plain(value: Value) -> Tracked {
     Tracked { value, duplicates: Vec::new() }
@@ -50,7 +82,11 @@ impl<'de> Visitor<'de> for TrackedVisitor {
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Tracked, E> {
-        Ok(plain(Value::from(v)))
+        // Kubernetes decodes an integer that does not fit an int64 as a float64.
+        match i64::try_from(v) {
+            Ok(i) => Ok(plain(Value::from(i))),
+            Err(_) => self.visit_f64(v as f64),
+        }
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Tracked, E> {
@@ -74,54 +110,92 @@ impl<'de> Visitor<'de> for TrackedVisitor {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Tracked, D::Error> {
-        Tracked::deserialize(deserializer)
+        Seed { depth: self.depth }.deserialize(deserializer)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tracked, A::Error> {
+        let seed = self.inner()?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
         let mut duplicates = Vec::new();
-        while let Some(item) = seq.next_element::<Tracked>()? {
-            let index = format!("[{}]", items.len());
-            duplicates.extend(item.duplicates.iter().map(|d| under(&index, d)));
+        while let Some(item) = seq.next_element_seed(seed)? {
+            if !item.duplicates.is_empty() {
+                let index = format!("[{}]", items.len());
+                duplicates.extend(item.duplicates.iter().map(|d| under(&index, d)));
+            }
             items.push(item.value);
         }
         Ok(Tracked { value: Value::Array(items), duplicates })
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Tracked, A::Error> {
+        let seed = self.inner()?;
         let mut map = Map::new();
         let mut duplicates = Vec::new();
         while let Some(key) = access.next_key::<String>()? {
-            let item: Tracked = access.next_value()?;
+            let item: Tracked = access.next_value_seed(seed)?;
             duplicates.extend(item.duplicates.iter().map(|d| under(&key, d)));
-            if map.insert(key.clone(), item.value).is_some() {
-                duplicates.push(key);
+            if map.contains_key(&key) {
+                duplicates.push(key.clone());
             }
+            map.insert(key, item.value);
         }
         Ok(Tracked { value: Value::Object(map), duplicates })
     }
 }
 
-/// Decodes JSON, noting duplicate fields.
-pub fn from_json(bytes: &[u8]) -> Result<Tracked, serde_json::Error> {
-    serde_json::from_slice(bytes)
+/// How a JSON body failed to decode, in Go's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonError {
+    /// Not JSON (`encoding/json`'s syntax error: `unexpected end of JSON input`, ...).
+    Syntax(String),
 }
 
-/// The most scalar bytes one YAML request body may decode to. Anchors and aliases let a
-/// small document repeat a large string many times (a "billion laughs"); without aliases a
-/// body decodes to no more scalar bytes than it holds, so twice the body limit refuses only
-/// the amplifying documents. (The parser's own default is 64 MiB per request.)
-const MAX_YAML_SCALAR_BYTES: usize = 2 * super::body::MAX_REQUEST_BYTES;
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonError::Syntax(text) => f.write_str(text),
+        }
+    }
+}
 
-/// Decodes a YAML request body (last duplicate key wins), noting duplicate fields.
-pub fn from_yaml(text: &str) -> Result<Tracked, serde_saphyr::Error> {
-    let mut options = serde_saphyr::Options::default();
-    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
-    let mut budget = serde_saphyr::budget::Budget::default();
-    budget.max_total_scalar_bytes = MAX_YAML_SCALAR_BYTES;
-    budget.max_recorded_anchor_bytes = super::body::MAX_REQUEST_BYTES;
-    options.budget = Some(budget);
-    serde_saphyr::from_str_with_options(text, options)
+/// Go's refusal of a number too large for a float64.
+pub fn number_error(literal: &str) -> String {
+    format!("json: cannot unmarshal number {literal} into Go value of type float64")
+}
+
+/// A decoded JSON body: the value, its duplicate fields, and the first number too large for a
+/// float64, which Go's decoder refuses (`json: cannot unmarshal number 1e999 ...`) after it
+/// has read the body's kind (the value holds 0 in its place).
+#[derive(Debug, Default)]
+pub struct ParsedJson {
+    pub tracked: Tracked,
+    pub overflowing_number: Option<String>,
+}
+
+/// Decodes JSON as kube-apiserver's decoders do, noting duplicate fields: serde_json where it
+/// agrees with Go (nearly always), and where it refuses, what Go would do: Go's syntax error,
+/// or the text Go reads the same way (strings repaired, overflowing numbers set aside).
+pub fn from_json(bytes: &[u8]) -> Result<ParsedJson, JsonError> {
+    if let Ok(tracked) = parse_json(bytes) {
+        return Ok(ParsedJson { tracked, overflowing_number: None });
+    }
+    let checked = json_syntax::check(bytes).map_err(|e| JsonError::Syntax(e.0))?;
+    let repaired = json_syntax::repair(bytes, &checked);
+    let overflowing_number = checked.overflowing_numbers.first().and_then(|at| bytes.get(at.clone()));
+    let overflowing_number = overflowing_number.map(|n| String::from_utf8_lossy(n).into_owned());
+    match parse_json(&repaired) {
+        Ok(tracked) => Ok(ParsedJson { tracked, overflowing_number }),
+        // The checked text is JSON within Go's limits; serde_json cannot refuse it.
+        Err(e) => Err(JsonError::Syntax(e.to_string())),
+    }
+}
+
+fn parse_json(bytes: &[u8]) -> serde_json::Result<Tracked> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    deserializer.disable_recursion_limit();
+    let tracked = Seed { depth: 0 }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(tracked)
 }
 
 /// Decodes every document of a YAML stream (last duplicate key wins), noting duplicate fields.
@@ -140,29 +214,10 @@ mod tests {
     fn duplicates_are_reported_with_kubernetes_paths() {
         let tracked =
             from_json(br#"{"spec":{"replicas":1,"replicas":2,"c":[{"name":"a","name":"b"}]},"kind":"K","kind":"K"}"#)
-                .unwrap();
+                .unwrap()
+                .tracked;
         assert_eq!(tracked.value, json!({"spec": {"replicas": 2, "c": [{"name": "b"}]}, "kind": "K"}));
         assert_eq!(tracked.duplicates, ["spec.replicas", "spec.c[0].name", "kind"]);
-        assert!(from_json(br#"[1,[2]]"#).unwrap().duplicates.is_empty());
-    }
-
-    #[test]
-    fn yaml_duplicates_too() {
-        let tracked = from_yaml("spec:\n  a: 1\n  a: 2\n").unwrap();
-        assert_eq!(tracked.value, json!({"spec": {"a": 2}}));
-        assert_eq!(tracked.duplicates, ["spec.a"]);
-    }
-
-    #[test]
-    fn aliases_cannot_amplify_a_yaml_body() {
-        // One megabyte repeated a thousand times through aliases would decode to a gigabyte.
-        let mut text = format!("a: &a \"{}\"\n", "x".repeat(1_000_000));
-        for (name, from) in [("b", "a"), ("c", "b"), ("d", "c")] {
-            text.push_str(&format!("{name}: &{name} [{}]\n", vec![format!("*{from}"); 10].join(",")));
-        }
-        assert!(from_yaml(&text).unwrap_err().to_string().contains("budget breached"));
-        // A plain body of the same size decodes.
-        let plain = format!("a: \"{}\"\nb: [1, 2]\n", "x".repeat(2_500_000));
-        assert_eq!(from_yaml(&plain).unwrap().value["b"], json!([1, 2]));
+        assert!(from_json(br#"[1,[2]]"#).unwrap().tracked.duplicates.is_empty());
     }
 }

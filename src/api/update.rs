@@ -10,7 +10,6 @@ use super::body::{ReqBody, RespBody, add_warnings, read_limited};
 use super::call::{Call, Subresource};
 use super::codec;
 use super::errors;
-use super::list::parse_revision;
 use super::negotiate::negotiate;
 use super::objects::{self, Placement};
 use super::ownership;
@@ -165,6 +164,20 @@ async fn store_update(
     }
 }
 
+/// The 422 of an update (or a patch) whose object has no `resourceVersion`.
+pub fn missing_resource_version(call: &Call) -> ApiError {
+    let error =
+        FieldError::invalid(Path::new("metadata").child("resourceVersion"), 0, "must be specified for an update");
+    let d = &call.served.definition;
+    ApiError::invalid(&GroupKind::new(&d.group, &d.plural), &call.name, &[error])
+}
+
+/// An object's `metadata.resourceVersion` as a precondition: one that is not a revision is
+/// the 500 without a reason kube-apiserver's storage answers (`strconv.ParseUint: ...`).
+pub fn object_revision(text: &str) -> Result<crate::store::Revision, ApiError> {
+    crate::core::strconv::parse_uint(text).map_err(ApiError::unknown)
+}
+
 pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<RespBody>, ApiError> {
     if call.subresource == Subresource::Scale {
         return scale::update(api, call, body).await;
@@ -172,7 +185,7 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let output = negotiate(call.accept(), false)?;
     ownership::check_options(call, "UpdateOptions", false)?;
     let bytes = read_limited(body).await?;
-    let decoded = codec::decode_object(&bytes, call.content_type())?;
+    let decoded = codec::decode_object(&bytes, call.content_type(), call.expected())?;
     let mut object = decoded.value;
     write::check_type_meta(&call.served, &object)?;
     check_name(call, &object)?;
@@ -186,12 +199,9 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let (current, old) = read_current(api, call).await?;
     let rv = objects::resource_version(&object).to_string();
     if rv.is_empty() {
-        let error =
-            FieldError::invalid(Path::new("metadata").child("resourceVersion"), 0, "must be specified for an update");
-        let d = &call.served.definition;
-        return Err(ApiError::invalid(&GroupKind::new(&d.group, &d.plural), &call.name, &[error]));
+        return Err(missing_resource_version(call));
     }
-    let expected = parse_revision(&rv)?;
+    let expected = object_revision(&rv)?;
     let conflict = || ApiError::conflict(&call.resource(), &call.name, errors::OPTIMISTIC_LOCK_MESSAGE);
     if current.revision != expected {
         return Err(conflict());

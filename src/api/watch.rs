@@ -17,14 +17,14 @@ use super::Api;
 use super::body::RespBody;
 use super::call::Call;
 use super::errors;
-use super::list::{Filter, list_options_invalid, parse_revision, wait_for_revision};
+use super::list::{Filter, list_options_invalid, wait_for_revision};
 use super::negotiate::{Output, View, negotiate};
 use super::objects;
 use super::present;
 use super::table::{self, Columns, IncludeObject};
 use super::verbatim;
-use crate::core::request_info::parse_go_bool;
 use crate::core::status::ApiError;
+use crate::core::strconv;
 use crate::store::{self, EventType, ListOptions, Revision, Store};
 
 /// How often a watch that allows bookmarks gets one.
@@ -53,16 +53,11 @@ struct Params {
 
 fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
     let q = &call.query;
-    let bool_param = |name: &str| -> Result<Option<bool>, ApiError> {
-        match q.get(name) {
-            None | Some("") => Ok(None),
-            Some(v) => {
-                parse_go_bool(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("invalid {name} value: {v}")))
-            }
-        }
-    };
-    let seconds = match q.get("timeoutSeconds").filter(|t| !t.is_empty()) {
-        Some(t) => t.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+    // Booleans and integers as Kubernetes converts the query into its ListOptions.
+    let bool_param = |name: &str| -> Result<Option<bool>, ApiError> { Ok(q.get(name).map(strconv::query_bool)) };
+    super::list::list_options(call)?;
+    let seconds = match q.get("timeoutSeconds") {
+        Some(t) => strconv::parse_int(t).map_err(ApiError::bad_request)?,
         None => 0,
     };
     let timeout = if seconds == 0 {
@@ -101,12 +96,18 @@ fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
     }
     let (initial_events, from) = match send_initial {
         Some(true) => (true, None),
-        Some(false) => (false, if rv.is_empty() { None } else { Some(parse_revision(rv)?) }),
+        Some(false) => (false, if rv.is_empty() { None } else { Some(watch_revision(rv)?) }),
         // Legacy semantics: no resourceVersion or "0" starts with the current state.
         None if rv.is_empty() || rv == "0" => (true, None),
-        None => (false, Some(parse_revision(rv)?)),
+        None => (false, Some(watch_revision(rv)?)),
     };
     Ok(Params { timeout, bookmarks, initial_events, initial_events_end: send_initial == Some(true), from })
+}
+
+/// A watch's `resourceVersion`, refused as kube-apiserver's watch cache refuses it: a 500
+/// without a reason.
+fn watch_revision(text: &str) -> Result<Revision, ApiError> {
+    strconv::parse_uint(text).map_err(|e| ApiError::unknown(super::list::invalid_resource_version(text, &e)))
 }
 
 pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError> {
@@ -118,7 +119,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
     let start = if params.initial_events {
         let mut options = ListOptions::default();
         if let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty()) {
-            let revision = parse_revision(rv)?;
+            let revision = watch_revision(rv)?;
             if revision > 0 {
                 wait_for_revision(api, call, revision).await?;
             }

@@ -50,9 +50,6 @@ pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> 
     if kind.is_empty() {
         return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{}'", codec::compact(object))));
     }
-    if api_version.is_empty() {
-        return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{}'", codec::compact(object))));
-    }
     if !crate::core::gvr::is_api_version(api_version, &definition.group, &served.version.name) {
         let expected = crate::core::gvr::join_api_version(&definition.group, &served.version.name);
         return Err(ApiError::bad_request(format!(

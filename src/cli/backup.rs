@@ -59,8 +59,13 @@ pub struct RestoreArgs {
     pub bump_revision: u64,
 }
 
+/// Its threads get the stack the deepest object needs (`core::nesting`).
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(crate::core::nesting::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// `crd-apiserver backup`; returns the exit code.

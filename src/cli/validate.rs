@@ -198,7 +198,12 @@ fn read_objects(path: &Path) -> Result<Vec<strict::Tracked>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let trimmed = text.trim_start();
     let documents = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        vec![strict::from_json(text.as_bytes()).map_err(|e| format!("{}: cannot parse: {e}", path.display()))?]
+        let parsed =
+            strict::from_json(text.as_bytes()).map_err(|e| format!("{}: cannot parse: {e}", path.display()))?;
+        if let Some(number) = parsed.overflowing_number {
+            return Err(format!("{}: cannot parse: {}", path.display(), strict::number_error(&number)));
+        }
+        vec![parsed.tracked]
     } else {
         strict::from_yaml_documents(&text).map_err(|e| format!("{}: cannot parse: {e}", path.display()))?
     };

@@ -133,7 +133,7 @@ impl Client {
                     status.as_u16()
                 ));
             }
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
+            crate::core::nesting::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
         };
         match tokio::time::timeout(CALL_TIMEOUT, exchange).await {
             Ok(result) => result,

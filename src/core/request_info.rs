@@ -140,9 +140,8 @@ impl RequestInfo {
         }
 
         if info.name.is_empty() && info.verb == "get" {
-            let watch = query
-                .get("watch")
-                .map(|w| parse_go_bool(w).unwrap_or(!matches!(w.to_ascii_lowercase().as_str(), "false" | "0")));
+            // As Kubernetes converts a query boolean: `watch=maybe` watches.
+            let watch = query.get("watch").map(super::strconv::query_bool);
             info.verb = if watch == Some(true) { "watch" } else { "list" }.to_string();
             if let Some(name) = query.get("fieldSelector").and_then(exact_name_in_field_selector) {
                 info.name = name;

@@ -57,9 +57,10 @@ pub fn parse_element(key: &str) -> Result<Option<PathElement>, DecodeError> {
     let rest = key.get(2..).unwrap_or_default();
     let element = match kind {
         b'f' => PathElement::Field(rest.to_string()),
-        b'v' => PathElement::Value(serde_json::from_str(rest).map_err(|e| DecodeError(e.to_string()))?),
+        b'v' => PathElement::Value(crate::core::nesting::from_str(rest).map_err(|e| DecodeError(e.to_string()))?),
         b'k' => {
-            let fields: Map<String, Value> = serde_json::from_str(rest).map_err(|e| DecodeError(e.to_string()))?;
+            let fields: Map<String, Value> =
+                crate::core::nesting::from_str(rest).map_err(|e| DecodeError(e.to_string()))?;
             PathElement::Key(fields.into_iter().collect())
         }
         b'i' => PathElement::Index(rest.parse().map_err(|e: std::num::ParseIntError| DecodeError(e.to_string()))?),

@@ -28,7 +28,7 @@ pub fn has(object: &Value) -> bool {
 pub fn allowed_conflicts(schema: &Schema, api_version: &str, live: &Value) -> Option<Set> {
     let text = annotation(live)?;
     typed::validate(schema, schema.root(), live, false).ok()?;
-    let last: Value = serde_json::from_str(text).ok()?;
+    let last: Value = crate::core::nesting::from_str(text).ok()?;
     if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
         return None;
     }

@@ -67,7 +67,7 @@ async fn write_object(
     let key = object_key(name);
     for _ in 0..4 {
         let current = store.get(&key).await?;
-        let existing: Option<Value> = current.as_ref().and_then(|c| serde_json::from_slice(&c.value).ok());
+        let existing: Option<Value> = current.as_ref().and_then(|c| crate::core::nesting::from_slice(&c.value).ok());
         let object = render(existing.as_ref());
         if existing.as_ref() == Some(&object) {
             return Ok(());

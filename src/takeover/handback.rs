@@ -142,7 +142,7 @@ pub async fn run(
         let mut decoded = Vec::with_capacity(page.items.len());
         for kv in &page.items {
             let mut object: Value =
-                serde_json::from_slice(&kv.value).map_err(|e| Error::Store(format!("{}: {e}", kv.key)))?;
+                crate::core::nesting::from_slice(&kv.value).map_err(|e| Error::Store(format!("{}: {e}", kv.key)))?;
             json::set(&mut object, &["apiVersion"], json!(format!("{}/{}", definition.group, definition.storage.name)));
             bytes += kv.value.len() as u64;
             ours.insert(key::relative_to_resource(&kv.key).to_string());

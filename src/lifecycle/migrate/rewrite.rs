@@ -62,8 +62,8 @@ fn unchanged_but_api_version(definition: &Definition, stored: &[u8]) -> Option<B
 fn convert_general(definition: &Definition, page: &[&KeyValue]) -> Result<Vec<Bytes>, String> {
     let mut objects = Vec::with_capacity(page.len());
     for kv in page {
-        let mut object: Value =
-            serde_json::from_slice(&kv.value).map_err(|e| format!("{}: stored object is not JSON: {e}", kv.key))?;
+        let mut object: Value = crate::core::nesting::from_slice(&kv.value)
+            .map_err(|e| format!("{}: stored object is not JSON: {e}", kv.key))?;
         present::read_coerce(definition, &mut object);
         objects.push(object);
     }

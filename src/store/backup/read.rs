@@ -57,7 +57,7 @@ impl Lines {
     }
 
     fn parse(&self, line: &[u8]) -> Result<Line, Error> {
-        serde_json::from_slice(line).map_err(|e| self.refused(format!("line {}: {e}", self.number)))
+        crate::core::nesting::from_slice(line).map_err(|e| self.refused(format!("line {}: {e}", self.number)))
     }
 
     /// The header, after checking that this is a backup of a version this build reads.
@@ -65,7 +65,7 @@ impl Lines {
         let Some(line) = self.next()? else {
             return Err(self.refused("the file is empty: not a crd-apiserver backup".into()));
         };
-        let value: serde_json::Value = serde_json::from_slice(&line)
+        let value: serde_json::Value = crate::core::nesting::from_slice(&line)
             .map_err(|_| self.refused("the first line is not JSON: not a crd-apiserver backup".into()))?;
         if value.get("type").and_then(|t| t.as_str()) != Some("header")
             || value.get("format").and_then(|f| f.as_str()) != Some(FORMAT)
