@@ -234,6 +234,12 @@ impl Resources {
         series
     }
 
+    /// A series counted nowhere, for a definition that is not served (the candidate of an
+    /// impact analysis): nothing it records is exposed, and `lookup` never finds it.
+    pub fn unregistered(group: &str, version: &str, resource: &str, kind: &str) -> Arc<ResourceSeries> {
+        Arc::new(ResourceSeries::new(group, version, resource, kind, SUBRESOURCES))
+    }
+
     /// The series of a resource that is served, for requests refused before routing (429s,
     /// timeouts); `None` for anything else, so that made-up paths add no series.
     pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceSeries>> {
