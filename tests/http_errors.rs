@@ -471,3 +471,52 @@ fn statuses_are_written_as_kubernetes_writes_them() {
         )
     );
 }
+
+/// A list's options are validated as kube-apiserver v1.36 validates them, every problem in one
+/// 422, before a continue token is read; a token is read as its storage layer reads it.
+#[test]
+fn list_options_are_validated_before_a_continue_token_is_read() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let list = |query: &str| client.get(&format!("{COLLECTION}?{query}")).unwrap();
+    let forbidden = |field: &str, message: &str| json!({"reason": "FieldValueForbidden", "message": format!("Forbidden: {message}"), "field": field});
+    let unless = "resourceVersionMatch is forbidden unless resourceVersion is provided";
+    let with_continue = "resourceVersionMatch is forbidden when continue is provided";
+    let unsupported = r#"Unsupported value: "Bogus": supported values: "Exact", "NotOlderThan", """#;
+    let for_list = "sendInitialEvents is forbidden for list";
+    let status = check(
+        &list("resourceVersionMatch=Bogus&continue=abc&sendInitialEvents=false"),
+        422,
+        "Invalid",
+        &format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: {unless}, resourceVersionMatch: Forbidden: {with_continue}, resourceVersionMatch: {unsupported}, sendInitialEvents: Forbidden: {for_list}]"
+        ),
+    );
+    assert_eq!(
+        status["details"],
+        json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+            forbidden("resourceVersionMatch", unless),
+            forbidden("resourceVersionMatch", with_continue),
+            {"reason": "FieldValueNotSupported", "message": unsupported, "field": "resourceVersionMatch"},
+            forbidden("sendInitialEvents", for_list),
+        ]})
+    );
+    check(
+        &list("continue=abc&sendInitialEvents=true"),
+        422,
+        "Invalid",
+        &format!("ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: {for_list}"),
+    );
+    for (token, error) in [
+        ("abc", "invalid character 'i' looking for beginning of value"),
+        ("a", "illegal base64 data at input byte 0"),
+        ("eyJ2Ijo1fQ", "json: cannot unmarshal number into Go struct field continueToken.v of type string"),
+    ] {
+        check(
+            &list(&format!("limit=1&continue={token}")),
+            400,
+            "BadRequest",
+            &format!("invalid continue token: continue key is not valid: {error}"),
+        );
+    }
+}
