@@ -13,6 +13,7 @@ pub mod conversion;
 pub mod core;
 pub mod definitions;
 pub mod fieldmanager;
+pub mod impact;
 pub mod kube;
 pub mod lifecycle;
 pub mod logs;

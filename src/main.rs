@@ -25,6 +25,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Check(check) => std::process::exit(cli::check(&check)),
         Command::Validate(args) => std::process::exit(cli::validate::run(&args)),
+        Command::Impact(args) => std::process::exit(cli::impact::run(&args)),
         Command::Manifests(args) => std::process::exit(cli::manifests::run(&args)),
         Command::MigrateStorage(args) => {
             let runtime = objects_runtime()?;

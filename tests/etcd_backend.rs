@@ -3,7 +3,8 @@
 //! fail in time during an outage; a server started while etcd is down waits for it; a value
 //! over etcd's request limit and a compaction under a paginated list answer as
 //! kube-apiserver does; two replicas on one etcd see each other's writes; a selected watch
-//! reports an object leaving its selection with its previous content.
+//! reports an object leaving its selection with its previous content; a watcher that stops
+//! reading is closed while a reading one sees every change.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
@@ -176,6 +177,13 @@ fn a_selected_watch_sees_objects_leave_with_their_previous_content() {
     let flags = etcd_flags(&etcd, &[]);
     server.spawn(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     support::watches::check_objects_leaving_a_selection(&Client::admin(&server));
+}
+
+#[test]
+fn a_watcher_that_stops_reading_is_closed_and_slows_no_one() {
+    let etcd = TestEtcd::start();
+    let server = start_on(&etcd, &[]);
+    support::watches::check_a_watcher_that_stops_reading_is_closed(&server, 6000);
 }
 
 #[test]

@@ -546,11 +546,12 @@ fn migrate_storage_finishes_the_migration_on_a_stopped_servers_store() {
     // The server started on that store has nothing left to do, and says so.
     cluster.server.spawn(&[]);
     cluster.plane.register("stable.example.com", "v1");
-    let status = eventually("the status", || {
+    // Until the new process rewrites it, the status object is the one the first wrote (Done,
+    // storedVersions [v1beta1]): wait for the new one.
+    let status = eventually("the status of the restarted server", || {
         let status = migration(&client);
-        (status["migration"]["state"] == "Done").then_some(status)
+        (status["migration"]["state"] == "Done" && status["storedVersions"] == json!(["v1"])).then_some(status)
     });
-    assert_eq!(status["storedVersions"], json!(["v1"]));
     assert_eq!(status["objectsPerVersion"], json!({"v1": OBJECTS}));
     assert!(!cluster.server.log().contains("storage-version migration: rewriting"));
 }

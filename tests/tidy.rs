@@ -81,6 +81,8 @@ fn lower_layers_stay_free_of_http_and_upper_layers() {
         ),
         // The version lifecycle keeps records in the store and serves nothing itself.
         ("lifecycle", &["hyper::", "crate::server", "crate::cli"]),
+        // An impact analysis reads the store and the definitions; it serves nothing itself.
+        ("impact", &["hyper::", "crate::server", "crate::cli"]),
         // A takeover drives the store and the main apiserver; it serves nothing itself.
         ("takeover", &["hyper::", "crate::server", "crate::cli"]),
         // Admission decides from attributes and objects; it never serves or stores.

@@ -129,8 +129,37 @@ pub fn validate(
     status_only: bool,
     object: &Value,
     old: Option<&Value>,
-    mut errors: Vec<FieldError>,
+    errors: Vec<FieldError>,
 ) -> Result<Vec<String>, ApiError> {
+    let found = findings(served, status_only, object, old, errors);
+    if !found.errors.is_empty() {
+        let definition = &served.definition;
+        return Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &found.errors));
+    }
+    let mut warnings = found.warnings;
+    let old_finalizers = old.map(objects::finalizers).unwrap_or_default();
+    warnings.extend(meta_rules::finalizer_warnings(&objects::finalizers(object), &old_finalizers));
+    Ok(warnings)
+}
+
+/// What [`validate`] finds, before it becomes a 422: every error, the warnings of ratcheted
+/// CEL errors, and what the CEL rules cost (`impact` reads these for stored objects).
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<String>,
+    /// The runtime cost of the CEL rules over the object (0 when they did not run).
+    pub cel_cost: u64,
+}
+
+/// The checks of [`validate`], collected.
+pub fn findings(
+    served: &Served,
+    status_only: bool,
+    object: &Value,
+    old: Option<&Value>,
+    mut errors: Vec<FieldError>,
+) -> Findings {
     let version = &served.version;
     let schema = version.schema.as_deref();
     let no_metadata = serde_json::Map::new();
@@ -157,7 +186,7 @@ pub fn validate(
             errors.extend(schema::validate_structure(schema, object, old, &Path::nil()));
         }
     }
-    let mut warnings = Vec::new();
+    let mut found = Findings::default();
     if let Some(rules) = &version.cel_rules {
         // CEL: x-kubernetes-validations. Kubernetes skips the rules when earlier errors mean
         // the object is not what they expect, and says so; otherwise they run over the whole
@@ -168,16 +197,13 @@ pub fn validate(
         } else {
             let outcome = rules.validate(object, old);
             errors.extend(outcome.errors);
-            warnings = outcome.warnings;
+            found.warnings = outcome.warnings;
+            found.cel_cost =
+                u64::try_from(crate::cel::RUNTIME_COST_BUDGET.saturating_sub(outcome.remaining_budget)).unwrap_or(0);
         }
     }
-    if !errors.is_empty() {
-        let definition = &served.definition;
-        return Err(ApiError::invalid(&definition.group_kind(), objects::name(object), &errors));
-    }
-    let old_finalizers = old.map(objects::finalizers).unwrap_or_default();
-    warnings.extend(meta_rules::finalizer_warnings(&objects::finalizers(object), &old_finalizers));
-    Ok(warnings)
+    found.errors = errors;
+    found
 }
 
 /// The object in the storage version, encoded.
@@ -215,10 +241,20 @@ pub fn convert_all_to(
     objects: Vec<Value>,
     target: &crate::definitions::Version,
 ) -> Result<Vec<Value>, ApiError> {
+    convert_all_to_within(definition, objects, target, crate::conversion::webhook::CALL_TIMEOUT)
+}
+
+/// [`convert_all_to`] whose webhook call, if any, gives up after `timeout`.
+pub fn convert_all_to_within(
+    definition: &crate::definitions::Definition,
+    objects: Vec<Value>,
+    target: &crate::definitions::Version,
+    timeout: std::time::Duration,
+) -> Result<Vec<Value>, ApiError> {
     let before: Vec<Option<String>> =
         objects.iter().map(|o| o.get("apiVersion").and_then(Value::as_str).map(str::to_string)).collect();
-    let mut converted =
-        crate::conversion::convert_many(definition, objects, &target.name).map_err(errors::conversion)?;
+    let mut converted = crate::conversion::convert_many_within(definition, objects, &target.name, timeout)
+        .map_err(errors::conversion)?;
     for (object, before) in converted.iter_mut().zip(&before) {
         prune_converted(before.as_deref(), object, target);
     }

@@ -40,6 +40,11 @@ pub struct CompiledRule {
     pub uses_old_self: bool,
     /// The normalized `fieldPath`, appended to the error path.
     pub field_path: Option<String>,
+    /// Where the rule sits in the definition (`...x-kubernetes-validations[0]`).
+    pub location: Path,
+    /// Its estimated cost times the times it may run, as checked against the limit (`None`:
+    /// it did not compile).
+    pub estimated_cost: Option<u64>,
 }
 
 /// The compiled rules of a schema node and its descendants (only branches with rules).
@@ -298,8 +303,10 @@ fn compile_rule(
     let optional_old_self = spec.optional_old_self.unwrap_or(false);
     let (program, uses_old_self) = compile_expr(&spec.rule, decl, optional_old_self, Type::Bool);
     let mut program = program;
+    let mut estimated_cost = None;
     if let Ok(p) = &program {
         let cost = expression_cost(p.max_cost, cardinality, decl);
+        estimated_cost = Some(cost);
         if cost > STATIC_ESTIMATED_COST_LIMIT {
             ctx.errors.push(FieldError::forbidden(
                 rule_path.child("rule"),
@@ -364,7 +371,15 @@ fn compile_rule(
     if decl.is_none() {
         program = Err("compilation failed: rule is placed on a schema node CEL cannot see".into());
     }
-    Some(CompiledRule { spec: spec.clone(), program, message: message_program, uses_old_self, field_path })
+    Some(CompiledRule {
+        spec: spec.clone(),
+        program,
+        message: message_program,
+        uses_old_self,
+        field_path,
+        location: rule_path.clone(),
+        estimated_cost,
+    })
 }
 
 fn observe(ctx: &mut Ctx, path: Path, cost: u64) {

@@ -81,6 +81,26 @@ impl Rules {
         self.tree.is_empty()
     }
 
+    /// Every rule of the schema, in the order of the tree (a node's own rules, then its
+    /// properties by name, additional properties, items, `allOf` branches).
+    pub fn summaries(&self) -> Vec<RuleSummary> {
+        let mut out = Vec::new();
+        summarize(&self.tree, &mut out);
+        out
+    }
+
+    /// Whether some rule reads `oldSelf` (a transition rule, which only updates run).
+    pub fn has_transition_rules(&self) -> bool {
+        fn any(node: &compile::RuleNode) -> bool {
+            node.rules.iter().any(|r| r.uses_old_self)
+                || node.properties.values().any(any)
+                || node.additional.as_deref().is_some_and(any)
+                || node.items.as_deref().is_some_and(any)
+                || node.all_of.iter().any(|(_, branch)| any(branch))
+        }
+        any(&self.tree)
+    }
+
     /// Validates an object (create: `old` is `None`) with Kubernetes' per-request budget.
     /// Error paths start at the object root (`spec.replicas`; the root itself is `<nil>`).
     pub fn validate(&self, new: &Json, old: Option<&Json>) -> Outcome {
@@ -118,6 +138,36 @@ pub struct RuleOutcome {
     pub rule: String,
     pub error: Option<String>,
     pub uses_old_self: bool,
+}
+
+/// One rule of a schema: where it sits, its text and its estimated cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleSummary {
+    /// Where the rule sits in the definition (`spec.versions[0].schema.openAPIV3Schema.
+    /// properties[spec].x-kubernetes-validations[0]`).
+    pub location: Path,
+    pub rule: String,
+    /// The estimated cost times the times it may run, as Kubernetes checks it against
+    /// [`STATIC_ESTIMATED_COST_LIMIT`] (`None`: the rule did not compile).
+    pub estimated_cost: Option<u64>,
+    pub uses_old_self: bool,
+}
+
+fn summarize(node: &compile::RuleNode, out: &mut Vec<RuleSummary>) {
+    out.extend(node.rules.iter().map(|r| RuleSummary {
+        location: r.location.clone(),
+        rule: r.spec.rule.clone(),
+        estimated_cost: r.estimated_cost,
+        uses_old_self: r.uses_old_self,
+    }));
+    node.properties.values().for_each(|child| summarize(child, out));
+    if let Some(additional) = node.additional.as_deref() {
+        summarize(additional, out);
+    }
+    if let Some(items) = node.items.as_deref() {
+        summarize(items, out);
+    }
+    node.all_of.iter().for_each(|(_, branch)| summarize(branch, out));
 }
 
 /// The field path a rule's `fieldPath` names below a schema node, or why it is invalid.

@@ -95,11 +95,25 @@ pub struct LiveDefinitions {
     state: Arc<Mutex<State>>,
     status: Arc<ReloadStatus>,
     cluster: Option<Arc<ClusterDefinitions>>,
+    /// Analyses what a changed definition does to its stored objects, after each reload.
+    impacts: Option<Arc<crate::impact::runner::Runner>>,
 }
 
 impl LiveDefinitions {
     pub fn new(paths: Vec<PathBuf>, store: Backend, status: Arc<ReloadStatus>) -> LiveDefinitions {
-        LiveDefinitions { paths, store, state: Arc::default(), status, cluster: None }
+        LiveDefinitions { paths, store, state: Arc::default(), status, cluster: None, impacts: None }
+    }
+
+    /// Analyses, after every reload, what each changed definition does to its stored objects.
+    pub fn with_impacts(mut self, impacts: Arc<crate::impact::runner::Runner>) -> LiveDefinitions {
+        self.impacts = Some(impacts);
+        self
+    }
+
+    /// What is served now, as the last reload left it (for the impact analyses' checks).
+    pub fn served_set(&self) -> crate::impact::runner::ServedSet {
+        let state = self.state.clone();
+        Arc::new(move || state.lock().map(|s| s.served.clone()).unwrap_or_default())
     }
 
     /// Serves the main apiserver's definitions that `cluster` follows besides the files.
@@ -130,6 +144,11 @@ impl LiveDefinitions {
     /// Reads the files again and serves what they say, if anything changed. `since` is when
     /// the file events that asked for it began.
     pub async fn reload(&self, api: &Api, since: std::time::Instant) {
+        // The forms served until now, for what the changed ones do to their objects.
+        let before = match &self.impacts {
+            Some(_) => self.state.lock().map(|s| s.served.clone()).unwrap_or_default(),
+            None => HashMap::new(),
+        };
         let Some((plan, Some(catalog))) = self.plan_and_record(Some(api.catalog())).await else {
             self.cluster_served();
             return;
@@ -153,6 +172,12 @@ impl LiveDefinitions {
         }
         for name in &plan.removed {
             tracing::info!(definition = %name, "no longer serving the definition; its objects stay in the store");
+        }
+        if let Some(impacts) = &self.impacts {
+            let now = self.state.lock().map(|s| s.served.clone()).unwrap_or_default();
+            let changed =
+                plan.changed.iter().filter_map(|name| Some((before.get(name)?.clone(), now.get(name)?.clone())));
+            impacts.after_reload(changed.collect());
         }
     }
 
@@ -418,10 +443,6 @@ fn newly_served<'a>(plan: &mut Plan, planned: impl Iterator<Item = &'a String>, 
     plan.added.sort();
 }
 
-/// How much a reload's thread yields to the others (`nice(1)`'s scale, 0 to 19): on a busy
-/// machine, requests go first, so that a reload among many definitions is no pause for them.
-const RELOAD_NICENESS: i32 = 5;
-
 /// Runs `work` on a thread of its own, at a lower priority when `background` (a reload while
 /// serving; the first load has no requests to yield to). The threads it starts (CEL
 /// compilation) inherit its priority.
@@ -434,21 +455,13 @@ async fn off_request_path<R: Send + 'static>(
         .name("definitions-reload".into())
         .spawn(move || {
             if background {
-                lower_priority();
+                crate::core::priority::lower_this_thread();
             }
             // The receiver is gone only when the reload was abandoned.
             let _ = done.send(work());
         })
         .map_err(|e| format!("starting the reload's thread: {e}"))?;
     result.await.map_err(|_| "the reload's thread panicked".to_string())
-}
-
-/// Lowers the calling thread's priority (setpriority on its thread id: that thread alone).
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), RELOAD_NICENESS) {
-        tracing::debug!(error = %e, "lowering the reload thread's priority failed");
-    }
 }
 
 /// Waits for a change among the cluster's definitions (forever without any).

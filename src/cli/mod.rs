@@ -1,6 +1,6 @@
 //! The command line: flags named as k8s.io/apiserver names them, and the subcommands
-//! `serve`, `check`, `validate`, `dev-pki`, `manifests`, `delete-objects`, `backup` and
-//! `restore`, `takeover` and `handback`.
+//! `serve`, `check`, `validate`, `impact`, `dev-pki`, `manifests`, `delete-objects`, `backup`
+//! and `restore`, `takeover` and `handback`.
 //!
 //! Owns turning flags into a checked configuration and starting the parts. Holds no request
 //! logic.
@@ -13,6 +13,7 @@ pub mod checks;
 pub mod cluster_definitions;
 pub mod delegation;
 pub mod delete_objects;
+pub mod impact;
 pub mod live_definitions;
 pub mod manifests;
 pub mod migrate_storage;
@@ -56,6 +57,11 @@ pub enum Command {
     Check(CheckArgs),
     /// Validate objects offline against definitions, as the server's write path would.
     Validate(validate::ValidateArgs),
+    /// Tell what a changed definition would do to the objects already stored, before applying
+    /// it: whether the change is accepted, objects that would fail validation, fields pruned or
+    /// defaulted, CEL costs, storage migration, conversion (exit 0 fine, 1 objects would fail,
+    /// 2 refused, 3 not analysed).
+    Impact(impact::ImpactArgs),
     /// Write a development PKI (serving, client and front-proxy CAs and certificates).
     DevPki(DevPkiArgs),
     /// Print the definitions ConfigMap and one APIService per served group version.

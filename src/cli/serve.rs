@@ -168,6 +168,14 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let reload_status = ReloadStatus::new();
     let definitions = LiveDefinitions::new(resolved.definitions.clone(), store.clone(), reload_status.clone())
         .with_cluster(cluster_definitions);
+    // What a candidate or a reloaded definition would do to the stored objects.
+    let impacts = crate::impact::runner::Runner::new(
+        store.clone(),
+        definitions.served_set(),
+        crate::impact::Options::default(),
+        tokio::runtime::Handle::current(),
+    );
+    let definitions = definitions.with_impacts(impacts.clone());
     let registry = definitions.load().await;
     let namespaces: Arc<dyn Namespaces> = Arc::new(ClusterNamespaces(delegation.namespaces.clone()));
     let namespace_cache = delegation.namespaces.clone();
@@ -231,6 +239,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         health: Arc::new(health),
         takeovers: Some(takeovers),
         lifecycle: Some(lifecycle_controller),
+        impacts: Some(impacts),
     });
     let handler = stack::build(
         StackConfig {

@@ -34,7 +34,7 @@ pub struct ServerFlags {
 pub struct ServerClient {
     client: hyper_util::client::legacy::Client<
         hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        http_body_util::Empty<Bytes>,
+        http_body_util::Full<Bytes>,
     >,
     token: Option<String>,
 }
@@ -49,7 +49,7 @@ impl ServerClient {
         let connector =
             hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only().enable_http1().build();
         let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build::<_, http_body_util::Empty<Bytes>>(connector);
+            .build::<_, http_body_util::Full<Bytes>>(connector);
         let token = match &flags.token_file {
             Some(path) => Some(read("--token-file", path).map(|t| String::from_utf8_lossy(&t).trim().to_string())?),
             None => None,
@@ -60,11 +60,28 @@ impl ServerClient {
     /// Sends `method uri` with no body; the body of a 2xx answer, else an error naming the
     /// request and the server's message.
     pub async fn send(&self, method: http::Method, uri: &http::Uri) -> Result<Incoming, String> {
+        match self.send_body(method, uri, None).await? {
+            Ok(body) => Ok(body),
+            Err(refused) => Err(refused.to_string()),
+        }
+    }
+
+    /// Sends `method uri` with a JSON body (or none). A request that could not be made is the
+    /// outer error; the server's non-2xx answer is the inner one, with its Status.
+    pub async fn send_body(
+        &self,
+        method: http::Method,
+        uri: &http::Uri,
+        json: Option<Bytes>,
+    ) -> Result<Result<Incoming, Refused>, String> {
         let mut request = http::Request::builder().method(method.clone()).uri(uri.clone());
         if let Some(token) = &self.token {
             request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        let request = request.body(http_body_util::Empty::new()).map_err(|e| e.to_string())?;
+        if json.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(http_body_util::Full::new(json.unwrap_or_default())).map_err(|e| e.to_string())?;
         let response = self
             .client
             .request(request)
@@ -73,14 +90,30 @@ impl ServerClient {
         let status = response.status();
         let body = response.into_body();
         if status.is_success() {
-            return Ok(body);
+            return Ok(Ok(body));
         }
         let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         let message = serde_json::from_slice::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
             .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
-        Err(format!("{method} {uri}: the server answered {status}: {message}"))
+        Ok(Err(Refused { request: format!("{method} {uri}"), status, message }))
+    }
+}
+
+/// A running server's non-2xx answer.
+#[derive(Debug)]
+pub struct Refused {
+    /// `METHOD URI`.
+    pub request: String,
+    pub status: http::StatusCode,
+    /// The Status' message (or the body).
+    pub message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: the server answered {}: {}", self.request, self.status, self.message)
     }
 }
 

@@ -35,7 +35,8 @@ pub fn convert(definition: &Definition, object: &mut Value, version: &str) -> Re
     if !needs_webhook(definition, std::slice::from_ref(object), version) {
         return none::convert(definition, object, version);
     }
-    let converted = wait_for(|clients| convert_all(definition, vec![object.clone()], version, clients))?;
+    let converted =
+        wait_for(|clients| convert_all(definition, vec![object.clone()], version, clients, webhook::CALL_TIMEOUT))?;
     *object = converted.into_iter().next().ok_or_else(|| Error::Invalid("conversion returned no object".into()))?;
     Ok(())
 }
@@ -49,7 +50,24 @@ pub fn convert_many(definition: &Definition, mut objects: Vec<Value>, version: &
         }
         return Ok(objects);
     }
-    wait_for(|clients| convert_all(definition, objects, version, clients))
+    wait_for(|clients| convert_all(definition, objects, version, clients, webhook::CALL_TIMEOUT))
+}
+
+/// [`convert_many`] whose webhook call, if any, gives up after `timeout` (an impact analysis
+/// calls the webhook with its own).
+pub fn convert_many_within(
+    definition: &Definition,
+    mut objects: Vec<Value>,
+    version: &str,
+    timeout: std::time::Duration,
+) -> Result<Vec<Value>, Error> {
+    if !needs_webhook(definition, &objects, version) {
+        for object in &mut objects {
+            none::convert(definition, object, version)?;
+        }
+        return Ok(objects);
+    }
+    wait_for(|clients| convert_all(definition, objects, version, clients, timeout))
 }
 
 /// Refuses a version the definition does not have.
@@ -115,6 +133,7 @@ async fn convert_all(
     mut objects: Vec<Value>,
     version: &str,
     clients: Clients,
+    timeout: std::time::Duration,
 ) -> Result<Vec<Value>, Error> {
     let Conversion::Webhook(hook) = &definition.conversion else {
         for object in &mut objects {
@@ -138,7 +157,7 @@ async fn convert_all(
         .map(|(_, v)| v.to_string())
         .unwrap_or_default();
     let started = std::time::Instant::now();
-    let outcome = call_webhook(hook, objects, &indices, &desired, &source, clients).await;
+    let outcome = call_webhook(hook, objects, &indices, &desired, &source, clients, timeout).await;
     let elapsed = started.elapsed();
     let metrics = &crate::metrics::global().conversion;
     let failure = outcome.as_ref().err().map(|(_, failure)| *failure);
@@ -165,6 +184,7 @@ async fn call_webhook(
     desired: &str,
     source: &str,
     clients: Clients,
+    timeout: std::time::Duration,
 ) -> Result<Vec<Value>, (Error, &'static str)> {
     let fail = |why: String| Error::Webhook(format!("conversion webhook for {source} failed: {why}"));
     let client: Arc<webhook::Client> = match clients {
@@ -175,7 +195,7 @@ async fn call_webhook(
     let uid = uuid::Uuid::new_v4().to_string();
     let sent: Vec<Value> = indices.iter().filter_map(|i| objects.get(*i).cloned()).collect();
     let request = review::request(&hook.review_version, &uid, desired, sent);
-    let response = client.call(&request).await.map_err(|why| (fail(why), CALL_FAILURE))?;
+    let response = client.call_within(&request, timeout).await.map_err(|why| (fail(why), CALL_FAILURE))?;
     let converted = review::converted_objects(&hook.review_version, &uid, &response)
         .map_err(|why| (fail(why), MALFORMED_RESPONSE))?;
     if converted.len() != indices.len() {

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::definitions::conversion::{Endpoint, Webhook};
 
 /// Kubernetes' default timeout of webhook calls.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest response accepted.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
 
@@ -113,6 +113,11 @@ impl Client {
 
     /// POSTs a ConversionReview and decodes the response.
     pub async fn call(&self, review: &Value) -> Result<Value, String> {
+        self.call_within(review, CALL_TIMEOUT).await
+    }
+
+    /// [`Client::call`] with another timeout than Kubernetes' (an impact analysis' own).
+    pub async fn call_within(&self, review: &Value, timeout: Duration) -> Result<Value, String> {
         let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
         let request = http::Request::post(self.uri.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
@@ -135,7 +140,7 @@ impl Client {
             }
             crate::core::nesting::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
         };
-        match tokio::time::timeout(CALL_TIMEOUT, exchange).await {
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(format!("Post \"{}\": context deadline exceeded", self.uri)),
         }

@@ -1,8 +1,9 @@
 //! Shared vocabulary of the server: group/version/resource names, request info, user info,
 //! field errors, Kubernetes `Status` errors, name rules and time stamps.
 //!
-//! Owns plain data types and pure functions only. Must not do I/O, and must not depend on any
-//! other module of this crate: every other module may depend on it.
+//! Owns plain data types and pure functions only. Must not do I/O (`priority` makes one
+//! scheduling call on its caller's thread), and must not depend on any other module of this
+//! crate: every other module may depend on it.
 
 pub mod bounded_patch;
 pub mod error_chain;
@@ -15,6 +16,7 @@ pub mod namespace;
 pub mod nesting;
 pub mod parallel;
 pub mod paths;
+pub mod priority;
 pub mod random;
 pub mod request_info;
 pub mod request_scope;

@@ -22,15 +22,23 @@ pub const SERVED_DEFINITION_KIND: &str = "ServedDefinition";
 /// The subresource of `serveddefinitions` that asks for a storage-version migration: it takes
 /// `create` only, as Kubernetes' `pods/eviction` does, and answers a `Status`.
 pub const MIGRATE: &str = "migrate";
+/// The subresource of `serveddefinitions` that analyses what a candidate definition (the body
+/// of a `create`) would do to the stored objects; `delete` cancels the analysis under way.
+pub const IMPACT: &str = "impact";
 
-/// The action subresources of a definition (those that only take `create`, beside status and
-/// scale): `migrate` for the server's own `serveddefinitions`, none for any other.
+/// The action subresources of a definition (those that take `create`, beside status and
+/// scale): `migrate` and `impact` for the server's own `serveddefinitions`, none for any other.
 pub fn action_subresources(definition: &Definition) -> &'static [&'static str] {
     if definition.read_only && definition.group == GROUP && definition.plural == SERVED_DEFINITIONS {
-        &[MIGRATE]
+        &[MIGRATE, IMPACT]
     } else {
         &[]
     }
+}
+
+/// The verbs of an action subresource: `create`, and `delete` for `impact` (a cancellation).
+pub fn action_verbs(action: &str) -> &'static [&'static str] {
+    if action == IMPACT { &["create", "delete"] } else { &["create"] }
 }
 
 /// Where built-in definitions say they come from (in logs and problems).
@@ -60,7 +68,7 @@ pub fn served_definitions_manifest() -> Value {
                     "properties": {
                         "spec": open_object("The definition's spec as served (CustomResourceDefinitionSpec)."),
                         "status": open_object("CustomResourceDefinitionStatus (conditions, acceptedNames, \
-                            storedVersions), plus storageVersion, objectsPerVersion, migration and lastReloadError."),
+                            storedVersions), plus storageVersion, objectsPerVersion, migration, lastReloadError and impact."),
                     },
                 }},
                 "additionalPrinterColumns": [

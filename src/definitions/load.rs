@@ -122,34 +122,75 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
 /// [`definition_from_value`], keeping the manifest.
 pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+    checked_from_value(raw, source).map_err(|refusal| match refusal {
+        Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]),
+        refusal => Problem::new(source, name, refusal.messages()),
+    })
+}
+
+/// Why a manifest is not a definition that can be served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Another kind, or not `apiextensions.k8s.io/v1`.
+    NotADefinition(String),
+    /// It does not decode as a CustomResourceDefinition (`why`: unknown fields, a document that
+    /// is not an object...), besides the fields of the wrong JSON type (`misfits`, by path).
+    Undecodable { misfits: Vec<crate::core::field::FieldError>, why: String },
+    /// It decodes, and Kubernetes' create checks refuse it (or some fields are of the wrong JSON
+    /// type): the errors with their field paths.
+    Invalid(Vec<crate::core::field::FieldError>),
+}
+
+impl Refusal {
+    /// A manifest that cannot be decoded, for `why`.
+    pub fn undecodable(why: impl Into<String>) -> Refusal {
+        Refusal::Undecodable { misfits: Vec::new(), why: why.into() }
+    }
+
+    /// Every reason, one a line, field errors with their paths first.
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            Refusal::NotADefinition(why) => vec![why.clone()],
+            Refusal::Undecodable { misfits, why } => {
+                misfits.iter().map(ToString::to_string).chain(std::iter::once(why.clone())).collect()
+            }
+            Refusal::Invalid(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+/// Checks one manifest document as Kubernetes checks a created CustomResourceDefinition (after
+/// defaulting it) and builds its served model, or says why not with structured errors (for a
+/// 422 with field paths).
+pub fn checked_from_value(raw: Value, source: &str) -> Result<Loaded, Refusal> {
     let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
     if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
-        return Err(Problem::new(
-            source,
-            None,
-            vec![format!("expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}")],
-        ));
+        return Err(Refusal::NotADefinition(format!(
+            "expected apiextensions.k8s.io/v1 CustomResourceDefinition, found {api_version} {kind}"
+        )));
     }
     // Fields of the wrong type are named (all of them) and left out, so that the rest is
     // decoded and checked too.
     let (misfits, raw) = super::shape::check(&raw);
-    let mut errors: Vec<String> = misfits.iter().map(ToString::to_string).collect();
-    let mut crd: CustomResourceDefinition = serde_json::from_value(raw.clone()).map_err(|e| {
-        errors.push(e.to_string());
-        Problem::new(source, name.clone(), errors.clone())
-    })?;
-    let decoded = serde_json::to_value(&crd).map_err(|e| Problem::new(source, name.clone(), vec![e.to_string()]))?;
+    let mut crd: CustomResourceDefinition = match serde_json::from_value(raw.clone()) {
+        Ok(crd) => crd,
+        Err(e) => return Err(Refusal::Undecodable { misfits, why: e.to_string() }),
+    };
+    let decoded = match serde_json::to_value(&crd) {
+        Ok(decoded) => decoded,
+        Err(e) => return Err(Refusal::Undecodable { misfits, why: e.to_string() }),
+    };
     let unknown = super::strict::unknown_fields(&raw, &decoded);
     if !unknown.is_empty() {
-        errors.push(super::strict::message(&unknown));
-        return Err(Problem::new(source, name, errors));
+        return Err(Refusal::Undecodable { misfits, why: super::strict::message(&unknown) });
     }
     validate::apply_defaults(&mut crd);
     let (invalid, rules) = validate::check_and_compile(&crd, &raw);
-    errors.extend(invalid.iter().map(ToString::to_string));
+    let mut errors = misfits;
+    errors.extend(invalid);
     if !errors.is_empty() {
-        return Err(Problem::new(source, name, errors));
+        return Err(Refusal::Invalid(errors));
     }
     let mut definition = super::build::build_compiled(crd.clone(), source.to_string(), rules);
     let schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();

@@ -27,6 +27,18 @@ impl Served {
         );
         Served { definition, version, series }
     }
+
+    /// A version of a definition that is not served (an impact analysis' candidate): the write
+    /// path's checks run on it, and no request metrics series is made for it.
+    pub fn unserved(definition: Arc<Definition>, version: Arc<Version>) -> Served {
+        let series = crate::metrics::requests::Resources::unregistered(
+            &definition.group,
+            &version.name,
+            &definition.plural,
+            &definition.kind,
+        );
+        Served { definition, version, series }
+    }
 }
 
 /// Served resources by group, version and plural.

@@ -48,7 +48,8 @@ pub async fn write(store: &Backend, definition: &Definition, facts: &Facts<'_>) 
             ),
             None => (uuid::Uuid::new_v4().to_string(), crate::core::time::now_rfc3339()),
         };
-        let object = render(definition, facts, &uid, &created);
+        let mut object = render(definition, facts, &uid, &created);
+        keep_impact(&mut object, existing.as_ref());
         if existing.as_ref() == Some(&object) {
             return Ok(());
         }
@@ -64,6 +65,60 @@ pub async fn write(store: &Backend, definition: &Definition, facts: &Facts<'_>) 
         }
     }
     Ok(())
+}
+
+/// The impact analysis an object shows stays when the controller rewrites it: analyses write
+/// it (`update_impact`), whichever replica ran them.
+fn keep_impact(object: &mut Value, existing: Option<&Value>) {
+    let Some(impact) = existing.and_then(|e| e.pointer("/status/impact")) else { return };
+    if let Some(status) = object.get_mut("status") {
+        put(status, IMPACT, impact.clone());
+    }
+}
+
+/// Where the status object shows the last impact analysis of its definition.
+const IMPACT: &str = "impact";
+
+/// Sets `status.impact` of `definition`'s status object by compare-and-swap: `change` sees the
+/// analysis the object shows now and gives the one to write, or `None` to leave it (then
+/// nothing is written). An object not written yet is written with what the store's records
+/// say of it. Returns what was written.
+pub async fn update_impact(
+    store: &Backend,
+    definition: &Definition,
+    change: &mut (dyn FnMut(Option<&Value>) -> Option<Value> + Send),
+) -> Result<Option<Value>, Error> {
+    let key = object_key(&definition.name);
+    for _ in 0..8 {
+        let current = store.get(&key).await?;
+        let existing: Option<Value> = current.as_ref().and_then(|c| serde_json::from_slice(&c.value).ok());
+        let Some(impact) = change(existing.as_ref().and_then(|e| e.pointer("/status/impact"))) else {
+            return Ok(None);
+        };
+        let mut object = match existing {
+            Some(object) => object,
+            None => {
+                let stored = super::stored_versions::read(store, &definition.name).await?;
+                let facts = Facts { stored_versions: &stored, ..Facts::default() };
+                let created = crate::core::time::now_rfc3339();
+                render(definition, &facts, &uuid::Uuid::new_v4().to_string(), &created)
+            }
+        };
+        if let Some(status) = object.get_mut("status") {
+            put(status, IMPACT, impact.clone());
+        }
+        let bytes = Bytes::from(serde_json::to_vec(&object).map_err(|e| Error::Backend(e.to_string()))?);
+        let written = match current {
+            Some(c) => store.update(&key, c.revision, bytes).await,
+            None => store.create(&key, bytes).await,
+        };
+        match written {
+            Ok(_) => return Ok(Some(impact)),
+            Err(Error::Conflict { .. } | Error::AlreadyExists(_) | Error::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Backend(format!("the status of {} kept changing while its impact was written", definition.name)))
 }
 
 /// Removes the status objects of definitions no longer served (`served` says which are).

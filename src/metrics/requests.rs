@@ -1,7 +1,7 @@
 //! The per-resource request and watch series of k8s.io/apiserver (`apiserver_request_total`,
 //! `_duration_seconds`, `apiserver_response_sizes`, `apiserver_longrunning_requests`,
 //! `apiserver_request_aborts_total`, `apiserver_registered_watchers`,
-//! `apiserver_watch_events_total` and `_sizes`).
+//! `apiserver_watch_events_total` and `_sizes`, `apiserver_terminated_watchers_total`).
 //!
 //! Each served group/version/resource has one [`ResourceSeries`], found once when definitions
 //! load and handed to requests with the served resource, so recording is a few atomic adds:
@@ -129,6 +129,7 @@ pub struct ResourceSeries {
     watched: AtomicBool,
     watch_events: AtomicU64,
     watch_event_sizes: OnceLock<AtomicHistogram>,
+    terminated_watchers: AtomicU64,
 }
 
 impl ResourceSeries {
@@ -144,6 +145,7 @@ impl ResourceSeries {
             watched: AtomicBool::new(false),
             watch_events: AtomicU64::new(0),
             watch_event_sizes: OnceLock::new(),
+            terminated_watchers: AtomicU64::new(0),
         }
     }
 
@@ -166,6 +168,12 @@ impl ResourceSeries {
         self.watch_event_sizes
             .get_or_init(|| AtomicHistogram::new(&WATCH_EVENT_SIZE_BOUNDS, Unit::Plain))
             .observe(bytes as u64);
+    }
+
+    /// A watch of this resource was closed because its client did not keep up
+    /// (`apiserver_terminated_watchers_total`).
+    pub fn watcher_terminated(&self) {
+        self.terminated_watchers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The used cells with their labels, in table order.
@@ -232,6 +240,12 @@ impl Resources {
             .clone();
         self.by_name.store(Arc::new(index));
         series
+    }
+
+    /// A series counted nowhere, for a definition that is not served (the candidate of an
+    /// impact analysis): nothing it records is exposed, and `lookup` never finds it.
+    pub fn unregistered(group: &str, version: &str, resource: &str, kind: &str) -> Arc<ResourceSeries> {
+        Arc::new(ResourceSeries::new(group, version, resource, kind, SUBRESOURCES))
     }
 
     /// The series of a resource that is served, for requests refused before routing (429s,

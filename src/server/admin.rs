@@ -3,11 +3,14 @@
 //! migration pass asked for, as Kubernetes' `pods/<name>/eviction` asks for an eviction: a
 //! subresource that only takes `create`) and `POST /delete-objects?name=<name>[&confirm=true]`
 //! (the objects of a definition that is no longer served counted, or deleted, while the server
-//! runs; its progress streamed as JSON lines).
+//! runs; its progress streamed as JSON lines); and from the impact analyses:
+//! `POST .../serveddefinitions/<name>/impact` (the candidate definition as the body; 202, the
+//! analysis then shows in the status) and `DELETE` of it (the analysis under way cancelled).
 //!
-//! Both were authorized by the filter chain like every request (SubjectAccessReview: `create`
-//! on `serveddefinitions/migrate`; `post` on the non-resource URL `/delete-objects`). Owns the
-//! HTTP shape of these requests only; what they do is `lifecycle::controller`'s.
+//! All were authorized by the filter chain like every request (SubjectAccessReview: `create`
+//! on `serveddefinitions/migrate` or `serveddefinitions/impact`, `delete` on the latter; `post`
+//! on the non-resource URL `/delete-objects`). Owns the HTTP shape of these requests only; what
+//! they do is `lifecycle::controller`'s and `impact::runner`'s.
 
 use std::sync::Arc;
 
@@ -16,20 +19,32 @@ use serde_json::json;
 
 use crate::api::body::{self, ReqBody, RespBody};
 use crate::api::negotiate::Encoding;
+use crate::core::gvr::GroupKind;
 use crate::core::gvr::GroupResource;
 use crate::core::request_info::{Query, RequestInfo};
 use crate::core::status::{ApiError, Status, StatusDetails};
-use crate::definitions::builtin::{self, MIGRATE};
+use crate::definitions::builtin::{self, IMPACT, MIGRATE};
+use crate::definitions::load::Refusal;
+use crate::impact::runner::{RequestError as RunnerError, Runner};
 use crate::lifecycle::controller::{Controller, RequestError};
 use crate::lifecycle::migrate::progress::Requested;
 use crate::lifecycle::removed;
 
 /// Whether a resource request addresses the `migrate` subresource of `serveddefinitions`.
 pub fn is_migrate(info: &RequestInfo) -> bool {
+    is_action(info, MIGRATE)
+}
+
+/// Whether a resource request addresses the `impact` subresource of `serveddefinitions`.
+pub fn is_impact(info: &RequestInfo) -> bool {
+    is_action(info, IMPACT)
+}
+
+fn is_action(info: &RequestInfo, action: &str) -> bool {
     info.is_resource_request
         && info.api_group == builtin::GROUP
         && info.resource == builtin::SERVED_DEFINITIONS
-        && info.subresource == MIGRATE
+        && info.subresource == action
 }
 
 fn served_definitions() -> GroupResource {
@@ -50,11 +65,8 @@ pub async fn migrate(
     }
 }
 
-async fn request_migration(
-    controller: &Controller,
-    info: &RequestInfo,
-    request: Request<ReqBody>,
-) -> Result<Status, ApiError> {
+/// A request to an action subresource names one served definition, at the resource's path.
+fn check_action_path(info: &RequestInfo) -> Result<(), ApiError> {
     if info.api_version != builtin::VERSION
         || !info.namespace.is_empty()
         || info.name.is_empty()
@@ -62,6 +74,15 @@ async fn request_migration(
     {
         return Err(ApiError::path_not_found());
     }
+    Ok(())
+}
+
+async fn request_migration(
+    controller: &Controller,
+    info: &RequestInfo,
+    request: Request<ReqBody>,
+) -> Result<Status, ApiError> {
+    check_action_path(info)?;
     if request.method() != Method::POST {
         let resource = GroupResource::new(builtin::GROUP, format!("{}/{MIGRATE}", builtin::SERVED_DEFINITIONS));
         return Err(ApiError::method_not_supported(&resource, &info.verb));
@@ -84,7 +105,12 @@ async fn request_migration(
             format!("storage-version migration of {name} into {storage} is already under way")
         }
     };
-    Ok(Status {
+    Ok(success(name, message, StatusCode::ACCEPTED, String::new()))
+}
+
+/// A `Success` Status about the served definition `name` (`uid`: what was started, if named).
+fn success(name: &str, message: String, code: StatusCode, uid: String) -> Status {
+    Status {
         kind: "Status".to_string(),
         api_version: "v1".to_string(),
         metadata: serde_json::Map::new(),
@@ -95,10 +121,79 @@ async fn request_migration(
             name: name.to_string(),
             group: builtin::GROUP.to_string(),
             kind: builtin::SERVED_DEFINITIONS.to_string(),
+            uid,
             ..StatusDetails::default()
         }),
-        code: StatusCode::ACCEPTED.as_u16(),
-    })
+        code: code.as_u16(),
+    }
+}
+
+/// Answers a request to `serveddefinitions/<name>/impact`: `POST` with the candidate definition
+/// (JSON or YAML) starts an analysis (202, its id as `details.uid`; it then shows in the status),
+/// `DELETE` cancels the one under way. 404 for a definition that is not served, 422 with
+/// Kubernetes' field errors for a candidate that is not a valid definition.
+pub async fn impact(
+    runner: &Arc<Runner>,
+    info: &RequestInfo,
+    request: Request<ReqBody>,
+    encoding: Encoding,
+) -> Response<RespBody> {
+    match impact_request(runner, info, request).await {
+        Ok(status) => body::status_response(&status, encoding),
+        Err(e) => body::error_response(&e, encoding),
+    }
+}
+
+async fn impact_request(
+    runner: &Arc<Runner>,
+    info: &RequestInfo,
+    request: Request<ReqBody>,
+) -> Result<Status, ApiError> {
+    check_action_path(info)?;
+    let name = info.name.as_str();
+    let refused = |e: RunnerError| match e {
+        RunnerError::NotServed(_) => ApiError::not_found(&served_definitions(), name),
+        // Fields of the wrong type are field errors too: a 422 naming them (the rest is told
+        // once they are fixed).
+        RunnerError::Candidate(Refusal::Invalid(errors) | Refusal::Undecodable { misfits: errors, .. })
+            if !errors.is_empty() =>
+        {
+            ApiError::invalid(&GroupKind::new("apiextensions.k8s.io", "CustomResourceDefinition"), name, &errors)
+        }
+        RunnerError::Candidate(refusal) => ApiError::bad_request(refusal.messages().join("; ")),
+        e @ RunnerError::WrongName { .. } => ApiError::bad_request(e.to_string()),
+        RunnerError::Store(e) => storage_error(e),
+    };
+    match *request.method() {
+        Method::POST => {
+            let content_type =
+                request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let essence =
+                content_type.as_deref().and_then(|c| c.split(';').next()).map(|c| c.trim().to_ascii_lowercase());
+            if essence.as_deref().is_some_and(|c| c != "application/json" && c != "application/yaml") {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "the body of an {IMPACT} request is a CustomResourceDefinition in JSON or YAML, not {}",
+                    content_type.unwrap_or_default()
+                )));
+            }
+            let bytes = body::read_limited(request.into_body()).await?;
+            let id = runner.request(name, &bytes).await.map_err(refused)?;
+            let message =
+                format!("impact analysis of {name} started; it shows in the status of serveddefinitions/{name}");
+            Ok(success(name, message, StatusCode::ACCEPTED, id))
+        }
+        Method::DELETE => {
+            let message = match runner.cancel(name).await.map_err(refused)? {
+                true => format!("impact analysis of {name} cancelled"),
+                false => format!("no impact analysis of {name} is under way"),
+            };
+            Ok(success(name, message, StatusCode::OK, String::new()))
+        }
+        _ => {
+            let resource = GroupResource::new(builtin::GROUP, format!("{}/{IMPACT}", builtin::SERVED_DEFINITIONS));
+            Err(ApiError::method_not_supported(&resource, &info.verb))
+        }
+    }
 }
 
 /// `dryRun=All`, or nothing; any other value is refused as Kubernetes refuses it.

@@ -162,6 +162,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WithRefusalBodies<S> {
         }
     }
 
+    /// hyper writes vectored when the transport can: it then keeps a body's `Bytes` until they
+    /// are written instead of copying them into a buffer of its own (up to its 1 MiB read and
+    /// write limit per connection), which is what bounds the memory of a watch whose client
+    /// does not read (`api::watch`). A bare refusal is a head alone: one slice, checked as
+    /// `poll_write` checks it.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut slices = bufs.iter().filter(|b| !b.is_empty());
+        match (slices.next(), slices.next()) {
+            (None, _) => Poll::Ready(Ok(0)),
+            (Some(only), None) => self.poll_write(cx, only),
+            _ if self.replacing.is_some() => {
+                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+                self.poll_write(cx, first)
+            }
+            _ => Pin::new(&mut self.inner).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }

@@ -23,6 +23,8 @@ pub enum Endpoint {
     Takeover(bool),
     /// `serveddefinitions/<name>/migrate`: a storage-version migration asked for (`admin`).
     Migrate,
+    /// `serveddefinitions/<name>/impact`: an impact analysis asked for or cancelled (`admin`).
+    Impact,
     /// The objects of a definition no longer served, counted or deleted (`admin`).
     DeleteObjects,
     Version,
@@ -42,6 +44,8 @@ pub fn parse(method: &Method, path: &str, info: &RequestInfo) -> Endpoint {
     if info.is_resource_request {
         return if super::admin::is_migrate(info) {
             Endpoint::Migrate
+        } else if super::admin::is_impact(info) {
+            Endpoint::Impact
         } else if info.api_prefix == "apis" && !info.resource.is_empty() {
             Endpoint::Resource
         } else {
@@ -79,6 +83,8 @@ pub struct Router {
     pub takeovers: Option<Arc<crate::takeover::Takeovers>>,
     /// The lifecycle controller, for migrations asked for and objects deleted (`None`: refused).
     pub lifecycle: Option<Arc<crate::lifecycle::controller::Controller>>,
+    /// Impact analyses asked for (`None`: refused).
+    pub impacts: Option<Arc<crate::impact::runner::Runner>>,
 }
 
 /// The build's time (build.rs: `SOURCE_DATE_EPOCH`, else when it was built) as Kubernetes
@@ -114,7 +120,8 @@ impl Router {
         let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
         let posted =
             matches!(endpoint, Endpoint::Takeover(_) | Endpoint::DeleteObjects) && request.method() == Method::POST;
-        let resource = matches!(endpoint, Endpoint::Resource | Endpoint::Migrate | Endpoint::NotFound);
+        let resource =
+            matches!(endpoint, Endpoint::Resource | Endpoint::Migrate | Endpoint::Impact | Endpoint::NotFound);
         if !resource && !read_only && !posted {
             return body::error_response(&ApiError::method_not_allowed(), encoding);
         }
@@ -154,6 +161,15 @@ impl Router {
                     body::error_response(&ApiError::method_not_allowed(), encoding)
                 }
             }
+            Endpoint::Impact => match &self.impacts {
+                Some(impacts) => {
+                    let info = info.clone();
+                    Box::pin(super::admin::impact(impacts, &info, request, encoding)).await
+                }
+                None => {
+                    body::error_response(&ApiError::service_unavailable("impact analyses are not served"), encoding)
+                }
+            },
             Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
@@ -329,6 +345,7 @@ mod tests {
         assert_eq!(endpoint("/backup"), Endpoint::Backup);
         assert_eq!(endpoint("/delete-objects"), Endpoint::DeleteObjects);
         assert_eq!(endpoint("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/x.g.io/migrate"), Endpoint::Migrate);
+        assert_eq!(endpoint("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/x.g.io/impact"), Endpoint::Impact);
         assert_eq!(endpoint("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/x.g.io"), Endpoint::Resource);
         assert_eq!(endpoint("/nothing"), Endpoint::NotFound);
     }

@@ -8,21 +8,28 @@
 //! Owns the window and the fan-out to watchers. Must not do I/O: backends feed it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
-use crate::store::{Error, Event, Result, Revision, Versioned, key};
+use crate::store::{Error, Event, Result, Revision, Versioned, Watch, key};
 
-/// One change and the revision of the value it replaced.
+/// One change and the revision of the value it replaced. The event is shared with every
+/// watcher it is handed to.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
-    pub event: Event,
+    pub event: Arc<Event>,
     pub prev_revision: Revision,
 }
 
 impl Record {
+    pub fn new(event: Event, prev_revision: Revision) -> Record {
+        Record { event: Arc::new(event), prev_revision }
+    }
+
     fn prev(&self) -> Option<Versioned> {
         self.event.prev.clone().map(|value| Versioned { revision: self.prev_revision, value })
     }
@@ -32,9 +39,73 @@ impl Record {
     }
 }
 
+/// The bytes of values an event holds in a watcher's queue (shared with the window and every
+/// other watcher, but kept alive by the queue for as long as it holds them).
+fn queued_bytes(event: &Event) -> usize {
+    event.value.len() + event.prev.as_ref().map_or(0, Bytes::len)
+}
+
+/// What a watcher's queue and its `Watch` share: the bytes queued, and whether the store
+/// dropped the watcher because the queue filled.
+#[derive(Default)]
+pub(crate) struct Queue {
+    bytes: AtomicUsize,
+    overflowed: AtomicBool,
+    wake: Notify,
+}
+
+impl Queue {
+    /// The watcher took `event` from its queue.
+    pub fn taken(&self, event: &Event) {
+        self.bytes.fetch_sub(queued_bytes(event), Ordering::Relaxed);
+    }
+
+    /// Resolves once the queue overflowed (at once if it already did).
+    pub async fn overflowed(&self) {
+        loop {
+            let woken = self.wake.notified();
+            if self.overflowed.load(Ordering::Acquire) {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    fn overflow(&self) {
+        self.overflowed.store(true, Ordering::Release);
+        self.wake.notify_waiters();
+    }
+}
+
 struct Watcher {
     prefix: String,
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Arc<Event>>,
+    queue: Arc<Queue>,
+}
+
+impl Watcher {
+    /// Queues `event`; false when the watcher must be dropped: its receiver is gone, or its
+    /// queue is full in events or in bytes (a watcher that stopped reading). A single event
+    /// larger than the byte limit still goes into an empty queue.
+    fn offer(&self, event: &Arc<Event>) -> bool {
+        let size = queued_bytes(event);
+        let before = self.queue.bytes.fetch_add(size, Ordering::Relaxed);
+        if before > 0 && before + size > WATCHER_BYTES {
+            self.queue.bytes.fetch_sub(size, Ordering::Relaxed);
+            self.queue.overflow();
+            return false;
+        }
+        match self.tx.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(refused) => {
+                self.queue.bytes.fetch_sub(size, Ordering::Relaxed);
+                if matches!(refused, mpsc::error::TrySendError::Full(_)) {
+                    self.queue.overflow();
+                }
+                false
+            }
+        }
+    }
 }
 
 /// Limits of the retained window.
@@ -53,8 +124,13 @@ impl Default for HistoryLimits {
 /// How far past its limits the window grows to keep a pinned revision readable.
 const PINNED_LIMIT_FACTOR: usize = 8;
 
-/// Buffered events per watcher; a watcher that falls this far behind is dropped.
-pub(crate) const WATCHER_BUFFER: usize = 4096;
+/// Events queued per watcher; a watcher that falls this far behind is dropped. Each is a
+/// pointer to the shared event: 1024 of them cost a watcher 8 KiB at most, and absorb bursts
+/// (a migration's page, a `deletecollection`) for watchers that do read.
+pub(crate) const WATCHER_EVENTS: usize = 1024;
+/// Bytes of values queued per watcher: what one watcher that stopped reading can keep alive
+/// after the window has let the values go.
+pub(crate) const WATCHER_BYTES: usize = 16 << 20;
 
 pub(crate) struct History {
     records: VecDeque<Record>,
@@ -157,8 +233,8 @@ impl History {
                 continue;
             };
             if let Some(watchers) = self.watchers.get_mut(resource) {
-                // A full buffer means the watcher stopped reading: drop it rather than wait.
-                watchers.retain(|w| !event.key.starts_with(&w.prefix) || w.tx.try_send(event.clone()).is_ok());
+                // A full queue means the watcher stopped reading: drop it rather than wait.
+                watchers.retain(|w| !event.key.starts_with(&w.prefix) || w.offer(event));
                 if watchers.is_empty() {
                     self.watchers.remove(resource);
                 }
@@ -248,8 +324,8 @@ impl History {
         out
     }
 
-    /// Registers a watcher on `prefix` and returns the retained events after `from`.
-    pub fn subscribe(&mut self, prefix: &str, from: Revision) -> Result<(Vec<Event>, mpsc::Receiver<Event>)> {
+    /// Registers a watcher on `prefix`: the retained events after `from`, then live ones.
+    pub fn subscribe(&mut self, prefix: &str, from: Revision) -> Result<Watch> {
         if from > self.durable {
             return Err(Error::TooLarge { requested: from, current: self.durable });
         }
@@ -262,10 +338,12 @@ impl History {
             .filter(|r| r.event.key.starts_with(prefix))
             .map(|r| r.event.clone())
             .collect();
-        let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
+        let (tx, live) = mpsc::channel(WATCHER_EVENTS);
+        let queue = Arc::new(Queue::default());
         let resource = key::resource_prefix_of(prefix).unwrap_or(prefix).to_string();
-        self.watchers.entry(resource).or_default().push(Watcher { prefix: prefix.to_string(), tx });
-        Ok((backlog, rx))
+        let watcher = Watcher { prefix: prefix.to_string(), tx, queue: queue.clone() };
+        self.watchers.entry(resource).or_default().push(watcher);
+        Ok(Watch { backlog, live, queue })
     }
 
     /// Forgets watchers whose receivers are gone.
@@ -283,22 +361,33 @@ mod tests {
     use crate::store::EventType;
 
     fn record(revision: Revision, key: &str) -> Record {
-        Record {
-            event: Event {
-                kind: EventType::Added,
-                key: key.into(),
-                revision,
-                value: Bytes::from_static(b"{}"),
-                prev: None,
-            },
-            prev_revision: 0,
+        sized(revision, key, Bytes::from_static(b"{}"))
+    }
+
+    fn sized(revision: Revision, key: &str, value: Bytes) -> Record {
+        Record::new(Event { kind: EventType::Added, key: key.into(), revision, value, prev: None }, 0)
+    }
+
+    /// Writes `records` one revision after another, each made durable (delivered) at once.
+    fn write(history: &mut History, records: impl IntoIterator<Item = Record>) {
+        for record in records {
+            let revision = record.event.revision;
+            history.push_pending(vec![record]);
+            history.make_durable(revision);
         }
+    }
+
+    /// Whether `fell_behind` has resolved, without waiting.
+    fn fell_behind(watch: &Watch) -> bool {
+        let waiting = std::pin::pin!(watch.fell_behind());
+        let waker = std::task::Waker::noop();
+        waiting.poll(&mut std::task::Context::from_waker(waker)).is_ready()
     }
 
     #[test]
     fn a_failed_batch_is_pending_until_settled() {
         let mut history = History::new(10, HistoryLimits::default());
-        let (_, mut live) = history.subscribe("/g/r/", 10).unwrap();
+        let mut watch = history.subscribe("/g/r/", 10).unwrap();
         history.push_pending(vec![record(11, "/g/r/a")]);
         history.make_durable(11);
         history.push_pending(vec![record(12, "/g/r/b"), record(13, "/g/r/c")]);
@@ -310,8 +399,8 @@ mod tests {
         history.discard_pending_after(11);
         history.make_durable(13);
         assert_eq!((history.durable(), history.newest()), (13, 11));
-        assert_eq!(live.try_recv().unwrap().revision, 11);
-        assert!(live.try_recv().is_err());
+        assert_eq!(watch.live.try_recv().unwrap().revision, 11);
+        assert!(watch.live.try_recv().is_err());
         assert!(history.changed_since("/g/r/", None, 11).is_empty());
     }
 
@@ -342,12 +431,67 @@ mod tests {
     #[test]
     fn a_reset_ends_watchers_and_expires_older_revisions() {
         let mut history = History::new(10, HistoryLimits::default());
-        let (_, mut live) = history.subscribe("/g/r/", 10).unwrap();
+        let mut watch = history.subscribe("/g/r/", 10).unwrap();
         history.push_pending(vec![record(11, "/g/r/a")]);
         history.reset(20);
         assert_eq!((history.durable(), history.newest()), (20, 20));
-        assert!(matches!(live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
+        assert!(matches!(watch.live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
+        assert!(!fell_behind(&watch), "ended, not dropped for falling behind");
         assert!(matches!(history.subscribe("/g/r/", 15), Err(Error::Expired { requested: 15, oldest: 20 })));
         assert!(history.subscribe("/g/r/", 20).is_ok());
+    }
+
+    #[test]
+    fn a_watcher_that_does_not_take_its_events_is_dropped_at_its_event_limit() {
+        let mut history = History::new(0, HistoryLimits::default());
+        let mut stalled = history.subscribe("/g/r/", 0).unwrap();
+        let mut reading = history.subscribe("/g/r/", 0).unwrap();
+        let limit = WATCHER_EVENTS as u64;
+        for revision in 1..=limit {
+            write(&mut history, [record(revision, "/g/r/a")]);
+            assert_eq!(reading.live.try_recv().unwrap().revision, revision);
+        }
+        assert!(!fell_behind(&stalled), "a full queue is not yet an overflow");
+        write(&mut history, [record(limit + 1, "/g/r/a")]);
+        assert!(fell_behind(&stalled));
+        assert!(!fell_behind(&reading));
+        assert_eq!(reading.live.try_recv().unwrap().revision, limit + 1);
+        // What was queued can still be taken; then the stream ends.
+        for revision in 1..=limit {
+            assert_eq!(stalled.live.try_recv().unwrap().revision, revision);
+        }
+        assert!(matches!(stalled.live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
+        assert_eq!(history.watchers.get("/g/r/").map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_watcher_is_dropped_at_its_byte_limit_and_taking_events_frees_room() {
+        let mut history = History::new(0, HistoryLimits::default());
+        let mut watch = history.subscribe("/g/r/", 0).unwrap();
+        let quarter = Bytes::from(vec![b'x'; WATCHER_BYTES / 4]);
+        write(&mut history, (1..=4).map(|r| sized(r, "/g/r/a", quarter.clone())));
+        assert_eq!(watch.queue.bytes.load(Ordering::Relaxed), WATCHER_BYTES);
+        // Taking one event makes room for one more.
+        let taken = futures_util::FutureExt::now_or_never(watch.next()).flatten().unwrap();
+        assert_eq!(taken.revision, 1);
+        write(&mut history, [sized(5, "/g/r/a", quarter.clone())]);
+        assert!(!fell_behind(&watch));
+        write(&mut history, [record(6, "/g/r/a")]);
+        assert!(fell_behind(&watch), "a byte over the limit");
+        // A single event larger than the limit goes into an empty queue.
+        let mut large = history.subscribe("/g/r/", 6).unwrap();
+        write(&mut history, [sized(7, "/g/r/a", Bytes::from(vec![b'x'; WATCHER_BYTES + 1]))]);
+        assert!(!fell_behind(&large));
+        assert_eq!(large.live.try_recv().unwrap().revision, 7);
+    }
+
+    #[test]
+    fn events_are_shared_between_the_window_and_every_watcher() {
+        let mut history = History::new(0, HistoryLimits::default());
+        let mut watches: Vec<Watch> = (0..3).map(|_| history.subscribe("/g/r/", 0).unwrap()).collect();
+        write(&mut history, [record(1, "/g/r/a")]);
+        let received: Vec<Arc<Event>> = watches.iter_mut().map(|w| w.live.try_recv().unwrap()).collect();
+        let kept = &history.records.front().unwrap().event;
+        assert!(received.iter().all(|event| Arc::ptr_eq(event, kept)));
     }
 }

@@ -215,8 +215,31 @@ impl Client {
         path: &str,
         accept: &str,
     ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        self.raw_get_on(path, accept, None).await
+    }
+
+    /// `raw_get` on a socket whose receive buffer is `bytes` (the kernel's autotuning off):
+    /// a client that does not read stops the server's writes after a bounded amount.
+    pub async fn raw_get_with_receive_buffer(
+        &self,
+        path: &str,
+        bytes: u32,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        self.raw_get_on(path, "application/json", Some(bytes)).await
+    }
+
+    async fn raw_get_on(
+        &self,
+        path: &str,
+        accept: &str,
+        receive_buffer: Option<u32>,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
         use tokio::io::AsyncWriteExt;
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        if let Some(bytes) = receive_buffer {
+            socket.set_recv_buffer_size(bytes).unwrap();
+        }
+        let tcp = socket.connect(([127, 0, 0, 1], self.port).into()).await.unwrap();
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
         let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");

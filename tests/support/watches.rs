@@ -1,10 +1,18 @@
 //! Watch behaviour both backends must show, checked over raw HTTPS: what a watch with a label
 //! or field selector reports as an object enters and leaves its selection (kube-apiserver's
 //! cache watcher: ADDED with the new content on entering, DELETED with the previous content
-//! at the event's resourceVersion on leaving).
+//! at the event's resourceVersion on leaving); a watcher that stops reading while changes come
+//! is closed (its stream ends cleanly where it stopped, the server counts it in
+//! `apiserver_terminated_watchers_total` and no longer holds it), while a reading watcher of
+//! the same changes sees every one.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use super::TestServer;
 use super::http::Client;
 
 const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
@@ -98,4 +106,128 @@ pub fn check_objects_leaving_a_selection(client: &Client) {
         ("DELETED".to_string(), json!("teal"), json!("M"), left_at),
     ];
     assert_eq!(seen, expected);
+}
+
+/// The value of a sample of `/metrics` whose line starts with `series` (name and labels).
+fn sample(client: &Client, series: &str) -> Option<f64> {
+    let text = client.get("/metrics").unwrap().text();
+    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Waits (at most a minute: a hang guard) until `condition` holds.
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An event of a watch stream, as (type, resourceVersion, name).
+type Seen = (String, u64, String);
+
+/// Reads the events of a watch stream into `seen` until the server ends it (`true`) or
+/// `last` names the object of an event (`false`; the stream stays open while `lines` lives).
+async fn read_events<S: tokio::io::AsyncRead + Unpin>(
+    lines: &mut tokio::io::Lines<BufReader<S>>,
+    seen: &Mutex<Vec<Seen>>,
+    last: Option<&str>,
+) -> bool {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+            Ok(Ok(Some(line))) => {
+                // The zero-length chunk ends a chunked body: the server ended the watch.
+                if line.trim() == "0" {
+                    return true;
+                }
+                let Some(start) = line.find('{') else { continue };
+                let event: Value = serde_json::from_str(&line[start..]).unwrap();
+                let object = &event["object"]["metadata"];
+                let revision = object["resourceVersion"].as_str().unwrap().parse().unwrap();
+                let name = object["name"].as_str().unwrap().to_string();
+                let done = last == Some(name.as_str());
+                seen.lock().unwrap().push((event["type"].as_str().unwrap().to_string(), revision, name));
+                if done {
+                    return false;
+                }
+            }
+            Ok(Ok(None)) | Ok(Err(_)) => return true,
+            Err(_) => panic!("the watch neither sent nor ended for a minute"),
+        }
+    }
+}
+
+/// A watcher that stops reading while CronTabs of 8 KiB are created is closed; one that reads
+/// sees every creation. Creations go on in rounds until the server reports the stalled watcher
+/// closed, which must happen within `most` of them: its socket's receive buffer is small and
+/// the server's queue per watcher bounded, so it fills after a bounded number of changes. Each
+/// round waits until the reading watcher has seen it, so that one is never far behind. Needs
+/// the CronTab definition.
+pub fn check_a_watcher_that_stops_reading_is_closed(server: &TestServer, most: usize) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = Client::admin(server);
+    let watch_path = format!("{CRONTABS}?watch=1&resourceVersion=0&timeoutSeconds=600");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (stalled, reader) = runtime.block_on(async {
+        let stalled = client.raw_get_with_receive_buffer(&watch_path, 16 * 1024).await;
+        let reading = client.raw_get(&watch_path).await;
+        let seen = seen.clone();
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(reading).lines();
+            let ended = read_events(&mut lines, &seen, Some("last")).await;
+            (ended, lines)
+        });
+        (stalled, reader)
+    });
+    let watchers = r#"apiserver_registered_watchers{group="stable.example.com",version="v1",kind="CronTab"}"#;
+    let terminated = r#"apiserver_terminated_watchers_total{group="stable.example.com",resource="crontabs"}"#;
+    wait_until("both watches are registered", || sample(&client, watchers) == Some(2.0));
+    // Large objects, so that the stalled watcher's socket and queue fill in few changes.
+    let padding = "x".repeat(8 * 1024);
+    let create = |client: &Client, name: &str| {
+        let body = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": name}, "spec": {"image": padding}});
+        let response = client.send("POST", CRONTABS, "application/json", body.to_string()).unwrap();
+        assert_eq!(response.status, 201, "{}", response.text());
+    };
+    let (writers, per_writer) = (8, 25);
+    let mut created = 0;
+    while sample(&client, terminated).is_none() {
+        assert!(created < most, "the stalled watcher is still open after {created} changes");
+        std::thread::scope(|scope| {
+            for w in 0..writers {
+                let client = Client::admin(server);
+                let create = &create;
+                scope.spawn(move || {
+                    for i in 0..per_writer {
+                        create(&client, &format!("c{}", created + w * per_writer + i));
+                    }
+                });
+            }
+        });
+        created += writers * per_writer;
+        wait_until("the reading watcher saw the round", || seen.lock().unwrap().len() == created);
+    }
+    assert_eq!(sample(&client, terminated), Some(1.0), "only the stalled watcher was closed");
+    create(&client, "last");
+    let (ended, _reading) = runtime.block_on(reader).unwrap();
+    assert!(!ended, "the reading watch goes on");
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), created + 1, "the reading watcher saw every change");
+    assert!(seen.iter().all(|(kind, ..)| kind == "ADDED"));
+    assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "in order");
+    // The server no longer holds the stalled one, while its client still does not read.
+    wait_until("only the reading watch is registered", || sample(&client, watchers) == Some(1.0));
+    // Read now, its stream holds a gap-free prefix of the changes and ends cleanly.
+    let stalled_seen = Mutex::new(Vec::new());
+    let ended = runtime.block_on(async {
+        let mut stalled = stalled;
+        let mut head = [0u8; 1];
+        stalled.read_exact(&mut head).await.unwrap();
+        read_events(&mut BufReader::new(stalled).lines(), &stalled_seen, None).await
+    });
+    let stalled_seen = stalled_seen.into_inner().unwrap();
+    assert!(ended, "the server ended the stalled watch");
+    assert!(stalled_seen.len() < created, "closed before the end ({} events)", stalled_seen.len());
+    assert_eq!(stalled_seen[..], seen[..stalled_seen.len()], "a prefix of the changes, in order");
 }

@@ -25,6 +25,41 @@ pub struct Counters {
     pub http10: AtomicBool,
     /// Answers given as HTTP/1.0.
     pub http10_answers: AtomicUsize,
+    /// Refuse (a failed result) every review holding an object of this `spec.color`.
+    pub refused_color: std::sync::Mutex<Option<String>>,
+    /// While set, requests are held unanswered until [`Counters::release`].
+    pub holding: AtomicBool,
+    released: tokio::sync::Notify,
+    /// Requests that came in while held.
+    pub held: AtomicUsize,
+}
+
+impl Counters {
+    /// Holds every request from now on, unanswered.
+    pub fn hold(&self) {
+        self.holding.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers the held requests, and the next ones at once.
+    pub fn release(&self) {
+        self.holding.store(false, Ordering::SeqCst);
+        self.released.notify_waiters();
+    }
+
+    async fn wait_while_held(&self) {
+        let mut counted = false;
+        loop {
+            let released = self.released.notified();
+            if !self.holding.load(Ordering::SeqCst) {
+                return;
+            }
+            if !counted {
+                counted = true;
+                self.held.fetch_add(1, Ordering::SeqCst);
+            }
+            released.await;
+        }
+    }
 }
 
 /// One HTTP/1.0 exchange: reads the request (headers and Content-Length body), writes the
@@ -83,6 +118,13 @@ fn convert(review: &Value, counters: &Counters) -> Value {
     if counters.failing.load(Ordering::SeqCst) {
         return json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": uid, "result": {"status": "Failure", "message": "the converter is down for maintenance"}}});
+    }
+    let refused = counters.refused_color.lock().unwrap().clone();
+    if let Some(color) = refused
+        && objects.iter().any(|o| o["spec"]["color"] == json!(color))
+    {
+        return json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "response": {"uid": uid, "result": {"status": "Failure", "message": format!("cannot convert the color {color}")}}});
     }
     let converted: Vec<Value> = objects
         .into_iter()
@@ -154,6 +196,7 @@ impl Webhook {
                     let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
                         let counters = counters.clone();
                         async move {
+                            counters.wait_while_held().await;
                             let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                             let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                             let answer = serde_json::to_vec(&convert(&review, &counters)).unwrap();

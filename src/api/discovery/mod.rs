@@ -24,8 +24,6 @@ pub const RESOURCE_VERBS: &[&str] =
 pub const READ_ONLY_VERBS: &[&str] = &["get", "list", "watch"];
 /// Verbs of the status and scale subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
-/// Verbs of an action subresource (`builtin::action_subresources`).
-pub const ACTION_VERBS: &[&str] = &["create"];
 
 /// An encoded document with its entity tag.
 #[derive(Debug, Clone)]
@@ -233,7 +231,7 @@ fn api_resources(served: &Served) -> Vec<ApiResource<'_>> {
         out.push(sub("scale", "autoscaling", "v1", "Scale"));
     }
     for action in builtin::action_subresources(d) {
-        out.push(ApiResource { verbs: ACTION_VERBS, ..sub(action, "", "v1", "Status") });
+        out.push(ApiResource { verbs: builtin::action_verbs(action), ..sub(action, "", "v1", "Status") });
     }
     out
 }
@@ -260,7 +258,7 @@ fn aggregated_resource(served: &Served) -> ApiResourceDiscovery<'_> {
         subresources.push(ApiSubresourceDiscovery {
             subresource: action,
             response_kind: GroupVersionKind { group: "", version: "v1", kind: "Status" },
-            verbs: ACTION_VERBS,
+            verbs: builtin::action_verbs(action),
         });
     }
     ApiResourceDiscovery {

@@ -140,7 +140,7 @@ fn a_rebuild_keeps_the_documents_of_unchanged_groups_and_equals_a_full_build() {
 }
 
 #[test]
-fn served_definitions_list_their_migrate_subresource_with_create_only() {
+fn served_definitions_list_their_migrate_and_impact_subresources_with_their_verbs() {
     let (registry, problems) = Registry::build_shared(crate::definitions::builtin::shared().to_vec());
     assert!(problems.is_empty(), "{problems:?}");
     let discovery = Discovery::build(&registry);
@@ -151,13 +151,17 @@ fn served_definitions_list_their_migrate_subresource_with_create_only() {
         migrate.map(|r| (r["verbs"].clone(), r["kind"].clone(), r["version"].clone())),
         Some((json!(["create"]), json!("Status"), json!("v1")))
     );
+    let impact = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == "serveddefinitions/impact");
+    assert_eq!(impact.map(|r| r["verbs"].clone()), Some(json!(["create", "delete"])));
     let aggregated: serde_json::Value = serde_json::from_slice(&discovery.aggregated_v2.body).unwrap();
     let resource = &aggregated["items"][0]["versions"][0]["resources"][0];
     assert_eq!(resource["resource"], "serveddefinitions");
     assert_eq!(
         resource["subresources"],
         json!([{"subresource": "migrate", "responseKind": {"group": "", "version": "v1", "kind": "Status"},
-            "verbs": ["create"]}])
+            "verbs": ["create"]},
+            {"subresource": "impact", "responseKind": {"group": "", "version": "v1", "kind": "Status"},
+            "verbs": ["create", "delete"]}])
     );
 }
 

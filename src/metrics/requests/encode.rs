@@ -148,6 +148,17 @@ fn watches(encoder: &mut DescriptorEncoder, all: &[Arc<ResourceSeries>]) -> Fmt 
             family.encode_family(&set)?.encode_counter::<NoLabelSet, _, u64>(&sent, None)?;
         }
     }
+    {
+        let help = "[ALPHA] Counter of watchers closed due to unresponsiveness broken by resource type.";
+        let mut family = encoder.encode_descriptor("apiserver_terminated_watchers", help, None, MetricType::Counter)?;
+        for series in watched() {
+            let terminated = series.terminated_watchers.load(Ordering::Relaxed);
+            if terminated > 0 {
+                let set = [("group", &*series.group), ("resource", &*series.resource)];
+                family.encode_family(&set)?.encode_counter::<NoLabelSet, _, u64>(&terminated, None)?;
+            }
+        }
+    }
     let help = "[ALPHA] Size in bytes of the watch events sent, by group, version and resource.";
     let mut family = encoder.encode_descriptor("apiserver_watch_events_sizes", help, None, MetricType::Histogram)?;
     for series in all {

@@ -422,7 +422,7 @@ mod tests {
 
     fn record(kind: EventType, key: &str, revision: Revision, value: &'static str) -> Record {
         let event = Event { kind, key: key.into(), revision, value: Bytes::from_static(value.as_bytes()), prev: None };
-        Record { event, prev_revision: 0 }
+        Record::new(event, 0)
     }
 
     fn live(revision: Revision) -> Cache {

@@ -229,5 +229,5 @@ fn record(shared: &Shared, event: &etcd_client::Event) -> Option<Record> {
             }
         }
     };
-    Some(Record { event, prev_revision })
+    Some(Record::new(event, prev_revision))
 }

@@ -603,8 +603,7 @@ impl Store for EtcdStore {
         }
         let mut history = self.shared.history();
         history.prune_closed_watchers();
-        let (backlog, live) = history.subscribe(prefix, from)?;
-        Ok(Watch::new(backlog, live))
+        history.subscribe(prefix, from)
     }
 
     fn health(&self) -> Result<()> {

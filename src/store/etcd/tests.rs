@@ -44,7 +44,7 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     let mut watch_on_b = b_replica.watch("/g/r/", start).await.unwrap();
     let created = a.create("/g/r/x", b("1")).await.unwrap();
     let event = tokio::time::timeout(Duration::from_secs(5), watch_on_b.next()).await.unwrap().unwrap();
-    assert_eq!((event.kind, event.revision, event.value), (EventType::Added, created, b("1")));
+    assert_eq!((event.kind, event.revision, event.value.clone()), (EventType::Added, created, b("1")));
     // Both replicas decide conflicts through etcd: the second update from the same revision
     // loses, whichever replica it went to.
     let updated = b_replica.update("/g/r/x", created, b("2")).await.unwrap();
@@ -55,7 +55,7 @@ async fn replicas_share_revisions_conflicts_and_watches() {
     // A client that resumes on the other replica from what it saw gets what followed, once.
     let mut resumed = a.watch("/g/r/", created).await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(5), resumed.next()).await.unwrap().unwrap();
-    assert_eq!((next.kind, next.revision, next.prev), (EventType::Modified, updated, Some(b("1"))));
+    assert_eq!((next.kind, next.revision, next.prev.clone()), (EventType::Modified, updated, Some(b("1"))));
     // A write b acknowledged becomes b's current revision once b's watch delivers it.
     assert!(b_replica.wait_for_revision(updated, Duration::from_secs(30)).await);
     assert!(b_replica.current_revision() >= updated);
@@ -317,7 +317,7 @@ async fn an_advance_moves_every_replicas_later_revisions_and_keeps_the_earlier_o
     let mut seen = Vec::new();
     while seen.len() < 3 {
         let event = tokio::time::timeout(Duration::from_secs(5), watch_on_b.next()).await.unwrap().unwrap();
-        seen.push((event.key, event.revision));
+        seen.push((event.key.clone(), event.revision));
     }
     let revisions: Vec<u64> = seen.iter().map(|(_, r)| *r).collect();
     assert!(revisions.windows(2).all(|w| w[0] < w[1]) && revisions[0] > floor, "{seen:?}");

@@ -99,7 +99,7 @@ impl Shared {
     fn read(&self, key: &[u8]) -> Result<Option<Versioned>> {
         let slot = self.tree();
         let raw = self.tree_or_fault(&slot)?.get(key).map_err(|e| self.read_error(e))?;
-        raw.map(|v| decode(&v)).transpose()
+        raw.map(decode).transpose()
     }
 
     /// A sled error met by a read, as the contract names it; an I/O error is kept for the
@@ -170,11 +170,14 @@ fn encode(revision: Revision, value: &[u8]) -> Vec<u8> {
     out
 }
 
-fn decode(raw: &[u8]) -> Result<Versioned> {
-    let (rev, value) = raw.split_at_checked(8).ok_or_else(|| Error::Backend("stored value is truncated".into()))?;
+/// A stored value as sled holds it: its revision, then its bytes. The bytes are not copied:
+/// they stay the ones sled's cache holds, shared by every reader of them (watches' initial
+/// states, lists in flight) for as long as one holds them.
+fn decode(raw: sled::IVec) -> Result<Versioned> {
+    let (rev, _) = raw.split_at_checked(8).ok_or_else(|| Error::Backend("stored value is truncated".into()))?;
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(rev);
-    Ok(Versioned { revision: u64::from_be_bytes(bytes), value: Bytes::copy_from_slice(value) })
+    Ok(Versioned { revision: u64::from_be_bytes(bytes), value: Bytes::from_owner(raw).slice(8..) })
 }
 
 impl SledStore {
@@ -340,7 +343,7 @@ impl SledStore {
                     let Some(Ok((_, raw))) = scan.next() else {
                         break;
                     };
-                    let v = decode(&raw)?;
+                    let v = decode(raw)?;
                     // Applied after `at` yet absent from the history snapshot cannot happen
                     // under the gate; skip defensively rather than show a newer value.
                     (t, Some(v).filter(|v| v.revision <= at))
@@ -442,8 +445,7 @@ impl Store for SledStore {
     async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
         let mut history = self.shared.history();
         history.prune_closed_watchers();
-        let (backlog, live) = history.subscribe(prefix, from)?;
-        Ok(Watch::new(backlog, live))
+        history.subscribe(prefix, from)
     }
 
     fn health(&self) -> Result<()> {

@@ -545,16 +545,10 @@ impl Writer {
             batch.insert(key.as_bytes(), encode(revision, &value));
             overlay.insert(key.to_string(), Some(Versioned { revision, value: value.clone() }));
         }
-        records.push(Record {
-            event: Event {
-                kind,
-                key: key.to_string(),
-                revision,
-                value,
-                prev: current.as_ref().map(|c| c.value.clone()),
-            },
-            prev_revision: current.map_or(0, |c| c.revision),
-        });
+        records.push(Record::new(
+            Event { kind, key: key.to_string(), revision, value, prev: current.as_ref().map(|c| c.value.clone()) },
+            current.map_or(0, |c| c.revision),
+        ));
         Ok(Outcome { revision, deleted })
     }
 }

@@ -1,17 +1,22 @@
 //! WATCH of a collection: initial state (when asked for), then every change as
 //! newline-delimited `{"type","object"}` events, filtered by the call's selectors, until the
 //! timeout or the client goes away.
+//!
+//! What a watch holds while its client is slow is bounded and mostly shared: the initial state
+//! is the list's stored bytes (the store's own, not copies), each object rendered only when the
+//! connection has taken the lines before it (`pipe`); live events wait in the store's bounded
+//! queue as shared events. A watcher whose queue fills (its client stopped reading while
+//! changes came) is ended at once, as Kubernetes' cacher terminates an unresponsive watcher:
+//! the stream ends cleanly after what was already handed to the connection, and the client
+//! watches again from the last resourceVersion it saw.
+
+mod pipe;
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
-use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::Api;
 use super::body::RespBody;
@@ -37,8 +42,6 @@ fn deadline_after(timeout: Duration) -> tokio::time::Instant {
     let now = tokio::time::Instant::now();
     now.checked_add(timeout).unwrap_or(now + FAR_FUTURE)
 }
-/// Encoded events buffered between the watch task and the connection.
-const STREAM_BUFFER: usize = 64;
 
 struct Params {
     timeout: Duration,
@@ -115,6 +118,8 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
     let filter = Filter::of(call)?;
     let params = params(api, call)?;
     let prefix = call.prefix();
+    // The initial state as the store holds it: each object's bytes (shared with the store)
+    // and revision, rendered only as the connection drains.
     let mut initial = Vec::new();
     let start = if params.initial_events {
         let mut options = ListOptions::default();
@@ -127,12 +132,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             options.freshness = store::Freshness::NotOlderThan(revision);
         }
         let page = api.store().list(&prefix, options).await.map_err(|e| errors::storage(e, call, ""))?;
-        for kv in page.items {
-            let object = present::from_storage(call, &kv.value, kv.revision)?;
-            if filter.matches(&object) {
-                initial.push(object);
-            }
-        }
+        initial = page.items.into_iter().map(|kv| (kv.revision, kv.value)).collect();
         page.revision
     } else {
         let from = params.from.unwrap_or_else(|| api.store().current_revision());
@@ -141,7 +141,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         }
         from
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
+    let (sink, body) = pipe::channel();
     // A resource taken over from the main apiserver expires what clients hold from there.
     let floor = if params.initial_events { None } else { api.below_floor(call, start) };
     let watched = match floor {
@@ -153,30 +153,33 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         Err(store::Error::Expired { requested, oldest }) => {
             // Kubernetes answers 200 and sends the error as the first event.
             let status = ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
-            let _ = tx.try_send(encode_event("ERROR", &serde_json::to_value(status).unwrap_or_default()));
+            sink.try_send_now(encode_event("ERROR", &serde_json::to_value(status).unwrap_or_default()));
             None
         }
         Err(e) => return Err(errors::storage(e, call, "")),
     };
     if let Some(events) = events {
+        // The request's headers are not needed past negotiation; they would keep the
+        // connection's read buffer they were parsed from alive for as long as the watch runs.
+        let mut call = call.clone();
+        call.headers = http::HeaderMap::new();
+        let watcher = call.served.series.watcher();
         let stream = Stream {
-            call: call.clone(),
+            columns: Columns::for_version(&call.served.version),
+            call,
             output,
             filter,
-            columns: Columns::for_version(&call.served.version),
-            tx,
+            sink,
             last: start,
             deadline: deadline_after(params.timeout),
             store: api.store().clone(),
             headers_sent: false,
             catalog: api.catalog_changes(),
-            _watcher: call.served.series.watcher(),
+            _watcher: watcher,
         };
         tokio::spawn(stream.run(events, initial, params));
     }
-    let body =
-        StreamBody::new(ReceiverStream::new(rx).map(|chunk| Ok::<_, std::convert::Infallible>(Frame::data(chunk))));
-    let mut response = Response::new(BodyExt::boxed_unsync(body));
+    let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(response)
@@ -184,7 +187,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
 
 /// The line of an unfiltered plain-object event written from the stored bytes, when they
 /// read back unchanged (`verbatim`): what `encode_event` writes for the object read from them.
-fn verbatim_line(call: &Call, event: &store::Event) -> Option<Bytes> {
+fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
     let kind = match event.kind {
         EventType::Added => "ADDED",
         EventType::Modified => "MODIFIED",
@@ -198,13 +201,13 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Bytes> {
     line.extend_from_slice(b",\"type\":\"");
     line.extend_from_slice(kind.as_bytes());
     line.extend_from_slice(b"\"}\n");
-    Some(Bytes::from(line))
+    Some(line)
 }
 
-fn encode_event(kind: &str, object: &Value) -> Bytes {
+fn encode_event(kind: &str, object: &Value) -> Vec<u8> {
     let mut line = crate::core::json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
-    Bytes::from(line)
+    line
 }
 
 /// One running watch.
@@ -213,7 +216,7 @@ struct Stream {
     output: Output,
     filter: Filter,
     columns: Columns,
-    tx: mpsc::Sender<Bytes>,
+    sink: pipe::Sink,
     /// The revision the watcher is known to have seen everything up to.
     last: Revision,
     /// When the watch ends, whatever it is doing.
@@ -229,17 +232,19 @@ struct Stream {
 }
 
 impl Stream {
-    async fn run(mut self, mut events: store::Watch, initial: Vec<Value>, params: Params) {
+    async fn run(mut self, mut events: store::Watch, initial: Vec<(Revision, Bytes)>, params: Params) {
         let deadline = tokio::time::sleep_until(self.deadline);
         tokio::pin!(deadline);
-        for object in initial {
-            if !self.send("ADDED", &object).await {
+        // Each object is let go once written: a slow watch holds less and less of the state.
+        for (revision, value) in initial {
+            let event = store::Event { kind: EventType::Added, key: String::new(), revision, value, prev: None };
+            if !self.deliver(&event, &events).await {
                 return;
             }
         }
         if params.initial_events_end {
             let bookmark = self.bookmark(true);
-            if !self.send_raw("BOOKMARK", &bookmark).await {
+            if !self.send_raw("BOOKMARK", &bookmark, &events).await {
                 return;
             }
         }
@@ -248,7 +253,7 @@ impl Stream {
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
-                _ = self.tx.closed() => return,
+                _ = self.sink.closed() => return,
                 Ok(()) = self.catalog.changed() => {
                     if !self.still_served() { return; }
                 }
@@ -260,12 +265,12 @@ impl Stream {
                         self.last = self.last.max(current);
                     }
                     let bookmark = self.bookmark(false);
-                    if !self.send_raw("BOOKMARK", &bookmark).await { return; }
+                    if !self.send_raw("BOOKMARK", &bookmark, &events).await { return; }
                 }
                 event = events.next() => {
                     let Some(event) = event else { return };
                     self.last = event.revision;
-                    if !self.deliver(event).await { return; }
+                    if !self.deliver(&event, &events).await { return; }
                 }
             }
         }
@@ -288,12 +293,12 @@ impl Stream {
     /// selection is reported as added; one that leaves it as deleted, carrying its previous
     /// content (the last the watcher was entitled to see) at the event's resourceVersion, as
     /// k8s.io/apiserver's cache watcher and etcd3 watcher both send it.
-    async fn deliver(&mut self, event: store::Event) -> bool {
+    async fn deliver(&mut self, event: &store::Event, events: &store::Watch) -> bool {
         if self.filter.is_empty()
             && self.output.view == View::Object
-            && let Some(line) = verbatim_line(&self.call, &event)
+            && let Some(line) = verbatim_line(&self.call, event)
         {
-            return self.send_line(line).await;
+            return self.send_line(line, events).await;
         }
         // An event that cannot be shown (its conversion webhook failed) ends the watch, as in
         // Kubernetes: skipping it would leave the watcher's cache silently stale, while a
@@ -313,17 +318,15 @@ impl Stream {
             _ => None,
         };
         let before = previous.as_ref().map_or(now, |previous| self.filter.matches(previous));
-        match (event.kind, before, now) {
-            (EventType::Added, _, true) => self.send("ADDED", &object).await,
-            (EventType::Deleted, _, true) => self.send("DELETED", &object).await,
-            (EventType::Modified, true, true) => self.send("MODIFIED", &object).await,
-            (EventType::Modified, false, true) => self.send("ADDED", &object).await,
-            (EventType::Modified, true, false) => {
-                let left = previous.as_ref().unwrap_or(&object);
-                self.send("DELETED", left).await
-            }
-            _ => true,
-        }
+        let (kind, object) = match (event.kind, before, now) {
+            (EventType::Added, _, true) => ("ADDED", &object),
+            (EventType::Deleted, _, true) => ("DELETED", &object),
+            (EventType::Modified, true, true) => ("MODIFIED", &object),
+            (EventType::Modified, false, true) => ("ADDED", &object),
+            (EventType::Modified, true, false) => ("DELETED", previous.as_ref().unwrap_or(&object)),
+            _ => return true,
+        };
+        self.send(kind, object, events).await
     }
 
     /// Logs why an event could not be shown; the watch ends.
@@ -344,7 +347,7 @@ impl Stream {
         json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
     }
 
-    async fn send(&mut self, kind: &str, object: &Value) -> bool {
+    async fn send(&mut self, kind: &str, object: &Value, events: &store::Watch) -> bool {
         let rendered = match self.output.view {
             View::Object => object.clone(),
             View::Metadata(v) => table::partial_metadata(object, v),
@@ -364,46 +367,33 @@ impl Stream {
                 )
             }
         };
-        self.send_raw(kind, &rendered).await
+        self.send_raw(kind, &rendered, events).await
     }
 
-    /// Hands an event to the connection. A client that stops reading blocks only this task,
-    /// and only until the watch's deadline.
-    async fn send_raw(&self, kind: &str, object: &Value) -> bool {
-        self.send_line(encode_event(kind, object)).await
+    async fn send_raw(&self, kind: &str, object: &Value, events: &store::Watch) -> bool {
+        self.send_line(encode_event(kind, object), events).await
     }
 
-    async fn send_line(&self, line: Bytes) -> bool {
+    /// Hands an event to the connection once it has room (`pipe`). A client that stops
+    /// reading blocks only this task: until the watch's deadline, or until the store dropped
+    /// the watcher because events kept coming meanwhile (its queue filled), which ends the
+    /// watch at once.
+    async fn send_line(&self, line: Vec<u8>, events: &store::Watch) -> bool {
         self.call.served.series.watch_event(line.len());
-        matches!(tokio::time::timeout_at(self.deadline, self.tx.send(line)).await, Ok(Ok(())))
+        tokio::select! {
+            // A line the connection has room for goes without polling the rest.
+            biased;
+            sent = self.sink.send(line) => sent,
+            () = tokio::time::sleep_until(self.deadline) => false,
+            () = events.fell_behind() => {
+                let d = &self.call.served.definition;
+                tracing::info!(group = %d.group, resource = %d.plural, "forcing watcher close due to unresponsiveness");
+                self.call.served.series.watcher_terminated();
+                false
+            }
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::present::tests::{call, stored};
-
-    #[test]
-    fn verbatim_lines_are_the_encoded_events() {
-        let call = call();
-        let mut written = 0;
-        for (i, bytes) in stored().into_iter().enumerate() {
-            for kind in [EventType::Added, EventType::Modified, EventType::Deleted] {
-                let revision = i as u64 + 1;
-                let event =
-                    store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
-                let Some(line) = verbatim_line(&call, &event) else { continue };
-                let object = present::from_storage(&call, &bytes, revision).unwrap();
-                let name = match kind {
-                    EventType::Added => "ADDED",
-                    EventType::Modified => "MODIFIED",
-                    EventType::Deleted => "DELETED",
-                };
-                assert_eq!(line, encode_event(name, &object));
-                written += 1;
-            }
-        }
-        assert_eq!(written, 6, "the defaulted objects are written from their bytes");
-    }
-}
+mod tests;
