@@ -161,7 +161,7 @@ impl ApiError {
         let message = if name.is_empty() {
             format!("{resource} is forbidden: {why}")
         } else {
-            format!("{resource} \"{name}\" is forbidden: {why}")
+            format!("{resource} {} is forbidden: {why}", field::go_quote(name))
         };
         ApiError::new(403, "Forbidden", message).with_details(Self::resource_details(resource, name))
     }
