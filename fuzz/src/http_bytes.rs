@@ -76,7 +76,7 @@ impl Session {
                 Err(_) => bytes_response(StatusCode::GATEWAY_TIMEOUT, "text/plain", Bytes::from_static(b"timeout")),
             }
         });
-        let info = ConnInfo { remote: ([127, 0, 0, 1], 1).into(), peer_certificates: Arc::new(Vec::new()) };
+        let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let settings = Arc::new(ConnectionSettings::default());
         let connection = tokio::spawn(serve_stream(server, info, handler, settings, shutdown));

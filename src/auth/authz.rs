@@ -2,6 +2,7 @@
 //! for a delegating server (system:masters, always-allowed paths, then the configured one).
 
 use super::BoxFuture;
+use crate::core::field::go_quote;
 use crate::core::request_info::RequestInfo;
 use crate::core::user::{MASTERS_GROUP, UserInfo};
 
@@ -84,9 +85,11 @@ impl Authorizer for Chain {
     }
 }
 
-/// The Forbidden message Kubernetes writes for a denied request.
+/// The Forbidden message Kubernetes writes for a denied request: its attributes quoted as Go's
+/// `%q` quotes them, `&`, `<` and `>` escaped so that nothing in it reads as HTML, then the
+/// authorizer's reason.
 pub fn forbidden_reason(user: &UserInfo, info: &RequestInfo, reason: &str) -> String {
-    let mut text = if info.is_resource_request {
+    let text = if info.is_resource_request {
         let resource = if info.subresource.is_empty() {
             info.resource.clone()
         } else {
@@ -95,15 +98,19 @@ pub fn forbidden_reason(user: &UserInfo, info: &RequestInfo, reason: &str) -> St
         let scope = if info.namespace.is_empty() {
             "at the cluster scope".to_string()
         } else {
-            format!("in the namespace \"{}\"", info.namespace)
+            format!("in the namespace {}", go_quote(&info.namespace))
         };
         format!(
-            "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
-            user.name, info.verb, info.api_group
+            "User {} cannot {} resource {} in API group {} {scope}",
+            go_quote(&user.name),
+            info.verb,
+            go_quote(&resource),
+            go_quote(&info.api_group)
         )
     } else {
-        format!("User \"{}\" cannot {} path \"{}\"", user.name, info.verb, info.path)
+        format!("User {} cannot {} path {}", go_quote(&user.name), info.verb, go_quote(&info.path))
     };
+    let mut text = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     if !reason.is_empty() {
         text.push_str(": ");
         text.push_str(reason);
@@ -153,6 +160,12 @@ mod tests {
         assert_eq!(
             forbidden_reason(&user, &info(http::Method::GET, "/x"), ""),
             "User \"alice\" cannot get path \"/x\""
+        );
+        // Go's %q, and no HTML in the message (the reason is the authorizer's own).
+        let odd = UserInfo::new("a\"<b>&\u{1}", vec![]);
+        assert_eq!(
+            forbidden_reason(&odd, &info(http::Method::GET, "/x"), "<why>"),
+            "User \"a\\\"&lt;b&gt;&amp;\\x01\" cannot get path \"/x\": <why>"
         );
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod authz;
 pub mod cluster_config;
+pub mod impersonation;
 pub mod requestheader;
 pub mod review;
 pub mod sar;

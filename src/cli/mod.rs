@@ -179,14 +179,20 @@ pub struct ServeArgs {
     /// APIServices to reach this server, before it rolls back.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub takeover_timeout: std::time::Duration,
-    /// Most client connections open at once; beyond it new connections wait until one
-    /// closes. 0 means the open-file limit less a reserve for the server's own files.
+    /// Most client connections open at once; at it, a new client takes the place of a
+    /// connection doing nothing (one that never sent a request, then an idle anonymous one,
+    /// then the one idle longest), and waits while every connection has a request in flight.
+    /// 0 means the open-file limit less a reserve for the server's own files.
     #[arg(long, default_value_t = 0)]
     pub max_open_connections: usize,
-    /// Time an HTTP/1.1 client gets to send a request's headers, e.g. 32s.
+    /// Time a new client gets to finish its TLS handshake, and then an HTTP/1.1 client to send
+    /// a request's headers (the first from the handshake's end, each next one from its first
+    /// bytes), as Go's ReadHeaderTimeout in kube-apiserver, e.g. 32s.
     #[arg(long, default_value = "32s", value_parser = parse_duration)]
     pub http_header_read_timeout: std::time::Duration,
-    /// A connection with no request in flight for this long is closed, e.g. 90s.
+    /// A kept-alive connection with no request in flight for this long since its last one is
+    /// closed (Go's IdleTimeout in kube-apiserver; also a new HTTP/2 connection that opens no
+    /// stream), e.g. 90s.
     #[arg(long, default_value = "90s", value_parser = parse_duration)]
     pub http_idle_timeout: std::time::Duration,
     /// Admission plugins to enable besides the default ones (kube-apiserver's names:

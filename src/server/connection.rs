@@ -1,23 +1,19 @@
 //! One client connection from TLS handshake to close, with the bounds k8s.io/apiserver's
-//! secure serving puts on it so that no client can hold resources for free: a TLS handshake
-//! deadline, a deadline for an HTTP/1.1 request's headers, an idle timeout (no request in
-//! flight), HTTP/2 stream, reset and header-list limits, and keepalive pings that find dead
-//! peers under idle watches.
+//! secure serving (Go's `http.Server`) puts on it so that no client can hold resources for
+//! free: a TLS handshake deadline, a deadline for each HTTP/1.1 request head, an idle timeout
+//! (no request in flight; `activity` keeps the time), HTTP/2 stream, reset and header-list
+//! limits, and keepalive pings that find dead peers under idle watches. A connection asked to
+//! give way at the connection cap goes like a timed-out one.
 //!
-//! Owns the per-connection transport settings and the idle watchdog. Must not look into
-//! requests (the filter chain does) nor decide how many connections may be open (`listener`).
+//! Owns the per-connection transport settings and the watchdog. Must not look into requests
+//! (the filter chain does) nor decide how many connections may be open (`listener`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
-
-// tokio's clock, so that the idle watchdog follows the runtime's time (paused in the fuzz
-// harness, which runs connections in virtual time).
-use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::Request;
@@ -26,10 +22,12 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use super::activity::{Activity, Expiry, InFlight};
 use super::conn::ConnInfo;
 use super::filters::{self, Next};
 use super::malformed;
@@ -39,13 +37,13 @@ use crate::api::body::{BodyError, RespBody};
 /// Bounds of one connection. The defaults are k8s.io/apiserver's.
 #[derive(Debug, Clone)]
 pub struct ConnectionSettings {
-    /// Time a client gets to complete the TLS handshake.
-    pub handshake_timeout: Duration,
-    /// Time an HTTP/1.1 client gets to send a request's headers (Go's `ReadHeaderTimeout`,
-    /// 32 s in k8s.io/apiserver).
+    /// Time an HTTP/1.1 client gets to send a request's head (Go's `ReadHeaderTimeout`, 32 s
+    /// in k8s.io/apiserver): the first from the end of the TLS handshake, each next one from
+    /// its first bytes. The TLS handshake gets as long, as Go gives it.
     pub header_read_timeout: Duration,
-    /// A connection with no request in flight for this long is closed (Go's `IdleTimeout`,
-    /// 90 s in k8s.io/apiserver). Watches are requests in flight: they are never idle.
+    /// A connection with no request in flight for this long since the last one is closed
+    /// (Go's `IdleTimeout`, 90 s in k8s.io/apiserver); so is a new HTTP/2 connection that
+    /// opens no stream. Watches are requests in flight: they are never idle.
     pub idle_timeout: Duration,
     /// Streams per HTTP/2 connection; the aggregator multiplexes many watches over one
     /// connection (kube-apiserver allows 1000 to the aggregator's clients).
@@ -55,7 +53,6 @@ pub struct ConnectionSettings {
 impl Default for ConnectionSettings {
     fn default() -> Self {
         ConnectionSettings {
-            handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             http2_max_concurrent_streams: 1000,
@@ -74,8 +71,9 @@ const HTTP2_MAX_PENDING_RESETS: usize = 20;
 const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Serves one accepted TCP connection until it ends, it is idle too long, or `shutdown`
-/// turns true (then in-flight requests finish and the connection closes).
+/// Serves one accepted TCP connection until it ends, it times out, or `shutdown` turns true
+/// (then in-flight requests finish and the connection closes). `activity` is the
+/// connection's record (the listener's, for the connection cap).
 pub async fn serve(
     tcp: TcpStream,
     remote: SocketAddr,
@@ -83,38 +81,44 @@ pub async fn serve(
     handler: Next,
     settings: Arc<ConnectionSettings>,
     mut shutdown: watch::Receiver<bool>,
+    activity: Arc<Activity>,
 ) {
     let _ = tcp.set_nodelay(true);
-    let handshake = tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp));
-    // A client still shaking hands when the server shuts down has no request in flight: it is
-    // dropped rather than waited for.
+    // A client still shaking hands when the server shuts down, when its time is up (the
+    // header timeout: nothing was asked yet), or when it must give way to another at the
+    // connection cap, has no request in flight: it is dropped.
     let handshaken = tokio::select! {
-        handshaken = handshake => handshaken,
+        handshaken = acceptor.accept(tcp) => handshaken,
         _ = shutdown.wait_for(|stop| *stop) => return,
+        _ = activity.expired(settings.header_read_timeout, settings.idle_timeout) => {
+            tracing::trace!(remote = %remote, "TLS handshake timed out or gave way");
+            return;
+        }
     };
     let tls_stream = match handshaken {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
+        Ok(s) => s,
+        Err(e) => {
             tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");
             return;
         }
-        Err(_) => {
-            tracing::trace!(remote = %remote, "TLS handshake timed out");
-            return;
-        }
     };
-    let peer_certificates: Vec<_> = tls_stream
-        .get_ref()
-        .1
+    // The first request's head is due within the header timeout from now.
+    activity.handshaken();
+    let session = tls_stream.get_ref().1;
+    if session.alpn_protocol() == Some(b"h2") {
+        activity.set_http2();
+    }
+    let peer_certificates: Vec<_> = session
         .peer_certificates()
         .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
         .unwrap_or_default();
-    let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates) };
+    let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity };
     serve_stream(tls_stream, info, handler, settings, shutdown).await;
 }
 
 /// Serves HTTP/1.1 or HTTP/2 (by the client's first bytes) on an established, decrypted
-/// stream until it ends, it is idle too long, or `shutdown` turns true.
+/// stream until it ends, it times out (`info.activity` keeps the time), or `shutdown` turns
+/// true.
 pub async fn serve_stream<S>(
     stream: S,
     info: ConnInfo,
@@ -125,7 +129,7 @@ pub async fn serve_stream<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let remote = info.remote;
-    let activity = Arc::new(Activity::new());
+    let activity = info.activity.clone();
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
@@ -136,6 +140,9 @@ pub async fn serve_stream<S>(
                 None => Ok(request),
             };
             let admitted = admitted.map(|request| {
+                if request.version() == http::Version::HTTP_2 {
+                    activity.set_http2();
+                }
                 let mut request = request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync());
                 request.extensions_mut().insert(info.clone());
                 request
@@ -156,11 +163,10 @@ pub async fn serve_stream<S>(
         })
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
-        .max_buf_size(HTTP1_MAX_HEAD_BYTES);
+    // No header read timeout of hyper's (it has one by default): it runs from the end of the
+    // previous request (so a kept-alive connection would get 32 s of idleness instead of 90),
+    // and not at all before the first. The connection's `Activity` keeps Go's timeouts.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -169,7 +175,7 @@ pub async fn serve_stream<S>(
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
         .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
         .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-    let io = TokioIo::new(WithRefusalBodies::new(stream));
+    let io = TokioIo::new(WithRefusalBodies::new(Watched { inner: stream, activity: activity.clone() }));
     let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
     let mut closing = false;
@@ -181,10 +187,18 @@ pub async fn serve_stream<S>(
                 }
                 return;
             }
-            _ = activity.idle_for(settings.idle_timeout), if !closing => {
-                tracing::trace!(remote = %remote, "closing an idle connection");
-                connection.as_mut().graceful_shutdown();
-                closing = true;
+            expiry = activity.expired(settings.header_read_timeout, settings.idle_timeout), if !closing => {
+                match expiry {
+                    Expiry::Drop => {
+                        tracing::trace!(remote = %remote, "dropping a connection that sent no complete request head");
+                        return;
+                    }
+                    Expiry::Close => {
+                        tracing::trace!(remote = %remote, "closing an idle connection");
+                        connection.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
             }
             _ = shutdown.wait_for(|stop| *stop), if !closing => {
                 connection.as_mut().graceful_shutdown();
@@ -194,58 +208,47 @@ pub async fn serve_stream<S>(
     }
 }
 
-/// Requests in flight on one connection, and when that number last changed.
-struct Activity {
-    opened: Instant,
-    in_flight: AtomicUsize,
-    /// Milliseconds after `opened` of the last start or end of a request.
-    last_change_ms: AtomicU64,
+/// The client's stream, telling the connection's activity when bytes arrive (the head of a
+/// next request, when none is in flight).
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
 }
 
-impl Activity {
-    fn new() -> Activity {
-        Activity { opened: Instant::now(), in_flight: AtomicUsize::new(0), last_change_ms: AtomicU64::new(0) }
-    }
-
-    fn touch(&self) {
-        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_change_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// Resolves once no request has been in flight for `idle`.
-    async fn idle_for(&self, idle: Duration) {
-        loop {
-            let last = self.opened + Duration::from_millis(self.last_change_ms.load(Ordering::Relaxed));
-            let due = last + idle;
-            let now = Instant::now();
-            if due <= now {
-                if self.in_flight.load(Ordering::Relaxed) == 0 {
-                    return;
-                }
-                // Busy: look again a whole period later (a request that ends resets it).
-                tokio::time::sleep(idle).await;
-            } else {
-                tokio::time::sleep(due - now).await;
-            }
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.received();
         }
+        polled
     }
 }
 
-/// Marks one request in flight until dropped.
-struct InFlight(Arc<Activity>);
-
-impl InFlight {
-    fn start(activity: Arc<Activity>) -> InFlight {
-        activity.in_flight.fetch_add(1, Ordering::Relaxed);
-        activity.touch();
-        InFlight(activity)
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
     }
-}
 
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -271,3 +274,6 @@ impl Body for TrackedBody {
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests;

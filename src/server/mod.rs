@@ -1,11 +1,13 @@
 //! The secure port: TLS listener and connection cap (`listener`), one bounded hyper connection
-//! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`), Status bodies for the requests hyper
-//! refuses itself (`refusals`), Go's answers to malformed requests (`malformed`), the filter
-//! chain, routing, health checks (`health`), graceful shutdown (`shutdown`).
+//! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`) and what it is doing (`activity`),
+//! Status bodies for the requests hyper refuses itself (`refusals`), Go's answers to malformed
+//! requests (`malformed`), the filter chain, routing, health checks (`health`), graceful
+//! shutdown (`shutdown`).
 //!
 //! Owns the transport and the order of the request path. Must not implement API semantics
 //! (those are in `api`) nor authentication logic (in `auth`).
 
+pub mod activity;
 pub mod admin;
 pub mod conn;
 pub mod connection;

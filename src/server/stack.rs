@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use tower::ServiceBuilder;
 
+use crate::auth::impersonation::Impersonation;
+
 use super::filters::authn::Authentication;
 use super::filters::authz::Authorization;
+use super::filters::impersonation::ImpersonationFilter;
 use super::filters::inflight::MaxInFlight;
 use super::filters::log::RequestLog;
 use super::filters::metrics::RequestMetrics;
@@ -53,6 +56,8 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         .layer(FilterLayer(MaxInFlight::new(config.max_read_only_in_flight, config.max_mutating_in_flight)))
         // Identity next: it also strips credential headers for everything after it.
         .layer(FilterLayer(config.authentication))
+        // Who the request acts as, decided by the authorizer for the authenticated user.
+        .layer(FilterLayer(ImpersonationFilter(Arc::new(Impersonation::new(config.authorization.chain.clone())))))
         // Decide with identity and request info in hand.
         .layer(FilterLayer(config.authorization))
         // Only admitted work is timed.

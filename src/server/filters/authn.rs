@@ -50,7 +50,9 @@ impl Filter for Authentication {
         let chain = self.chain.clone();
         let request_header = self.request_header.clone();
         Box::pin(async move {
-            let peer = request.extensions().get::<ConnInfo>().map(|c| c.peer_certificates.clone()).unwrap_or_default();
+            let connection = request.extensions().get::<ConnInfo>();
+            let peer = connection.map(|c| c.peer_certificates.clone()).unwrap_or_default();
+            let activity = connection.map(|c| c.activity.clone());
             let outcome = {
                 let credentials = Credentials { headers: request.headers(), peer_certificates: &peer };
                 chain.authenticate(&credentials).await
@@ -63,7 +65,13 @@ impl Filter for Authentication {
             crate::metrics::global().auth.authenticated(result, crate::metrics::requests::lap());
             strip_credentials(request.headers_mut(), &request_header.load());
             let user = match outcome {
-                Authenticated::User(user) => user,
+                Authenticated::User(user) => {
+                    // At the connection cap, connections of anonymous clients give way first.
+                    if let Some(activity) = activity {
+                        activity.set_authenticated();
+                    }
+                    user
+                }
                 Authenticated::Anonymous => UserInfo::anonymous(),
                 Authenticated::Refused(reasons) => {
                     tracing::debug!(reasons = ?reasons, "authentication refused");

@@ -21,7 +21,8 @@ pub struct Authorization {
     pub chain: Arc<Chain>,
 }
 
-fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> ApiError {
+/// The 403 for a request (or an impersonation check) the authorizer did not allow.
+pub fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> ApiError {
     let why = forbidden_reason(user, info, reason);
     if info.is_resource_request {
         ApiError::forbidden(&GroupResource::new(&info.api_group, &info.resource), &info.name, &why)

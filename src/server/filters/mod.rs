@@ -5,6 +5,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod impersonation;
 pub mod inflight;
 pub mod log;
 pub mod metrics;

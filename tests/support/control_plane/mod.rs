@@ -21,6 +21,7 @@ pub mod crd_api;
 pub mod custom_resources;
 pub mod discovery;
 pub mod faults;
+pub mod impersonation;
 pub mod namespace_controller;
 pub mod openapi;
 pub mod rbac;

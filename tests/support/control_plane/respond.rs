@@ -50,23 +50,47 @@ pub fn path_not_found() -> Response {
 
 /// RBAC's 403 for the double's own endpoints.
 pub fn forbidden(user: &User, attrs: &Attributes) -> Response {
+    forbidden_because(user, attrs, "")
+}
+
+/// kube-apiserver's 403 for attributes not allowed (`ForbiddenStatusError`): the resource with
+/// its subresource, names quoted as Go's `%q` quotes them, then the reason if there is one.
+pub fn forbidden_because(user: &User, attrs: &Attributes, reason: &str) -> Response {
+    let quote = |s: &str| serde_json::to_string(s).unwrap();
+    let because = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     if !attrs.resource_request {
-        let message = format!("forbidden: User \"{}\" cannot {} path \"{}\"", user.name, attrs.verb, attrs.path);
+        let message =
+            format!("forbidden: User {} cannot {} path {}{because}", quote(&user.name), attrs.verb, quote(&attrs.path));
         return status(403, "Forbidden", &message, Some(json!({})));
     }
     let qualified =
         if attrs.group.is_empty() { attrs.resource.clone() } else { format!("{}.{}", attrs.resource, attrs.group) };
-    let subject = if attrs.name.is_empty() { qualified.clone() } else { format!("{qualified} \"{}\"", attrs.name) };
+    let subject = if attrs.name.is_empty() { qualified.clone() } else { format!("{qualified} {}", quote(&attrs.name)) };
+    let resource = if attrs.subresource.is_empty() {
+        attrs.resource.clone()
+    } else {
+        format!("{}/{}", attrs.resource, attrs.subresource)
+    };
     let scope = if attrs.namespace.is_empty() {
         "at the cluster scope".to_string()
     } else {
-        format!("in the namespace \"{}\"", attrs.namespace)
+        format!("in the namespace {}", quote(&attrs.namespace))
     };
     let message = format!(
-        "{subject} is forbidden: User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
-        user.name, attrs.verb, attrs.resource, attrs.group
+        "{subject} is forbidden: User {} cannot {} resource {} in API group {} {scope}{because}",
+        quote(&user.name),
+        attrs.verb,
+        quote(&resource),
+        quote(&attrs.group)
     );
-    status(403, "Forbidden", &message, Some(json!({"name": attrs.name, "group": attrs.group, "kind": attrs.resource})))
+    // Go leaves empty fields out of the details.
+    let mut details = json!({"kind": attrs.resource});
+    for (key, value) in [("group", &attrs.group), ("name", &attrs.name)] {
+        if !value.is_empty() {
+            details[key] = json!(value);
+        }
+    }
+    status(403, "Forbidden", &message, Some(details))
 }
 
 /// Request attributes of a core (`/api/v1/...`) or own-group path, as kube-apiserver's

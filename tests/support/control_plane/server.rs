@@ -18,7 +18,9 @@ use super::aggregator::{self, Backend, Caller};
 use super::rbac::{self, User};
 use super::respond::{self, Response};
 use super::state::{State, lock};
-use super::{apiservices, core_api, crd_api, custom_resources, discovery, faults, openapi, reviews, stored_api};
+use super::{
+    apiservices, core_api, crd_api, custom_resources, discovery, faults, impersonation, openapi, reviews, stored_api,
+};
 
 /// Everything a request may need.
 pub struct Plane {
@@ -83,6 +85,16 @@ async fn handle(
         Err(response) => return response,
     };
     let path = request.uri().path().to_string();
+    let requested = {
+        let query: Vec<(String, String)> =
+            form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes()).into_owned().collect();
+        respond::attributes(request.method(), &path, &query)
+    };
+    let mut request = request;
+    let user = match impersonation::resolve(&plane.state, request.headers_mut(), user, &requested) {
+        Ok(user) => user,
+        Err(response) => return response,
+    };
     let backend = plane.backend.read().await.clone();
     if aggregated(&plane.state, &path) {
         let Some(backend) = backend else { return aggregator::unavailable("no backend") };

@@ -90,6 +90,8 @@ pub struct State {
     pub crd_watch_epoch: std::sync::atomic::AtomicU64,
     /// Requests held at the door, an outage, the log of requests (`faults`).
     pub faults: super::faults::Faults,
+    /// The impersonation mode that last allowed each requestor (`impersonation`).
+    pub impersonation_modes: Mutex<BTreeMap<String, usize>>,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,6 +128,7 @@ impl State {
             crd_compacted: std::sync::atomic::AtomicU64::new(0),
             crd_watch_epoch: std::sync::atomic::AtomicU64::new(0),
             faults: super::faults::Faults::default(),
+            impersonation_modes: Mutex::new(BTreeMap::new()),
         }
     }
 

@@ -1,7 +1,6 @@
 //! The request log filter alone, around handlers of our own, with a subscriber writing
 //! component-base's JSON into a buffer.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,7 +29,7 @@ fn request(method: Method, uri: &str, audit_id: Option<&str>) -> Request<ReqBody
     }
     let mut request = builder.body(request_body("")).unwrap();
     let remote = "10.0.0.7:51234".parse().unwrap();
-    request.extensions_mut().insert(ConnInfo { remote, peer_certificates: Arc::new(Vec::new()) });
+    request.extensions_mut().insert(ConnInfo::new(remote, Vec::new()));
     request
 }
 
