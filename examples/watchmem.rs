@@ -63,9 +63,12 @@ async fn settled_rss(pid: u32, limit: Duration) -> f64 {
     }
 }
 
-/// `apiserver_registered_watchers` summed over its series, from `/metrics`.
-async fn registered_watchers(sender: &mut bench_client::Sender) -> u64 {
-    let (status, body) = send(sender, Request::new("GET", "/metrics".into(), 200)).await;
+/// `apiserver_registered_watchers` summed over its series, from `/metrics`, on a connection
+/// of its own (one kept while thousands of watches open would sit idle past the server's
+/// keep-alive limit).
+async fn registered_watchers(port: u16, config: &Arc<rustls::ClientConfig>) -> u64 {
+    let mut sender = connect(port, config.clone()).await;
+    let (status, body) = send(&mut sender, Request::new("GET", "/metrics".into(), 200)).await;
     assert_eq!(status, 200);
     String::from_utf8_lossy(&body)
         .lines()
@@ -167,11 +170,11 @@ async fn main() {
         };
         let opened = began.elapsed();
         let open = settled_rss(pid, limit).await;
-        let registered = registered_watchers(&mut client).await;
+        let registered = registered_watchers(port, &config).await;
         drop(watches);
         // Every watch gone from the server's count, then memory settled.
         let deadline = Instant::now() + limit;
-        while registered_watchers(&mut client).await > 0 && Instant::now() < deadline {
+        while registered_watchers(port, &config).await > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let closed = settled_rss(pid, limit).await;

@@ -170,6 +170,15 @@ fn selected_definitions_are_served_and_followed() {
     assert_eq!(c.status("/apis/stable.example.com/v1/namespaces/default/crontabs"), 200);
 }
 
+/// A status object's conditions: type, status and reason.
+fn conditions(status: &Value) -> Vec<(&str, &str, &str)> {
+    let all = status["status"]["conditions"].as_array().map(Vec::as_slice).unwrap_or_default();
+    fn text<'a>(c: &'a Value, field: &str) -> &'a str {
+        c[field].as_str().unwrap_or_default()
+    }
+    all.iter().map(|c| (text(c, "type"), text(c, "status"), text(c, "reason"))).collect()
+}
+
 #[test]
 fn conflicts_and_invalid_definitions_are_reported_and_not_served() {
     let plane = ControlPlane::start();
@@ -212,13 +221,44 @@ fn conflicts_and_invalid_definitions_are_reported_and_not_served() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(log.contains("also defined in"), "{log}");
+    let status =
+        c.raw.get("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/crontabs.stable.example.com").unwrap().json();
+    assert_eq!(
+        conditions(&status),
+        [
+            ("NamesAccepted", "True", "NoConflicts"),
+            ("Established", "True", "InitialNamesAccepted"),
+            ("SourceRefused", "True", "Duplicate")
+        ]
+    );
+    // The invalid cluster definition, served by nothing, has a status object of its own: not
+    // established, its source refused with the field's path.
+    let gadgets = "/apis/crd-apiserver.io/v1alpha1/serveddefinitions/gadgets.example.com";
+    let refused = eventually("the invalid definition's status", 10, || {
+        let status = c.raw.get(gadgets).unwrap();
+        (status.status == 200).then(|| status.json())
+    });
+    assert_eq!(conditions(&refused), [("Established", "False", "SourceRefused"), ("SourceRefused", "True", "Invalid")]);
+    assert_eq!(refused["status"]["source"], "cluster:customresourcedefinitions/gadgets.example.com");
+    let message = refused["status"]["conditions"][1]["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.versions: Invalid value:")
+            && message.contains("must have exactly one version marked as storage version"),
+        "{message}"
+    );
 
-    // Fixed in the cluster: served.
+    // Fixed in the cluster: served, and its status says so.
     c.cluster
         .plane
         .update_crd("gadgets.example.com", |crd| crd["spec"]["versions"][1]["storage"] = json!(false))
         .unwrap();
     c.served("the fixed gadgets", GADGETS, 10);
+    eventually("the served definition's status", 10, || {
+        let status = c.raw.get(gadgets).unwrap().json();
+        (conditions(&status)
+            == [("NamesAccepted", "True", "NoConflicts"), ("Established", "True", "InitialNamesAccepted")])
+        .then_some(())
+    });
     // The conflict ends when the cluster's copy leaves the selection.
     c.cluster.plane.update_crd("crontabs.stable.example.com", |crd| crd["metadata"]["labels"] = json!({})).unwrap();
     eventually("the conflict cleared", 10, || {

@@ -382,3 +382,141 @@ fn bodies_and_options_are_read_and_refused_as_kubernetes_does() {
     assert_eq!(forced.status, 200, "{}", forced.text());
     assert_eq!(forced.json()["spec"]["image"], "applied");
 }
+
+/// A patched or updated document the decoder refuses (metadata of the wrong types) is refused
+/// before its name is compared with the URL's, as kube-apiserver v1.36 does: an update's is the
+/// create handler's 400, a patch's the 422 of no kind showing the patched document (the stored
+/// object as read, the patch applied, keys sorted).
+#[test]
+fn documents_the_decoder_refuses_are_refused_before_their_names_are_compared() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    assert_eq!(client.send_json("POST", COLLECTION, &crontab("c1")).status, 201);
+    let object = format!("{COLLECTION}/c1");
+    let stored = client.get(&object).unwrap().json();
+    let send = |method: &str, content_type: &str, body: &str| {
+        client.send(method, &object, content_type, body.as_bytes().to_vec()).unwrap()
+    };
+
+    let mut renamed = crontab("elsewhere");
+    renamed["metadata"]["labels"] = json!({"a": 5});
+    check(
+        &send("PUT", "application/json", &renamed.to_string()),
+        400,
+        "BadRequest",
+        "CronTab in version \"v1\" cannot be handled as a CronTab: json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string",
+    );
+
+    let refused_patch = |content_type: &str, patch: &str, patched: &Value, detail: &str| {
+        let shown = serde_json::to_string(&Value::String(patched.to_string())).unwrap();
+        let message = format!("Invalid value: {shown}: {detail}");
+        let response = send("PATCH", content_type, patch);
+        assert_eq!(
+            response.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": format!(" \"\" is invalid: patch: {message}"), "reason": "Invalid",
+                   "details": {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]},
+                   "code": 422}),
+            "{content_type} {patch}"
+        );
+    };
+    let mut patched = stored.clone();
+    patched["metadata"]["name"] = json!("elsewhere");
+    patched["metadata"]["labels"] = json!({"a": 5});
+    refused_patch(
+        "application/merge-patch+json",
+        r#"{"metadata":{"name":"elsewhere","labels":{"a":5}}}"#,
+        &patched,
+        "json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string",
+    );
+    let mut patched = stored.clone();
+    patched["metadata"]["generation"] = json!("x");
+    refused_patch(
+        "application/json-patch+json",
+        r#"[{"op":"replace","path":"/metadata/generation","value":"x"}]"#,
+        &patched,
+        "json: cannot unmarshal string into Go struct field ObjectMeta.generation of type int64",
+    );
+    let mut patched = stored.clone();
+    patched["metadata"] = json!("x");
+    refused_patch(
+        "application/merge-patch+json",
+        r#"{"metadata":"x"}"#,
+        &patched,
+        "json: cannot unmarshal string into Go value of type v1.ObjectMeta",
+    );
+    assert_eq!(client.get(&object).unwrap().json(), stored, "nothing changed");
+}
+
+/// Status bodies byte for byte as kube-apiserver v1.36 writes them: members in the order of Go's
+/// struct, and no `code` in the Status of success a DELETE answers.
+#[test]
+fn statuses_are_written_as_kubernetes_writes_them() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let missing = client.get(&format!("{COLLECTION}/x")).unwrap();
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.text(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"crontabs.stable.example.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"stable.example.com","kind":"crontabs"},"code":404}"#
+    );
+    let created = client.send_json("POST", COLLECTION, &crontab("c1"));
+    let uid = created.json()["metadata"]["uid"].as_str().unwrap().to_string();
+    let deleted = client.request("DELETE", &format!("{COLLECTION}/c1"), None, None).unwrap();
+    assert_eq!(deleted.status, 200);
+    assert_eq!(
+        deleted.text(),
+        format!(
+            r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Success","details":{{"name":"c1","group":"stable.example.com","kind":"crontabs","uid":"{uid}"}}}}"#
+        )
+    );
+}
+
+/// A list's options are validated as kube-apiserver v1.36 validates them, every problem in one
+/// 422, before a continue token is read; a token is read as its storage layer reads it.
+#[test]
+fn list_options_are_validated_before_a_continue_token_is_read() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let list = |query: &str| client.get(&format!("{COLLECTION}?{query}")).unwrap();
+    let forbidden = |field: &str, message: &str| json!({"reason": "FieldValueForbidden", "message": format!("Forbidden: {message}"), "field": field});
+    let unless = "resourceVersionMatch is forbidden unless resourceVersion is provided";
+    let with_continue = "resourceVersionMatch is forbidden when continue is provided";
+    let unsupported = r#"Unsupported value: "Bogus": supported values: "Exact", "NotOlderThan", """#;
+    let for_list = "sendInitialEvents is forbidden for list";
+    let status = check(
+        &list("resourceVersionMatch=Bogus&continue=abc&sendInitialEvents=false"),
+        422,
+        "Invalid",
+        &format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: {unless}, resourceVersionMatch: Forbidden: {with_continue}, resourceVersionMatch: {unsupported}, sendInitialEvents: Forbidden: {for_list}]"
+        ),
+    );
+    assert_eq!(
+        status["details"],
+        json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+            forbidden("resourceVersionMatch", unless),
+            forbidden("resourceVersionMatch", with_continue),
+            {"reason": "FieldValueNotSupported", "message": unsupported, "field": "resourceVersionMatch"},
+            forbidden("sendInitialEvents", for_list),
+        ]})
+    );
+    check(
+        &list("continue=abc&sendInitialEvents=true"),
+        422,
+        "Invalid",
+        &format!("ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: {for_list}"),
+    );
+    for (token, error) in [
+        ("abc", "invalid character 'i' looking for beginning of value"),
+        ("a", "illegal base64 data at input byte 0"),
+        ("eyJ2Ijo1fQ", "json: cannot unmarshal number into Go struct field continueToken.v of type string"),
+    ] {
+        check(
+            &list(&format!("limit=1&continue={token}")),
+            400,
+            "BadRequest",
+            &format!("invalid continue token: continue key is not valid: {error}"),
+        );
+    }
+}

@@ -163,6 +163,32 @@ fn an_offline_analysis_reads_a_stopped_servers_store_and_changes_nothing() {
         "{}",
         stdout(&refused)
     );
+    // The files no longer name it: the store's record of what the server last accepted is
+    // what it served at its stop, and what the change is checked against.
+    let no_files = server.dir.path().join("no-definitions");
+    std::fs::create_dir(&no_files).unwrap();
+    let args = |file: &Path| {
+        impact(&[
+            file.to_str().unwrap(),
+            "--storage",
+            storage.to_str().unwrap(),
+            "--definitions",
+            no_files.to_str().unwrap(),
+            "-o",
+            "json",
+        ])
+    };
+    let refused = args(&cluster_scoped);
+    assert_eq!(refused.status.code(), Some(2), "{}", stdout(&refused));
+    let report: Value = serde_json::from_str(&stdout(&refused)).unwrap();
+    assert_eq!(report["change"]["errors"], json!(["spec.scope: Invalid value: \"Cluster\": field is immutable"]));
+    let tightened = args(&candidate);
+    assert_eq!(tightened.status.code(), Some(1), "{}", stdout(&tightened));
+    let report: Value = serde_json::from_str(&stdout(&tightened)).unwrap();
+    assert_eq!(
+        (report["versions"][0]["failing"].as_u64(), report["versions"][0]["newlyFailing"].as_u64()),
+        (Some(5), Some(5))
+    );
     // Not a valid definition: Kubernetes' field errors.
     let sideways = server.write("sideways.yaml", &CRONTAB_CRD.replace("scope: Namespaced", "scope: Sideways"));
     let invalid = offline(&sideways, "json");

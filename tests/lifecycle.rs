@@ -87,8 +87,10 @@ fn served_definitions_are_read_through_the_aggregator_as_rbac_allows() {
 
     let status = settled_status(&cluster, &sam, &["v1"]);
     let table = rows(&cluster.kubectl_ok(&sam, &["get", "serveddefinitions"]));
-    assert_eq!(table[0], ["NAME", "STORAGE", "STORED", "MIGRATION", "AGE"]);
-    assert_eq!(table[1][..4], ["crontabs.stable.example.com", "v1", "[\"v1\"]", "Done"]);
+    assert_eq!(table[0], ["NAME", "ESTABLISHED", "NAMES ACCEPTED", "STORAGE", "MIGRATION", "LAST ERROR", "AGE"]);
+    // No error: that cell is blank.
+    assert_eq!(table[1][..5], ["crontabs.stable.example.com", "True", "True", "v1", "Done"]);
+    assert_eq!(table[1].len(), 6, "{table:?}");
     assert_eq!(table.len(), 2, "the server's own resource has no status object: {table:?}");
     // The short name, as discovery gives it.
     assert_eq!(rows(&cluster.kubectl_ok(&sam, &["get", "sdef", "--no-headers"]))[0][0], "crontabs.stable.example.com");
@@ -193,7 +195,7 @@ fn the_seeds_walkthrough_then_the_built_in_migration_and_removing_the_old_versio
     let status = settled_status(&cluster, &carol, &["v1"]);
     assert!(status["status"]["migration"]["migratedObjects"].as_u64().unwrap() <= 1, "{status}");
     let table = rows(&cluster.kubectl_ok(&carol, &["get", "sdef", "--no-headers"]));
-    assert_eq!(table[0][1..4], ["v1", "[\"v1\"]", "Done"]);
+    assert_eq!(table[0][1..5], ["True", "True", "v1", "Done"]);
     // Reading the migrated object again shows the same content (generation and managed fields
     // included), in both versions.
     let after = read("v1", "first");

@@ -2,14 +2,15 @@
 //! `crd-apiserver migrate-storage` (issue 30 §1): the store keeps the last accepted definition,
 //! a start checks the files as updates of it, the last accepted one goes on being served, the
 //! refusal is reported (log, metrics, `serveddefinitions`), and no object is touched. On sled
-//! and on a real etcd, driven with real kubectl.
+//! and on a real etcd, driven with real kubectl. Every refused source is shown by `kubectl get
+//! serveddefinitions` and `kubectl describe` (issue 30 §2).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::etcd::TestEtcd;
 use support::http::Client;
 use support::{TestServer, printed, stdout};
@@ -175,4 +176,171 @@ fn a_definition_added_back_is_checked_against_its_last_accepted_form() {
     replace_definition(&server, &widgets("v1beta1", "foo"));
     eventually("widgets served again", || (client.get(W1).unwrap().status == 200).then_some(()));
     assert_eq!(client.get(W1).unwrap().json()["spec"]["foo"], "keep-me");
+}
+
+/// A definition in `stable.example.com` with one version, `v1`, whose spec has `fields` (YAML
+/// flow mappings, one per line).
+fn definition(plural: &str, kind: &str, fields: &[&str]) -> String {
+    let fields: String = fields.iter().map(|f| format!("              {f}\n")).collect();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+{fields}"
+    )
+}
+
+/// The `serveddefinitions` object named `name`, once `done` accepts it.
+fn status_when(client: &Client, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let path = format!("/apis/crd-apiserver.io/v1alpha1/serveddefinitions/{name}");
+    eventually(what, || client.get(&path).ok().filter(|r| r.status == 200).map(|r| r.json()).filter(&done))
+}
+
+/// A kubectl table's cells, cut where the header's columns start (kubectl leaves a cell with no
+/// value blank).
+fn cells(text: &str) -> Vec<Vec<String>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().unwrap_or_default();
+    let mut starts = vec![0];
+    let bytes = header.as_bytes();
+    for i in 1..bytes.len() {
+        if bytes[i] != b' ' && bytes[i - 1] == b' ' && i >= 2 && bytes[i - 2] == b' ' {
+            starts.push(i);
+        }
+    }
+    let cut = |line: &str| -> Vec<String> {
+        (0..starts.len())
+            .map(|c| {
+                let end = starts.get(c + 1).copied().unwrap_or(line.len()).min(line.len());
+                line.get(starts[c].min(end)..end).unwrap_or_default().trim().to_string()
+            })
+            .collect()
+    };
+    std::iter::once(header).chain(lines).map(cut).collect()
+}
+
+/// The reason of an object's `SourceRefused` condition, if it has one.
+fn refused_because(object: &Value) -> Option<&str> {
+    let conditions = object["status"]["conditions"].as_array()?;
+    let refused = conditions.iter().find(|c| c["type"] == "SourceRefused")?;
+    refused["reason"].as_str()
+}
+
+/// Issue 30 §2: every definition source the server refuses (a refused change, a file that is
+/// not YAML, a new invalid definition, a new one whose kinds are taken, a file of no
+/// definition) is shown by `kubectl get serveddefinitions` at a glance and by `kubectl
+/// describe` in full; a file that cannot be parsed no longer clears what the status says;
+/// object counts are current after a reload; the generation moves with the definition.
+#[test]
+fn every_refused_source_is_shown_by_kubectl_get_and_describe() {
+    let mut server = TestServer::prepare(&[&widgets("v1beta1", "foo")], None);
+    server.spawn(&[]);
+    let client = Client::admin(&server);
+    let widgets_name = "widgets.stable.example.com";
+    // The first pass counted no object; w1 comes after it.
+    status_when(&client, widgets_name, "the first pass", |s| s["status"]["objectsPerVersion"] == json!({"v1beta1": 0}));
+    let object = "apiVersion: stable.example.com/v1beta1\nkind: Widget\nmetadata: {name: w1, namespace: default}\n\
+                  spec: {foo: keep-me}\n";
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], object);
+    assert!(out.status.success(), "{}", printed(&out));
+
+    // A refused change, then a file that is not YAML: each is what the status shows.
+    replace_definition(&server, &widgets("v1", "bar"));
+    let refused = status_when(&client, widgets_name, "the refusal", |s| refused_because(s) == Some("UpdateRefused"));
+    assert!(
+        refused["status"]["lastReloadError"].as_str().unwrap().contains(&REFUSAL.replace("\\\"", "\"")),
+        "{refused}"
+    );
+    replace_definition(&server, "spec: [not, closed\n");
+    let broken = status_when(&client, widgets_name, "the parse error", |s| refused_because(s) == Some("Unparsable"));
+    let error = broken["status"]["lastReloadError"].as_str().unwrap();
+    assert!(error.contains("00.yaml: not a usable CustomResourceDefinition: cannot parse"), "{broken}");
+    // Counted again after the reload, w1 included.
+    assert_eq!(broken["status"]["objectsPerVersion"], json!({"v1beta1": 1}), "{broken}");
+    assert_eq!(broken["metadata"]["generation"], 1);
+
+    // New sources that cannot be served.
+    let dir = server.definitions_dir();
+    let invalid = definition("gadgets", "Gadget", &["size: {type: integer, minimum: \"a\"}", "name: {type: strng}"]);
+    std::fs::write(dir.join("10-gadgets.yaml"), invalid).unwrap();
+    std::fs::write(dir.join("20-sprockets.yaml"), definition("sprockets", "Widget", &["x: {type: string}"])).unwrap();
+    std::fs::write(dir.join("30-notes.yaml"), "{not: [yaml\n").unwrap();
+    let expected = |notes: &str| {
+        [
+            vec!["NAME", "ESTABLISHED", "NAMES ACCEPTED", "STORAGE", "MIGRATION", "LAST ERROR"],
+            vec![notes, "False", "", "", "", "Unparsable"],
+            vec!["gadgets.stable.example.com", "False", "", "", "", "Invalid"],
+            vec!["sprockets.stable.example.com", "False", "False", "", "", "ListKindConflict"],
+            vec![widgets_name, "True", "True", "v1beta1", "Done", "Unparsable"],
+        ]
+        .map(|row| row.into_iter().map(str::to_string).collect::<Vec<_>>())
+    };
+    let table = eventually("every refused source in the table", || {
+        let table = cells(&server.kubectl_ok(&["get", "serveddefinitions"]));
+        (table.len() == 5).then_some(table)
+    });
+    assert!(table.iter().all(|row| row.len() == 7), "{table:?}");
+    let notes = table[1][0].clone();
+    assert!(notes.starts_with("file-30-notes-yaml-"), "{table:?}");
+    let shown: Vec<Vec<String>> = table.iter().map(|row| row[..6].to_vec()).collect();
+    assert_eq!(shown, expected(&notes));
+    assert_eq!(table[0][6], "AGE");
+    let wide = cells(&server.kubectl_ok(&["get", "sdef", widgets_name, "-o", "wide"]));
+    assert_eq!(wide[0][4], "STORED");
+    assert_eq!(wide[1][4], "[\"v1beta1\"]");
+
+    // `describe` shows each message whole: the file, and every field error by its path.
+    // (spaces collapsed: describe aligns values by the longest key of each block)
+    let describe = |name: &str| {
+        let text = server.kubectl_ok(&["describe", "sdef", name]);
+        text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+    };
+    let described = describe("gadgets.stable.example.com");
+    let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties";
+    for expected in [
+        "10-gadgets.yaml: CustomResourceDefinition \"gadgets.stable.example.com\" is invalid:".to_string(),
+        format!("{at}[size].minimum: Invalid value: \"a\": must be of type number"),
+        format!("{at}[name].type: Unsupported value: \"strng\""),
+        "Reason: Invalid\nStatus: True\nType: SourceRefused".to_string(),
+    ] {
+        assert!(described.contains(&expected), "{expected}\nnot in\n{described}");
+    }
+    let described = describe("sprockets.stable.example.com");
+    assert!(described.contains("Message: \"WidgetList\" is already in use\nReason: ListKindConflict"), "{described}");
+    let described = describe(&notes);
+    assert!(described.contains("30-notes.yaml: not a usable CustomResourceDefinition: cannot parse"), "{described}");
+
+    // All fixed, with a change: the entries go, the status is clear, the generation moves.
+    for file in ["10-gadgets.yaml", "20-sprockets.yaml", "30-notes.yaml"] {
+        std::fs::remove_file(dir.join(file)).unwrap();
+    }
+    replace_definition(&server, &widgets("v1beta1", "baz"));
+    let fixed = status_when(&client, widgets_name, "the fixed definition", |s| {
+        refused_because(s).is_none()
+            && s["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["baz"]
+                .is_object()
+    });
+    assert_eq!(fixed["metadata"]["generation"], 2, "{fixed}");
+    assert!(fixed["status"].get("lastReloadError").is_none(), "{fixed}");
+    let table = eventually("only the served definition left", || {
+        let table = cells(&server.kubectl_ok(&["get", "sdef"]));
+        (table.len() == 2).then_some(table)
+    });
+    assert_eq!(table[1][..6], [widgets_name, "True", "True", "v1beta1", "Done", ""]);
 }

@@ -78,9 +78,13 @@ pub fn error_response(error: &ApiError, encoding: Encoding) -> Response<RespBody
     status_response(&status, encoding)
 }
 
-/// Writes a `Status` object (success or failure) with its own code.
+/// Writes a `Status` object (success or failure) with its own code (200 when it has none), its
+/// JSON members in Kubernetes' order (YAML's are sorted, as Kubernetes converts JSON to YAML).
 pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody> {
-    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = match status.code {
+        0 => StatusCode::OK,
+        code => StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    };
     if code.is_server_error() {
         // A server-side failure is the admin's to see, whatever the verbosity (the client
         // gets the same text in the Status, and the audit ID in a header).
@@ -93,8 +97,13 @@ pub fn status_response(status: &Status, encoding: Encoding) -> Response<RespBody
             status.message
         );
     }
-    let value = serde_json::to_value(status).unwrap_or_default();
-    let mut response = value_response(code, encoding, &value);
+    let mut response = match encoding {
+        Encoding::Json => match crate::core::json::to_vec(status) {
+            Ok(bytes) => bytes_response(code, "application/json", bytes),
+            Err(e) => error_response(&ApiError::internal(format!("encoding JSON: {e}")), Encoding::Json),
+        },
+        Encoding::Yaml => value_response(code, encoding, &serde_json::to_value(status).unwrap_or_default()),
+    };
     if let Some(seconds) = status.details.as_ref().and_then(|d| d.retry_after_seconds)
         && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
     {

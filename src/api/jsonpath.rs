@@ -1,6 +1,7 @@
 //! The JSONPath subset printer columns use (`.spec.replicas`, `.status.conditions[0].type`,
-//! `.items[*].name`, `.metadata.labels['app\.kubernetes\.io/name']`), and the text form
-//! kubectl's JSONPath printer gives a value.
+//! `.items[*].name`, `.metadata.labels['app\.kubernetes\.io/name']`, and client-go's filters
+//! `.status.conditions[?(@.type=="Ready")].status`), and the text form kubectl's JSONPath
+//! printer gives a value.
 
 use serde_json::Value;
 
@@ -9,6 +10,91 @@ enum Step {
     Field(String),
     Index(i64),
     All,
+    /// `[?(@.path <op> literal)]`, or `[?(@.path)]` (exists): the array's elements that pass.
+    Filter(Box<Filter>),
+}
+
+/// A filter's test on each element of an array.
+#[derive(Debug, Clone, PartialEq)]
+struct Filter {
+    left: JsonPath,
+    /// The operator and the literal it compares with; `None`: the left side exists.
+    compare: Option<(Operator, Value)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Operator {
+    Equal,
+    NotEqual,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+impl Filter {
+    /// `@.path`, `@.path <op> <literal>` (a quoted string, a number, `true` or `false`).
+    fn parse(text: &str) -> Result<Filter, String> {
+        let operators = [
+            ("==", Operator::Equal),
+            ("!=", Operator::NotEqual),
+            ("<=", Operator::LessOrEqual),
+            (">=", Operator::GreaterOrEqual),
+            ("<", Operator::Less),
+            (">", Operator::Greater),
+        ];
+        let found = operators
+            .iter()
+            .filter_map(|(symbol, op)| text.find(symbol).map(|at| (at, *symbol, *op)))
+            .min_by_key(|f| f.0);
+        let (left, compare) = match found {
+            Some((at, symbol, op)) => {
+                let right = text.get(at + symbol.len()..).unwrap_or_default().trim();
+                (text.get(..at).unwrap_or_default(), Some((op, literal(right)?)))
+            }
+            None => (text, None),
+        };
+        let left = left.trim().strip_prefix('@').ok_or_else(|| format!("unrecognized filter {text}"))?;
+        Ok(Filter { left: JsonPath::parse(left)?, compare })
+    }
+
+    fn passes(&self, element: &Value) -> bool {
+        let found = self.left.find(element);
+        let Some((op, right)) = &self.compare else { return !found.is_empty() };
+        // As client-go: an element without the field is left out.
+        let [left] = found.as_slice() else { return false };
+        let order = match (left, right) {
+            (Value::String(l), Value::String(r)) => Some(l.cmp(r)),
+            (Value::Number(l), Value::Number(r)) => l.as_f64().zip(r.as_f64()).and_then(|(l, r)| l.partial_cmp(&r)),
+            (Value::Bool(l), Value::Bool(r)) => Some(l.cmp(r)),
+            _ => None,
+        };
+        let Some(order) = order else { return false };
+        match op {
+            Operator::Equal => order.is_eq(),
+            Operator::NotEqual => order.is_ne(),
+            Operator::Less => order.is_lt(),
+            Operator::LessOrEqual => order.is_le(),
+            Operator::Greater => order.is_gt(),
+            Operator::GreaterOrEqual => order.is_ge(),
+        }
+    }
+}
+
+/// A filter's literal: `"text"` or `'text'`, a number, `true` or `false`.
+fn literal(text: &str) -> Result<Value, String> {
+    let quoted = text.strip_prefix('"').and_then(|t| t.strip_suffix('"'));
+    if let Some(inner) = quoted.or_else(|| text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))) {
+        return Ok(Value::String(inner.to_string()));
+    }
+    match text {
+        "true" => return Ok(Value::Bool(true)),
+        "false" => return Ok(Value::Bool(false)),
+        _ => {}
+    }
+    serde_json::from_str::<serde_json::Number>(text)
+        .map(Value::Number)
+        .map_err(|_| format!("unrecognized literal {text}"))
 }
 
 /// A compiled path.
@@ -50,11 +136,12 @@ impl JsonPath {
                     }
                 }
                 Some('[') => {
-                    let close =
-                        chars.get(i..).and_then(|rest| rest.iter().position(|&c| c == ']')).ok_or("unterminated [")?;
+                    let close = closing_bracket(chars.get(i..).unwrap_or_default()).ok_or("unterminated [")?;
                     let inner: String = chars.get(i + 1..i + close).ok_or("bad [")?.iter().collect();
                     let inner = inner.trim();
-                    if inner == "*" {
+                    if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+                        steps.push(Step::Filter(Box::new(Filter::parse(filter)?)));
+                    } else if inner == "*" {
                         steps.push(Step::All);
                     } else if let Some(quoted) = inner.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
                         steps.push(Step::Field(quoted.replace("\\.", ".")));
@@ -89,6 +176,9 @@ impl JsonPath {
                     }
                     (Step::All, Value::Array(items)) => next.extend(items.iter()),
                     (Step::All, Value::Object(map)) => next.extend(map.values()),
+                    (Step::Filter(filter), Value::Array(items)) => {
+                        next.extend(items.iter().filter(|e| filter.passes(e)))
+                    }
                     _ => {}
                 }
             }
@@ -96,6 +186,29 @@ impl JsonPath {
         }
         current
     }
+}
+
+/// Where the `[` at the start of `chars` closes: its `]`, brackets inside quotes or nested
+/// brackets (a filter's own paths) left aside.
+fn closing_bracket(chars: &[char]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (i, &c) in chars.iter().enumerate() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[') => depth += 1,
+            (None, ']') => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A value as kubectl's JSONPath printer writes it: strings raw, other scalars as text,
@@ -126,6 +239,25 @@ mod tests {
         assert_eq!(find(".metadata.labels['app.kubernetes.io/name']"), vec![json!("x")]);
         assert_eq!(find(r".metadata.labels.app\.kubernetes\.io/name"), vec![json!("x")]);
         assert!(find(".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn filters_as_client_go() {
+        let obj = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "n": 1},
+            {"type": "Odd]Type", "status": "False", "n": 2, "reason": "Because"},
+        ]}});
+        let find = |p: &str| JsonPath::parse(p).unwrap().find(&obj).into_iter().cloned().collect::<Vec<_>>();
+        assert_eq!(find(r#".status.conditions[?(@.type=="Ready")].status"#), vec![json!("True")]);
+        assert_eq!(find(".status.conditions[?(@.type=='Odd]Type')].status"), vec![json!("False")]);
+        assert_eq!(find(r#".status.conditions[?(@.type!="Ready")].n"#), vec![json!(2)]);
+        assert_eq!(find(".status.conditions[?(@.n >= 2)].type"), vec![json!("Odd]Type")]);
+        assert_eq!(find(".status.conditions[?(@.n < 2)].type"), vec![json!("Ready")]);
+        assert_eq!(find(".status.conditions[?(@.reason)].type"), vec![json!("Odd]Type")]);
+        assert!(find(r#".status.conditions[?(@.type=="Gone")].status"#).is_empty());
+        // A string compared with a number passes nothing.
+        assert!(find(r#".status.conditions[?(@.n=="1")].type"#).is_empty());
+        assert!(JsonPath::parse(".a[?(type==1)]").is_err());
     }
 
     #[test]

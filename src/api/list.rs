@@ -1,19 +1,21 @@
 //! LIST of a collection: list options (`limit`, `continue`, `resourceVersion`,
-//! `resourceVersionMatch`), label and field selectors, and continue tokens.
+//! `resourceVersionMatch`) validated as Kubernetes validates them, label and field selectors,
+//! and paging (the continue tokens themselves are `api::continue_token`'s).
 
-use base64::Engine;
 use http::Response;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Api;
 use super::body::RespBody;
 use super::call::Call;
+use super::continue_token;
 use super::errors;
 use super::negotiate::negotiate;
 use super::objects;
 use super::present;
 use super::selectors::{FieldSelector, LabelSelector, field_text};
-use crate::core::field::FieldError;
+use crate::core::field::{FieldError, Path};
+use crate::core::gvr::GroupKind;
 use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
 use crate::store::{self, Freshness, ListOptions, Revision, Store, key};
@@ -81,64 +83,7 @@ pub fn list_options(call: &Call) -> Result<(Option<i64>, Option<i64>), ApiError>
     Ok((timeout, limit))
 }
 
-/// A continue token as Kubernetes encodes it: the list's revision (a signed 64-bit number in
-/// Kubernetes' encoding, so larger ones are refused like any other malformed token) and the
-/// last key returned, relative to the resource.
-#[derive(Debug, serde::Deserialize)]
-struct ContinueToken {
-    v: String,
-    rv: i64,
-    start: String,
-    /// Ours, not Kubernetes': how many items followed the page that made the token, so that
-    /// the next page of the same list (at the same revision) knows its `remainingItemCount`
-    /// without counting the rest of the collection again.
-    #[serde(default)]
-    remaining: Option<u64>,
-}
-
 const TOO_OLD_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
-
-fn encode_continue(revision: Revision, start: &str, remaining: Option<u64>) -> String {
-    let mut token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": start});
-    if let Some(remaining) = remaining {
-        crate::api::objects::put(&mut token, "remaining", json!(remaining));
-    }
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
-}
-
-/// A decoded continue token: the key to start after (relative to the resource) and the
-/// revision to read at (`None`: the newest, which a negative revision asks for).
-#[derive(Debug, PartialEq)]
-struct Continuation {
-    start: String,
-    revision: Option<Revision>,
-    /// The items that followed the previous page, when its token says.
-    remaining: Option<u64>,
-}
-
-/// Decodes a continue token with the checks and messages of Kubernetes' storage layer; every
-/// failure is a 400 `invalid continue token: continue key is not valid...`.
-fn decode_continue(text: &str) -> Result<Continuation, ApiError> {
-    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: continue key is not valid{why}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).map_err(|e| invalid(&format!(": {e}")))?;
-    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| invalid(&format!(": {e}")))?;
-    if token.v != "meta.k8s.io/v1" {
-        return Err(invalid(&format!(": server does not recognize this encoded version {}", token.v)));
-    }
-    if token.rv == 0 {
-        return Err(invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
-    }
-    if token.start.is_empty() {
-        return Err(invalid(": encoded start key empty (version meta.k8s.io/v1)"));
-    }
-    // A key that is not already in its cleanest form could reach outside the resource.
-    let rooted = if token.start.starts_with('/') { token.start.clone() } else { format!("/{}", token.start) };
-    if crate::core::paths::clean(&rooted) != rooted {
-        return Err(invalid(&format!(": {}", token.start)));
-    }
-    let start = rooted.get(1..).unwrap_or_default().to_string();
-    Ok(Continuation { start, revision: u64::try_from(token.rv).ok(), remaining: token.remaining })
-}
 
 /// Where a list starts: the revision to read at and the key to start after.
 struct Start {
@@ -152,11 +97,50 @@ struct Start {
     remaining: Option<u64>,
 }
 
+/// `ValidateListOptions` for a list: every problem in one 422, before anything is read (a
+/// continue token included), as kube-apiserver's list handler validates.
+fn validate_list_options(call: &Call) -> Result<(), ApiError> {
+    let query = &call.query;
+    let rv = query.get("resourceVersion").unwrap_or_default();
+    let rvm = query.get("resourceVersionMatch").unwrap_or_default();
+    let match_path = || Path::new("resourceVersionMatch");
+    let mut errors = Vec::new();
+    if !rvm.is_empty() {
+        if rv.is_empty() {
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if query.get("continue").is_some_and(|c| !c.is_empty()) {
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if rvm != "Exact" && rvm != "NotOlderThan" {
+            errors.push(FieldError::not_supported(match_path(), rvm, &["Exact", "NotOlderThan", ""]));
+        }
+        if rvm == "Exact" && rv == "0" {
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    // Any value is a boolean, so the parameter alone sets the option.
+    if query.get("sendInitialEvents").is_some() {
+        errors.push(FieldError::forbidden(Path::new("sendInitialEvents"), "sendInitialEvents is forbidden for list"));
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::invalid(&list_options_kind(), "", &errors)) }
+}
+
 fn start_of(call: &Call) -> Result<Start, ApiError> {
+    validate_list_options(call)?;
     let rv = call.query.get("resourceVersion").unwrap_or_default();
     let rvm = call.query.get("resourceVersionMatch").unwrap_or_default();
     if let Some(token) = call.query.get("continue").filter(|c| !c.is_empty()) {
-        let token = decode_continue(token)?;
+        let token = continue_token::decode(token)?;
         if !rv.is_empty() && rv != "0" {
             return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
         }
@@ -171,38 +155,23 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
             remaining,
         });
     }
-    if call.query.get("sendInitialEvents").is_some() {
-        return Err(list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list"));
-    }
+    // Validated: a match is `Exact` or `NotOlderThan`, and comes with a resourceVersion.
     match (rv, rvm) {
-        ("", "") => Ok(Start {
+        ("", _) => Ok(Start {
             revision: None,
             at_least: None,
             freshness: Freshness::Consistent,
             start_after: None,
             remaining: None,
         }),
-        ("", _) => Err(list_options_invalid(
-            "resourceVersionMatch",
-            "resourceVersionMatch is forbidden unless resourceVersion is provided",
-        )),
-        (rv, "Exact") => {
-            let revision = parse_revision(rv)?;
-            if revision == 0 {
-                return Err(list_options_invalid(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
-            }
-            Ok(Start {
-                revision: Some(revision),
-                at_least: None,
-                freshness: Freshness::Consistent,
-                start_after: None,
-                remaining: None,
-            })
-        }
-        (rv, "" | "NotOlderThan") => {
+        (rv, "Exact") => Ok(Start {
+            revision: Some(parse_revision(rv)?),
+            at_least: None,
+            freshness: Freshness::Consistent,
+            start_after: None,
+            remaining: None,
+        }),
+        (rv, _) => {
             let revision = parse_revision(rv)?;
             Ok(Start {
                 revision: None,
@@ -213,21 +182,16 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
                 remaining: None,
             })
         }
-        (_, other) => {
-            let error = crate::core::field::FieldError::not_supported(
-                crate::core::field::Path::new("resourceVersionMatch"),
-                other,
-                &["Exact", "NotOlderThan", ""],
-            );
-            Err(ApiError::invalid(&crate::core::gvr::GroupKind::new("meta.k8s.io", "ListOptions"), "", &[error]))
-        }
     }
+}
+
+fn list_options_kind() -> GroupKind {
+    GroupKind::new("meta.k8s.io", "ListOptions")
 }
 
 /// A 422 about list options, as Kubernetes words it.
 pub fn list_options_invalid(field: &str, message: &str) -> ApiError {
-    let error = crate::core::field::FieldError::forbidden(crate::core::field::Path::new(field), message);
-    ApiError::invalid(&crate::core::gvr::GroupKind::new("meta.k8s.io", "ListOptions"), "", &[error])
+    ApiError::invalid(&list_options_kind(), "", &[FieldError::forbidden(Path::new(field), message)])
 }
 
 /// The key prefix continue tokens are relative to (the resource, across namespaces).
@@ -318,57 +282,8 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         }
     }
     let revision = revision.unwrap_or_else(|| api.store().current_revision());
-    let token = continue_from.map(|k| encode_continue(revision, key::relative_to_resource(&k), remaining));
+    let token = continue_from.map(|k| continue_token::encode(revision, key::relative_to_resource(&k), remaining));
     let response = items.into_response(call, output, present::list_metadata(revision, token, remaining));
     request_scope::end(Phase::Encode);
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens_round_trip() {
-        let token = encode_continue(42, "default/x", None);
-        let decoded = decode_continue(&token).unwrap();
-        assert_eq!(decoded, Continuation { start: "default/x".into(), revision: Some(42), remaining: None });
-        let counted = decode_continue(&encode_continue(42, "default/x", Some(7))).unwrap();
-        assert_eq!(counted.remaining, Some(7));
-    }
-
-    fn token(json: &str) -> String {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
-    }
-
-    #[test]
-    fn crafted_continue_tokens_are_refused_as_kubernetes_refuses_them() {
-        let refused = |text: &str| decode_continue(text).map(|c| panic!("accepted {c:?}")).unwrap_err();
-        let cases = [
-            ("not base64!".to_string(), "continue key is not valid: "),
-            (token("{"), "continue key is not valid: "),
-            (token(r#"{"v":"meta.k8s.io/v1","rv":18446744073709551615,"start":"a/x"}"#), "continue key is not valid: "),
-            (token(r#"{"v":"v2","rv":1,"start":"a/x"}"#), "server does not recognize this encoded version v2"),
-            (token(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/x"}"#), "incorrect encoded start resourceVersion"),
-            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":""}"#), "encoded start key empty"),
-            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#), "continue key is not valid: ../x"),
-            (token(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"a//x"}"#), "continue key is not valid: a//x"),
-        ];
-        for (text, expected) in cases {
-            let error = refused(&text);
-            assert_eq!(error.code, 400, "{text}");
-            assert!(
-                error.message.starts_with("invalid continue token: continue key is not valid"),
-                "{}",
-                error.message
-            );
-            assert!(error.message.contains(expected), "{text}: {}", error.message);
-        }
-    }
-
-    #[test]
-    fn a_negative_continue_revision_reads_the_newest_state() {
-        let decoded = decode_continue(&token(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"/a/x"}"#)).unwrap();
-        assert_eq!(decoded, Continuation { start: "a/x".into(), revision: None, remaining: None });
-    }
 }

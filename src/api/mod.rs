@@ -10,6 +10,7 @@ pub mod apply;
 pub mod body;
 pub mod call;
 pub mod codec;
+pub mod continue_token;
 pub mod create;
 pub mod delete;
 pub mod delete_options;

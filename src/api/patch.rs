@@ -76,6 +76,14 @@ fn check_patched_type(object: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// kube-apiserver's refusal of a patched document its decoder refuses (`json: cannot unmarshal
+/// ...`): a 422 of no kind, showing the document.
+fn undecodable_patched(patched: &Value, detail: &str) -> ApiError {
+    let text = crate::core::field::go_json(patched);
+    let error = FieldError::invalid(Path::new("patch"), text, detail.to_string());
+    ApiError::invalid(&GroupKind::new("", ""), "", &[error])
+}
+
 /// The strict-decoding errors of a patch and of the object it made (fields the schema does not
 /// know), as `fieldValidation` has them: nothing, warnings, or (`Strict`) the 422 kube-apiserver
 /// answers, showing the patched document.
@@ -88,12 +96,10 @@ fn strict_decoding(
         FieldValidation::Ignore => Ok(Vec::new()),
         FieldValidation::Warn => Ok(errors),
         FieldValidation::Strict if errors.is_empty() => Ok(Vec::new()),
-        FieldValidation::Strict => {
-            let text = patched.map(crate::core::field::go_json).unwrap_or_default();
-            let error =
-                FieldError::invalid(Path::new("patch"), text, format!("strict decoding error: {}", errors.join(", ")));
-            Err(ApiError::invalid(&GroupKind::new("", ""), "", &[error]))
-        }
+        FieldValidation::Strict => Err(undecodable_patched(
+            patched.unwrap_or(&Value::Null),
+            &format!("strict decoding error: {}", errors.join(", ")),
+        )),
     }
 }
 
@@ -122,12 +128,17 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
         }
         check_patched_type(&object)?;
         write::check_type_meta(&call.served, &object)?;
-        check_name(call, &object)?;
         // A refusal under Strict shows the document as patched, before pruning.
         let patched = (mode == FieldValidation::Strict).then(|| object.clone());
-        let unknown = write::coerce(&call.served, &mut object)?;
+        // The patched document is decoded before its name is compared with the URL's; what the
+        // decoder refuses is the 422 showing the document (made again: coercion changed it).
+        let unknown = write::coerce_or(&call.served, &mut object, |detail| {
+            let again = apply_patch(kind, &patch, &old, mode).map(|p| p.object).unwrap_or_default();
+            undecodable_patched(&again, detail)
+        })?;
         strict_errors.extend(unknown.iter().map(|path| format!("unknown field \"{path}\"")));
         let mut warnings = strict_decoding(mode, strict_errors, patched.as_ref())?;
+        check_name(call, &object)?;
         // A resourceVersion in the patch is a precondition; otherwise the current one is.
         let pinned = objects::resource_version(&object) != objects::resource_version(&old);
         if pinned {

@@ -188,11 +188,12 @@ pub async fn update(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Re
     let decoded = codec::decode_object(&bytes, call.content_type(), call.expected())?;
     let mut object = decoded.value;
     write::check_type_meta(&call.served, &object)?;
-    check_name(call, &object)?;
     let mode = FieldValidation::of(call)?;
     let dry_run = call.dry_run()?;
     let unknown = write::coerce(&call.served, &mut object)?;
     let mut warnings = write::field_validation(&call.served, mode, &decoded.duplicates, &unknown)?;
+    // What the decoder refuses is refused before the name is compared with the URL's.
+    check_name(call, &object)?;
     request_scope::end(Phase::Decode);
     // A missing object is NotFound whatever the body says (the update finds nothing to update
     // before it checks the resourceVersion).

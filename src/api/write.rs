@@ -69,8 +69,18 @@ pub fn check_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> 
 /// resources' metadata, then the version's defaults. Returns the unknown field paths
 /// (`spec.someRandomField`, `metadata.foo`).
 pub fn coerce(served: &Served, object: &mut Value) -> Result<Vec<String>, ApiError> {
+    coerce_or(served, object, |detail| undecodable(served, detail))
+}
+
+/// [`coerce`], with the decoder's refusal (`json: cannot unmarshal ...`) worded by `refuse`: the
+/// patch handler's is the 422 showing the patched document.
+pub fn coerce_or(
+    served: &Served,
+    object: &mut Value,
+    refuse: impl FnOnce(&str) -> ApiError,
+) -> Result<Vec<String>, ApiError> {
     let schema = served.version.schema().map(std::sync::Arc::as_ref);
-    let unknown = schema::coerce(object, schema, false).map_err(|e| undecodable(served, &e.to_string()))?;
+    let unknown = schema::coerce(object, schema, false).map_err(|e| refuse(&e.to_string()))?;
     objects::ensure_metadata(object)?;
     schema::default(object, schema);
     Ok(unknown)

@@ -102,7 +102,11 @@ mod tests {
         let served: Vec<&str> = registry.definitions().iter().map(|d| d.name.as_str()).collect();
         assert_eq!(served, ["older.example.com"]);
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].to_string().contains("names not accepted: \"thing\" is already in use"), "{}", problems[0]);
+        assert!(
+            problems[0].to_string().contains("names not accepted: \"ThingList\" is already in use"),
+            "{}",
+            problems[0]
+        );
     }
 
     #[tokio::test]

@@ -4,7 +4,8 @@
 //! (`POST serveddefinitions/<name>/impact`), follows the analysis in the definition's status and
 //! prints the report; with `--storage` it opens a stopped server's store itself (sled allows one
 //! process per directory), read only, with the server's definition files to know what is
-//! served.
+//! served (and, for the candidate's name, the form the store records the server last accepted,
+//! which its objects were written under).
 //!
 //! Exit code: 0 nothing breaks, 1 stored objects would fail, 2 the change would be refused (or
 //! is not a valid definition), 3 the analysis could not be made.
@@ -145,10 +146,18 @@ fn offline(args: &ImpactArgs, runtime: &tokio::runtime::Runtime, bytes: &[u8]) -
             "error: --definitions: the server's definition files are needed to know what it serves".into(),
         ));
     }
-    let served = served_now(&args.definitions);
+    let mut served = served_now(&args.definitions);
     let store = open(args.storage.as_deref().unwrap_or_default())?;
     let name = candidate.definition.name.clone();
     let outcome = (|| {
+        // What the server served at its stop is what it last accepted: the objects were written
+        // under that form, and a start checks the files against it (`definitions::accepted`).
+        let accepted = runtime
+            .block_on(crate::lifecycle::accepted::read(&store, &name))
+            .map_err(|e| (UNABLE, format!("error: reading the last accepted form of {name}: {e}")))?;
+        if let Some(last) = accepted.as_ref().and_then(crate::definitions::accepted::served) {
+            served.insert(name.clone(), last);
+        }
         let stored_versions = runtime
             .block_on(crate::lifecycle::stored_versions::read(&store, &name))
             .map_err(|e| (UNABLE, format!("error: reading status.storedVersions of {name}: {e}")))?;

@@ -379,7 +379,7 @@ impl LiveDefinitions {
                 None => tracing::error!("{problem}"),
             }
         }
-        self.status.record(problems);
+        self.status.record(problems, served);
     }
 
     /// Whether a set of definitions is served with the store's records (the first load serves

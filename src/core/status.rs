@@ -24,7 +24,13 @@ pub struct Status {
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
+    /// 0 (omitted, as Go's `omitempty` omits it) in a Status of success the registry made.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub code: u16,
+}
+
+fn is_zero(code: &u16) -> bool {
+    *code == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -270,7 +276,8 @@ impl ApiError {
     }
 }
 
-/// A `Status` of success, as DELETE of a collection or of an already-gone object returns.
+/// A `Status` of success, as the registry answers the DELETE of an object it removed: no code
+/// in the body (the response is a 200).
 pub fn success_status(details: Option<StatusDetails>) -> Status {
     Status {
         kind: "Status".to_string(),
@@ -280,7 +287,7 @@ pub fn success_status(details: Option<StatusDetails>) -> Status {
         message: String::new(),
         reason: String::new(),
         details,
-        code: 200,
+        code: 0,
     }
 }
 

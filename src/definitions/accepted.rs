@@ -93,7 +93,7 @@ pub fn accepted_forms(
 }
 
 /// The accepted form compiled, as the file it came from was.
-fn served(accepted: &Accepted) -> Option<Served> {
+pub fn served(accepted: &Accepted) -> Option<Served> {
     let raw = match serde_json::to_value(accepted.full_manifest()) {
         Ok(raw) => raw,
         Err(e) => {

@@ -48,6 +48,14 @@ fn column(name: &str, kind: &str, path: &str, description: &str) -> Value {
     json!({"name": name, "type": kind, "jsonPath": path, "description": description})
 }
 
+/// A column `kubectl get -o wide` shows, not `kubectl get`.
+fn wide(mut column: Value) -> Value {
+    if let Value::Object(fields) = &mut column {
+        fields.insert("priority".into(), json!(1));
+    }
+    column
+}
+
 /// The manifest of `serveddefinitions.crd-apiserver.io`.
 pub fn served_definitions_manifest() -> Value {
     let open_object = |description: &str| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": description});
@@ -68,13 +76,23 @@ pub fn served_definitions_manifest() -> Value {
                     "properties": {
                         "spec": open_object("The definition's spec as served (CustomResourceDefinitionSpec)."),
                         "status": open_object("CustomResourceDefinitionStatus (conditions, acceptedNames, \
-                            storedVersions), plus storageVersion, objectsPerVersion, migration, lastReloadError and impact."),
+                            storedVersions), plus source, storageVersion, objectsPerVersion, migration, \
+                            lastReloadError and impact. A SourceRefused condition says why the definition's \
+                            source was last refused; a source refused with no definition served has an object \
+                            with no spec."),
                     },
                 }},
                 "additionalPrinterColumns": [
+                    column("Established", "string", r#".status.conditions[?(@.type=="Established")].status"#,
+                        "Whether the definition is served."),
+                    column("Names Accepted", "string", r#".status.conditions[?(@.type=="NamesAccepted")].status"#,
+                        "Whether the names the definition asks for are its own."),
                     column("Storage", "string", ".status.storageVersion", "The version objects are written in."),
-                    column("Stored", "string", ".status.storedVersions", "Versions objects may still be stored in."),
+                    wide(column("Stored", "string", ".status.storedVersions", "Versions objects may still be stored in.")),
                     column("Migration", "string", ".status.migration.state", "Storage-version migration."),
+                    column("Last Error", "string", r#".status.conditions[?(@.type=="SourceRefused")].reason"#,
+                        "Why the definition's source (file or cluster definition) was last refused, in a word; \
+                         `kubectl describe` shows the message."),
                     column("Age", "date", ".metadata.creationTimestamp", ""),
                 ],
             }],
@@ -116,7 +134,7 @@ mod tests {
         assert!(definition.read_only);
         assert_eq!(definition.name, "serveddefinitions.crd-apiserver.io");
         assert_eq!(definition.short_names, ["sdef"]);
-        assert_eq!(definition.versions[0].printer_columns.len(), 4);
+        assert_eq!(definition.versions[0].printer_columns.len(), 7);
         assert!(definition.warnings.is_empty(), "{:?}", definition.warnings);
     }
 }

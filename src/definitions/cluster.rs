@@ -82,7 +82,8 @@ impl ClusterCache {
                     vec![format!(
                         "also defined in {file}: a definition is served from one source only, and the file's is served; remove it from the files or from the cluster definitions the server is told to serve"
                     )],
-                ));
+                )
+                .because(super::load::reason::DUPLICATE));
                 continue;
             }
             let manifest = manifest(crd);

@@ -12,6 +12,36 @@ use serde_json::Value;
 use super::model::Definition;
 use super::validate;
 
+/// Why a definition source was refused, in a word: the reason of the `SourceRefused`
+/// condition of the definition's status (`serveddefinitions`). Name clashes take Kubernetes'
+/// naming controller's reasons.
+pub mod reason {
+    /// A file or directory that cannot be read or listed.
+    pub const UNREADABLE: &str = "Unreadable";
+    /// A file that is neither YAML nor JSON.
+    pub const UNPARSABLE: &str = "Unparsable";
+    /// A document that is not an `apiextensions.k8s.io/v1` CustomResourceDefinition.
+    pub const NOT_A_DEFINITION: &str = "NotADefinition";
+    /// A definition that fails Kubernetes' create checks (decoding included).
+    pub const INVALID: &str = "Invalid";
+    /// A change that fails Kubernetes' update checks: the previous form stays served.
+    pub const UPDATE_REFUSED: &str = "UpdateRefused";
+    /// A definition defined twice (two files, or a file and the cluster): the first is served.
+    pub const DUPLICATE: &str = "Duplicate";
+    pub const PLURAL_CONFLICT: &str = "PluralConflict";
+    pub const SINGULAR_CONFLICT: &str = "SingularConflict";
+    pub const SHORT_NAMES_CONFLICT: &str = "ShortNamesConflict";
+    pub const KIND_CONFLICT: &str = "KindConflict";
+    pub const LIST_KIND_CONFLICT: &str = "ListKindConflict";
+    /// The reload itself failed (the store could not record what it needed).
+    pub const RELOAD_FAILED: &str = "ReloadFailed";
+
+    /// Whether `reason` is a clash over a name (the `NamesAccepted` condition's reasons).
+    pub fn is_name_conflict(reason: &str) -> bool {
+        reason.ends_with("Conflict")
+    }
+}
+
 /// A definition that could not be served, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
@@ -20,12 +50,52 @@ pub struct Problem {
     /// The definition's name, when it has one.
     pub name: Option<String>,
     pub errors: Vec<String>,
+    /// Why, in a word (`reason`): `Invalid` unless said otherwise.
+    pub reason: &'static str,
 }
 
 impl Problem {
     pub fn new(source: impl Into<String>, name: Option<String>, errors: Vec<String>) -> Problem {
-        Problem { source: source.into(), name, errors }
+        Problem { source: source.into(), name, errors, reason: reason::INVALID }
     }
+
+    /// The same problem, for another reason (`reason`'s constants).
+    pub fn because(self, reason: &'static str) -> Problem {
+        Problem { reason, ..self }
+    }
+
+    /// The file (or directory, or `cluster:customresourcedefinitions/<name>`) it comes from,
+    /// without the document number.
+    pub fn file(&self) -> &Path {
+        source_file(&self.source)
+    }
+
+    /// A clash over a name `definition` takes (`taken`): Kubernetes' naming controller's
+    /// reason, and its message after ours.
+    pub fn name_in_use(definition: &Definition, taken: &str) -> Problem {
+        let why = if taken == definition.plural {
+            reason::PLURAL_CONFLICT
+        } else if taken == definition.singular {
+            reason::SINGULAR_CONFLICT
+        } else if taken == definition.kind {
+            reason::KIND_CONFLICT
+        } else if taken == definition.list_kind {
+            reason::LIST_KIND_CONFLICT
+        } else {
+            reason::SHORT_NAMES_CONFLICT
+        };
+        let message = format!("names not accepted: \"{taken}\" is already in use");
+        Problem::new(&definition.source, Some(definition.name.clone()), vec![message]).because(why)
+    }
+}
+
+/// The file of a problem's source (`<file>` or `<file> (document <n>)`).
+pub fn source_file(source: &str) -> &Path {
+    let file = match source.rsplit_once(" (document ") {
+        Some((file, rest)) if rest.ends_with(')') => file,
+        _ => source,
+    };
+    Path::new(file)
 }
 
 impl fmt::Display for Problem {
@@ -66,11 +136,15 @@ fn is_manifest(path: &Path) -> bool {
 pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot read: {e}")]))?;
+        let meta = std::fs::metadata(path).map_err(|e| {
+            Problem::new(path.display().to_string(), None, vec![format!("cannot read: {e}")])
+                .because(reason::UNREADABLE)
+        })?;
         if meta.is_dir() {
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| Problem::new(path.display().to_string(), None, vec![format!("cannot list: {e}")]))?;
+            let entries = std::fs::read_dir(path).map_err(|e| {
+                Problem::new(path.display().to_string(), None, vec![format!("cannot list: {e}")])
+                    .because(reason::UNREADABLE)
+            })?;
             // The entry's type is known without a look at the file, but for a symbolic link (a
             // ConfigMap volume's files are links into `..data`), which is followed.
             let regular = |entry: &std::fs::DirEntry, path: &Path| match entry.file_type() {
@@ -171,7 +245,7 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
 pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
     checked_from_value(raw, source).map_err(|refusal| match refusal {
-        Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]),
+        Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]).because(reason::NOT_A_DEFINITION),
         refusal => Problem::new(source, name, refusal.messages()),
     })
 }
@@ -296,7 +370,10 @@ pub fn load_paths(paths: &[PathBuf]) -> LoadReport {
 fn load_file(file: &Path) -> Vec<Result<Loaded, Problem>> {
     match std::fs::read(file) {
         Ok(bytes) => load_text(file, &bytes),
-        Err(e) => vec![Err(Problem::new(file.display().to_string(), None, vec![format!("cannot read: {e}")]))],
+        Err(e) => {
+            let problem = Problem::new(file.display().to_string(), None, vec![format!("cannot read: {e}")]);
+            vec![Err(problem.because(reason::UNREADABLE))]
+        }
     }
 }
 
@@ -316,11 +393,17 @@ fn load_text_here(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
     let shown = file.display().to_string();
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
-        Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot read: {e}")]))],
+        Err(e) => {
+            return vec![Err(Problem::new(shown, None, vec![format!("cannot read: {e}")]).because(reason::UNREADABLE))];
+        }
     };
     let docs = match parse_documents(text) {
         Ok(d) => d,
-        Err(e) => return vec![Err(Problem::new(shown, None, vec![format!("cannot parse: {e}")]))],
+        Err(e) => {
+            return vec![
+                Err(Problem::new(shown, None, vec![format!("cannot parse: {e}")]).because(reason::UNPARSABLE)),
+            ];
+        }
     };
     let many = docs.len() > 1;
     expand_lists(docs)

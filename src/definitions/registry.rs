@@ -75,14 +75,17 @@ impl Registry {
         let mut accepted = Vec::with_capacity(definitions.len());
         for definition in &definitions {
             if let Some(first) = by_name.get(definition.name.as_str()) {
-                problems.push(Problem::new(
-                    &definition.source,
-                    Some(definition.name.clone()),
-                    vec![format!(
-                        "metadata.name: Duplicate value: \"{}\": already defined in {first}",
-                        definition.name
-                    )],
-                ));
+                problems.push(
+                    Problem::new(
+                        &definition.source,
+                        Some(definition.name.clone()),
+                        vec![format!(
+                            "metadata.name: Duplicate value: \"{}\": already defined in {first}",
+                            definition.name
+                        )],
+                    )
+                    .because(super::load::reason::DUPLICATE),
+                );
                 continue;
             }
             let used = resource_names.entry(definition.group.as_str()).or_default();
@@ -90,14 +93,15 @@ impl Registry {
             let mut mine: Vec<&str> = vec![definition.plural.as_str(), definition.singular.as_str()];
             mine.extend(definition.short_names.iter().map(String::as_str));
             let kind_pair = [definition.kind.as_str(), definition.list_kind.as_str()];
-            let clash =
-                mine.iter().find(|n| used.contains(**n)).or_else(|| kind_pair.iter().find(|k| kinds.contains(**k)));
+            // Kubernetes' naming controller checks plural, singular, short names, kind and list
+            // kind in turn, the last clash naming the reason.
+            let clash = kind_pair
+                .iter()
+                .rev()
+                .find(|k| kinds.contains(**k))
+                .or_else(|| mine.iter().rev().find(|n| used.contains(**n)));
             if let Some(name) = clash {
-                problems.push(Problem::new(
-                    &definition.source,
-                    Some(definition.name.clone()),
-                    vec![format!("names not accepted: \"{name}\" is already in use")],
-                ));
+                problems.push(Problem::name_in_use(definition, name));
                 continue;
             }
             used.extend(mine);
@@ -248,7 +252,9 @@ mod tests {
         assert_eq!(registry.definitions().len(), 1);
         assert_eq!(problems.len(), 2);
         assert!(problems[0].errors[0].contains("\"f\" is already in use"));
-        // The singular defaults to the lower-cased kind, so the kind clash shows there first.
-        assert!(problems[1].errors[0].contains("\"foo\" is already in use"));
+        // Singular, kind and list kind clash: as Kubernetes' naming controller, the last checked
+        // is reported.
+        assert!(problems[1].errors[0].contains("\"FooList\" is already in use"));
+        assert_eq!(problems[1].reason, super::super::load::reason::LIST_KIND_CONFLICT);
     }
 }

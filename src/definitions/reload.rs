@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::load::{Loaded, Problem};
+use super::load::{Loaded, Problem, reason};
 use super::registry::Registry;
 use super::scan::Scan;
 
@@ -192,7 +192,7 @@ fn candidate(
         {
             let errors = update_errors(&accepted, loaded, context);
             if !errors.is_empty() {
-                problems.push(Problem::new(&loaded.definition.source, Some(loaded.definition.name.clone()), errors));
+                problems.push(refused_update(loaded, errors));
                 return None;
             }
         }
@@ -209,8 +209,14 @@ fn candidate(
     if errors.is_empty() {
         return Some(Candidate { served: new, previous: Some(old.clone()), was_served: true });
     }
-    problems.push(Problem::new(&loaded.definition.source, Some(loaded.definition.name.clone()), errors));
+    problems.push(refused_update(loaded, errors));
     Some(Candidate { served: old.clone(), previous: None, was_served: true })
+}
+
+/// A change refused by Kubernetes' update checks.
+fn refused_update(loaded: &Loaded, errors: Vec<String>) -> Problem {
+    let definition = &loaded.definition;
+    Problem::new(&definition.source, Some(definition.name.clone()), errors).because(reason::UPDATE_REFUSED)
 }
 
 /// Kubernetes' update checks of `old` (the form served or last accepted) to `loaded`.
@@ -296,19 +302,21 @@ fn refuse_names_in_use(candidates: &mut [Candidate], problems: &mut Vec<Problem>
             continue;
         }
         let d = &c.served.loaded.definition;
-        let taken = names_of(d).find(|(resource, name)| {
-            held.get(&(d.group.as_str(), *resource, *name)).is_some_and(|holder| *holder != d.name)
-        });
+        // The last clash in Kubernetes' order names the reason, as its naming controller's.
+        let taken = names_of(d)
+            .filter(|(resource, name)| {
+                held.get(&(d.group.as_str(), *resource, *name)).is_some_and(|holder| *holder != d.name)
+            })
+            .last();
         if let Some((_, name)) = taken {
-            refused.push((i, format!("names not accepted: \"{name}\" is already in use")));
+            refused.push((i, name.to_string()));
         }
     }
-    for (i, message) in refused {
+    for (i, name) in refused {
         if let Some(c) = candidates.get_mut(i)
             && let Some(previous) = c.previous.take()
         {
-            let d = &c.served.loaded.definition;
-            problems.push(Problem::new(&d.source, Some(d.name.clone()), vec![message]));
+            problems.push(Problem::name_in_use(&c.served.loaded.definition, &name));
             c.served = previous;
         }
     }

@@ -162,7 +162,10 @@ impl FileCache {
             .collect();
         let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes)| match bytes {
             Ok(bytes) => load_text(path, bytes),
-            Err(message) => vec![Err(Problem::new(path.display().to_string(), None, vec![message.clone()]))],
+            Err(message) => {
+                let problem = Problem::new(path.display().to_string(), None, vec![message.clone()]);
+                vec![Err(problem.because(super::load::reason::UNREADABLE))]
+            }
         });
         let loaded =
             changed.iter().zip(loaded).map(|((path, _), documents)| documents.unwrap_or_else(|| not_compiled(path)));

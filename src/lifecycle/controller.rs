@@ -1,11 +1,12 @@
 //! The lifecycle controller: a background task that follows the served definitions (the API's
 //! catalog, swapped whole on every reload) and, for each, records its storage version in
 //! storedVersions, runs storage-version migrations one definition at a time, and keeps its
-//! `serveddefinitions` status object current (with the last reload's error for it, from
-//! `definitions::reload_status`). Reloads are noticed within a second; a migration asked for
-//! through the API (`request_migration`) wakes it at once. When a migration takes versions out
-//! of storedVersions it asks for a reload, so that a file refused for dropping them is served as
-//! soon as that is allowed. Replicas on one etcd elect one (`store::leadership`) to migrate and
+//! `serveddefinitions` status object current (with the last reload's problems with it, from
+//! `definitions::reload_status`; every object, counts included, after each reload), and one for
+//! each source a reload refused that no served definition shows. Reloads are noticed within a
+//! second; a migration asked for through the API (`request_migration`) wakes it at once. When a
+//! migration takes versions out of storedVersions it asks for a reload, so that a file refused
+//! for dropping them is served as soon as that is allowed. Replicas on one etcd elect one (`store::leadership`) to migrate and
 //! write the status objects; every replica records storage versions. It also answers, for the
 //! running server, whether a definition's objects may be deleted (`delete_objects`).
 
@@ -20,7 +21,7 @@ use super::migrate::{self, Stop};
 use super::{removed, status, stored_versions};
 use crate::api::{Api, Catalog};
 use crate::definitions::Definition;
-use crate::definitions::reload_status::ReloadStatus;
+use crate::definitions::reload_status::{ReloadError, ReloadStatus};
 use crate::store::Backend;
 
 /// How often the catalog is looked at for a reload nobody announced.
@@ -43,10 +44,10 @@ pub struct Controller {
     progress: watch::Sender<Option<(Arc<Definition>, Progress)>>,
     /// Definitions whose migration was asked for, for the loop's next round.
     requested: std::sync::Mutex<Vec<String>>,
-    /// The last reload error each status object was written with, by definition name. Held
-    /// for the whole of a status write, so that writes happen one at a time and what this
-    /// says is what the last write of each object showed: a status written with an error that
-    /// has gone since is seen to differ, and written again.
+    /// The last reload error each status object was written with, by object name. Held for
+    /// the whole of a status write, so that writes happen one at a time and what this says is
+    /// what the last write of each object showed: an object whose write failed is written
+    /// again, and a refused source's object is not written again while its problems stay.
     written: Mutex<HashMap<String, Written>>,
 }
 
@@ -260,12 +261,39 @@ impl Controller {
         for definition in definitions {
             self.write_status(definition, None).await;
         }
-        if !removed {
-            return;
+        if removed {
+            self.write_unserved(catalog).await;
         }
+    }
+
+    /// On the leader, writes the objects of the sources the last reload refused with no served
+    /// definition to show it (`ReloadOutcome::unserved`), and removes every other object of a
+    /// definition `catalog` does not serve.
+    async fn write_unserved(&self, catalog: &Catalog) {
+        let last = self.reloads.last();
         let names: HashSet<&str> = served(catalog).map(|d| d.name.as_str()).collect();
-        self.written.lock().await.retain(|name, _| names.contains(name.as_str()));
-        if let Err(e) = status::remove_others(self.store(), &|name| names.contains(name)).await {
+        let unserved = last.unserved(&|name| names.contains(name));
+        // One status write at a time (see `written`).
+        let mut written = self.written.lock().await;
+        for entry in &unserved {
+            let shown =
+                Written::Shown(Some(entry.errors.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join("\n")));
+            if written.get(&entry.name) == Some(&shown) {
+                continue;
+            }
+            match status::write_unserved(self.store(), &entry.name, &entry.errors).await {
+                Ok(()) => {
+                    written.insert(entry.name.clone(), shown);
+                }
+                Err(e) => {
+                    written.insert(entry.name.clone(), Written::Failed);
+                    tracing::warn!(entry = %entry.name, error = %e, "writing the status of a refused definition source failed");
+                }
+            }
+        }
+        let kept = |name: &str| names.contains(name) || unserved.iter().any(|u| u.name == name);
+        written.retain(|name, _| kept(name));
+        if let Err(e) = status::remove_others(self.store(), &kept).await {
             tracing::warn!(error = %e, "removing the status of definitions no longer served failed");
         }
     }
@@ -305,13 +333,17 @@ impl Controller {
         Ok(progress.state == migrate::progress::State::Done)
     }
 
-    /// On the leader, rewrites the status objects whose last reload error is not the one they
-    /// were last written with (a refused change shows as `lastReloadError`, and goes when
-    /// fixed), also while a migration keeps the main loop busy. On every replica, while the
-    /// last reload refused something, asks for a reload whenever storedVersions change (the
-    /// leader's migration may have allowed what a follower's files ask).
+    /// On the leader, after every reload, refreshes every status object (the object counts too,
+    /// which change with every create), writes the objects of the sources it refused with no
+    /// served definition to show it and removes those of sources no longer refused; between
+    /// reloads, writes again the status objects whose last write failed. On every replica,
+    /// while the last reload refused something, asks for a reload whenever storedVersions
+    /// change (the leader's migration may have allowed what a follower's files ask).
     async fn follow_reloads(self: Arc<Self>) {
         let mut stored: Option<HashMap<String, Vec<String>>> = None;
+        // The reload the status objects were last refreshed after: the first load's are
+        // written by the main loop's first round.
+        let mut refreshed = Some(self.reloads.last().time);
         loop {
             tokio::time::sleep(POLL).await;
             let last = self.reloads.last();
@@ -325,18 +357,23 @@ impl Controller {
                 stored = Some(now);
             }
             if !self.store().leadership().is_leader() {
+                // Elected, the main loop's first round writes everything.
+                refreshed = Some(last.time);
                 continue;
             }
             let catalog = self.api.catalog();
+            let every = refreshed != Some(last.time);
+            refreshed = Some(last.time);
             let stale: Vec<&Arc<Definition>> = {
                 let written = self.written.lock().await;
                 // A definition not written yet is written by the main loop's first pass.
-                served(&catalog)
-                    .filter(|d| written.get(&d.name).is_some_and(|was| *was != Written::Shown(last.error_of(&d.name))))
-                    .collect()
+                served(&catalog).filter(|d| every || written.get(&d.name) == Some(&Written::Failed)).collect()
             };
             for definition in stale {
                 self.write_status(definition, None).await;
+            }
+            if every {
+                self.write_unserved(&catalog).await;
             }
         }
     }
@@ -368,7 +405,9 @@ impl Controller {
                 }
             }),
         };
-        let reload_error = self.reloads.last_error(&definition.name);
+        let last = self.reloads.last();
+        let reload_error = last.error_of(&definition.name);
+        let problems: Vec<&ReloadError> = last.errors_of(&definition.name).collect();
         let progress = progress.or(recorded.as_ref());
         let counts = match progress {
             Some(p) => self.objects_per_version(definition, p).await,
@@ -379,6 +418,7 @@ impl Controller {
             progress,
             objects_per_version: counts.as_ref(),
             reload_error: reload_error.as_deref(),
+            problems: &problems,
         };
         match status::write(store, definition, &facts).await {
             Ok(()) => {

@@ -2,9 +2,13 @@
 //! into the store under the resource's own keys whenever what they show changes, so that get,
 //! list, watch and Tables serve them as any stored object. Each shows the definition as served,
 //! Kubernetes' CRD status fields (conditions worded as Kubernetes words them, acceptedNames,
-//! storedVersions) and what only this server knows: the storage version, objects per version
-//! (older versions as the last migration pass counted them, the storage version as the rest),
-//! the migration's progress and the last reload error.
+//! storedVersions) and what only this server knows: the source it is served from, the storage
+//! version, objects per version (older versions as the last migration pass counted them, the
+//! storage version as the rest), the migration's progress and the last reload's problems with
+//! it (`SourceRefused`, `lastReloadError`). A source refused with no served definition to show
+//! it (a new invalid definition, a name clash, a file that cannot be read) has an object of its
+//! own, with no spec and `Established` false. `metadata.generation` moves with the spec; a
+//! condition's `lastTransitionTime` with its status.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -12,8 +16,15 @@ use serde_json::{Map, Value, json};
 use super::migrate::progress::Progress;
 use crate::definitions::builtin::{GROUP, SERVED_DEFINITION_KIND, SERVED_DEFINITIONS, VERSION};
 use crate::definitions::conversion::{Conversion, Endpoint};
+use crate::definitions::load::reason;
+use crate::definitions::reload_status::ReloadError;
 use crate::definitions::{Definition, Version};
 use crate::store::{Backend, Error, ListOptions, Store, key};
+
+/// The condition a refused source shows (present only then, as a CRD's `NonStructuralSchema`):
+/// its reason is the first problem's (`definitions::load::reason`), its message every problem
+/// in full, each naming its file and Kubernetes' field paths.
+pub const SOURCE_REFUSED: &str = "SourceRefused";
 
 /// What the status of one definition is made of, besides the definition itself.
 #[derive(Debug, Default)]
@@ -24,6 +35,8 @@ pub struct Facts<'a> {
     pub objects_per_version: Option<&'a std::collections::BTreeMap<String, u64>>,
     /// Why the last reload of the definition's file was refused, if it was.
     pub reload_error: Option<&'a str>,
+    /// The last reload's problems with the definition, in file order.
+    pub problems: &'a [&'a ReloadError],
 }
 
 fn object_key(name: &str) -> String {
@@ -37,18 +50,25 @@ pub fn prefix() -> String {
 
 /// Writes the status object of `definition` if what it shows changed.
 pub async fn write(store: &Backend, definition: &Definition, facts: &Facts<'_>) -> Result<(), Error> {
-    let key = object_key(&definition.name);
+    write_object(store, &definition.name, &|existing| render(definition, facts, existing)).await
+}
+
+/// Writes the object of a source refused with no served definition to show it (`name`, the
+/// entry's name; `problems`, its problems) if what it shows changed.
+pub async fn write_unserved(store: &Backend, name: &str, problems: &[&ReloadError]) -> Result<(), Error> {
+    write_object(store, name, &|existing| render_unserved(name, problems, existing)).await
+}
+
+async fn write_object(
+    store: &Backend,
+    name: &str,
+    render: &(dyn Fn(Option<&Value>) -> Value + Sync),
+) -> Result<(), Error> {
+    let key = object_key(name);
     for _ in 0..4 {
         let current = store.get(&key).await?;
         let existing: Option<Value> = current.as_ref().and_then(|c| crate::core::nesting::from_slice(&c.value).ok());
-        let (uid, created) = match existing.as_ref().and_then(|e| e.get("metadata")) {
-            Some(meta) => (
-                meta.get("uid").and_then(Value::as_str).unwrap_or_default().to_string(),
-                meta.get("creationTimestamp").and_then(Value::as_str).unwrap_or_default().to_string(),
-            ),
-            None => (uuid::Uuid::new_v4().to_string(), crate::core::time::now_rfc3339()),
-        };
-        let mut object = render(definition, facts, &uid, &created);
+        let mut object = render(existing.as_ref());
         keep_impact(&mut object, existing.as_ref());
         if existing.as_ref() == Some(&object) {
             return Ok(());
@@ -100,8 +120,7 @@ pub async fn update_impact(
             None => {
                 let stored = super::stored_versions::read(store, &definition.name).await?;
                 let facts = Facts { stored_versions: &stored, ..Facts::default() };
-                let created = crate::core::time::now_rfc3339();
-                render(definition, &facts, &uuid::Uuid::new_v4().to_string(), &created)
+                render(definition, &facts, None)
             }
         };
         if let Some(status) = object.get_mut("status") {
@@ -137,16 +156,96 @@ pub async fn remove_others(store: &Backend, served: &(dyn Fn(&str) -> bool + Syn
     Ok(())
 }
 
-/// The status object of `definition`.
-pub fn render(definition: &Definition, facts: &Facts<'_>, uid: &str, created: &str) -> Value {
+/// What an object keeps from the one it replaces (`existing`): its uid, creation time,
+/// generation (one more when the spec changed) and conditions' transition times.
+struct Kept<'a> {
+    existing: Option<&'a Value>,
+    uid: String,
+    created: String,
+    now: String,
+}
+
+impl<'a> Kept<'a> {
+    fn from(existing: Option<&'a Value>) -> Kept<'a> {
+        let meta = existing.and_then(|e| e.get("metadata"));
+        let text = |field: &str| meta.and_then(|m| m.get(field)).and_then(Value::as_str).map(str::to_string);
+        let now = crate::core::time::now_rfc3339();
+        match (text("uid"), text("creationTimestamp")) {
+            (Some(uid), Some(created)) => Kept { existing, uid, created, now },
+            _ => Kept { existing: None, uid: uuid::Uuid::new_v4().to_string(), created: now.clone(), now },
+        }
+    }
+
+    /// The generation of an object with `spec`: 1 at first, one more whenever the spec changes.
+    fn generation(&self, spec: Option<&Value>) -> u64 {
+        let Some(existing) = self.existing else { return 1 };
+        let was = existing.pointer("/metadata/generation").and_then(Value::as_u64).unwrap_or(1);
+        if existing.get("spec") == spec { was } else { was + 1 }
+    }
+
+    /// A condition, since when the existing object last showed another status for it (the
+    /// object's creation for a new object).
+    fn condition(&self, kind: &str, status: bool, reason: &str, message: &str) -> Value {
+        let status = if status { "True" } else { "False" };
+        let previous = self
+            .existing
+            .and_then(|e| e.pointer("/status/conditions"))
+            .and_then(Value::as_array)
+            .and_then(|all| all.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind)));
+        let since = match previous {
+            Some(c) if c.get("status").and_then(Value::as_str) == Some(status) => {
+                c.get("lastTransitionTime").and_then(Value::as_str).unwrap_or(&self.now)
+            }
+            Some(_) => &self.now,
+            None if self.existing.is_some() => &self.now,
+            None => &self.created,
+        };
+        json!({"type": kind, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
+    }
+
+    fn metadata(&self, name: &str, generation: u64) -> Value {
+        json!({"name": name, "uid": self.uid, "creationTimestamp": self.created, "generation": generation})
+    }
+}
+
+/// The `NamesAccepted` condition: false with Kubernetes' naming controller's reason and
+/// message when one of `problems` is a clash over a name.
+fn names_accepted(kept: &Kept<'_>, problems: &[&ReloadError]) -> (bool, Value) {
+    let clash = problems.iter().find(|p| reason::is_name_conflict(p.reason));
+    match clash {
+        Some(clash) => {
+            let message = clash.errors.first().map(String::as_str).unwrap_or_default();
+            let message = message.strip_prefix("names not accepted: ").unwrap_or(message);
+            (false, kept.condition("NamesAccepted", false, clash.reason, message))
+        }
+        None => (true, kept.condition("NamesAccepted", true, "NoConflicts", "no conflicts found")),
+    }
+}
+
+/// The `SourceRefused` condition, when there are problems.
+fn source_refused(kept: &Kept<'_>, problems: &[&ReloadError]) -> Option<Value> {
+    let first = problems.first()?;
+    let message: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    Some(kept.condition(SOURCE_REFUSED, true, first.reason, &message.join("\n")))
+}
+
+/// The status object of `definition`, replacing `existing`.
+pub fn render(definition: &Definition, facts: &Facts<'_>, existing: Option<&Value>) -> Value {
+    let kept = Kept::from(existing);
+    // A changed form whose names clash is not served: the accepted names stay, and Kubernetes
+    // says so in NamesAccepted, the definition staying established.
+    let (_, names_accepted) = names_accepted(&kept, facts.problems);
+    let mut conditions = vec![
+        names_accepted,
+        kept.condition("Established", true, "InitialNamesAccepted", "the initial names have been accepted"),
+    ];
+    conditions.extend(source_refused(&kept, facts.problems));
     let mut status = json!({
-        "conditions": [
-            condition("NamesAccepted", "NoConflicts", "no conflicts found", created),
-            condition("Established", "InitialNamesAccepted", "the initial names have been accepted", created),
-        ],
+        "conditions": conditions,
         "acceptedNames": names(definition),
         "storedVersions": facts.stored_versions,
         "storageVersion": definition.storage.name,
+        "source": definition.source,
     });
     if let Some(counts) = facts.objects_per_version {
         put(&mut status, "objectsPerVersion", json!(counts));
@@ -157,11 +256,40 @@ pub fn render(definition: &Definition, facts: &Facts<'_>, uid: &str, created: &s
     if let Some(error) = facts.reload_error {
         put(&mut status, "lastReloadError", json!(error));
     }
+    let spec = spec(definition);
     json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": SERVED_DEFINITION_KIND,
-        "metadata": {"name": definition.name, "uid": uid, "creationTimestamp": created, "generation": 1},
-        "spec": spec(definition),
+        "metadata": kept.metadata(&definition.name, kept.generation(Some(&spec))),
+        "spec": spec,
+        "status": status,
+    })
+}
+
+/// The object of a source refused with no served definition to show it: not established, the
+/// names refused when they clash, and every problem in `SourceRefused` and `lastReloadError`.
+pub fn render_unserved(name: &str, problems: &[&ReloadError], existing: Option<&Value>) -> Value {
+    let kept = Kept::from(existing);
+    let mut conditions = Vec::new();
+    let clash = problems.iter().any(|p| reason::is_name_conflict(p.reason));
+    if clash {
+        let (_, names_accepted) = names_accepted(&kept, problems);
+        conditions.push(names_accepted);
+        conditions.push(kept.condition("Established", false, "NotAccepted", "not all names are accepted"));
+    } else {
+        let message = "the definition is not served: its source is refused";
+        conditions.push(kept.condition("Established", false, SOURCE_REFUSED, message));
+    }
+    conditions.extend(source_refused(&kept, problems));
+    let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    let mut status = json!({"conditions": conditions, "lastReloadError": messages.join("\n")});
+    if let Some(first) = problems.first() {
+        put(&mut status, "source", json!(first.source));
+    }
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": SERVED_DEFINITION_KIND,
+        "metadata": kept.metadata(name, kept.generation(None)),
         "status": status,
     })
 }
@@ -170,10 +298,6 @@ fn put(target: &mut Value, key: &str, value: Value) {
     if let Value::Object(map) = target {
         map.insert(key.to_string(), value);
     }
-}
-
-fn condition(kind: &str, reason: &str, message: &str, since: &str) -> Value {
-    json!({"type": kind, "status": "True", "lastTransitionTime": since, "reason": reason, "message": message})
 }
 
 fn names(definition: &Definition) -> Value {
@@ -272,5 +396,115 @@ fn conversion(conversion: &Conversion) -> Value {
             json!({"strategy": "Webhook", "webhook": {"clientConfig": client_config,
                    "conversionReviewVersions": [hook.review_version]}})
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definitions::load::definition_from_value;
+
+    fn definition(description: &str) -> Definition {
+        let manifest = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": description}}}]}
+        });
+        definition_from_value(manifest, "defs/things.yaml").unwrap()
+    }
+
+    fn problem(reason: &'static str, error: &str) -> ReloadError {
+        ReloadError {
+            definition: Some("things.example.com".into()),
+            source: "defs/things.yaml".into(),
+            message: format!("defs/things.yaml: CustomResourceDefinition \"things.example.com\" is invalid: {error}"),
+            reason,
+            errors: vec![error.into()],
+            concerns: Vec::new(),
+        }
+    }
+
+    fn conditions(object: &Value) -> Vec<(String, String, String)> {
+        let all = object.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let text = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).unwrap_or_default().to_string();
+        all.iter().map(|c| (text(c, "type"), text(c, "status"), text(c, "reason"))).collect()
+    }
+
+    fn transition(object: &Value, kind: &str) -> String {
+        let all = object.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let found = all.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind)).cloned();
+        found.and_then(|c| c.get("lastTransitionTime").and_then(Value::as_str).map(str::to_string)).unwrap_or_default()
+    }
+
+    /// `object` as if written at another time: every transition time set back.
+    fn earlier(mut object: Value) -> Value {
+        if let Some(Value::Array(all)) = object.pointer_mut("/status/conditions") {
+            for c in all {
+                c["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+            }
+        }
+        object
+    }
+
+    #[test]
+    fn generation_moves_with_the_spec_and_transition_times_with_the_status() {
+        let first = render(&definition("one"), &Facts::default(), None);
+        assert_eq!(first["metadata"]["generation"], 1);
+        assert_eq!(first["status"]["source"], "defs/things.yaml");
+        let first = earlier(first);
+        let again = render(&definition("one"), &Facts::default(), Some(&first));
+        assert_eq!(again, first, "nothing changed: the same object");
+        let changed = render(&definition("two"), &Facts::default(), Some(&again));
+        assert_eq!(changed["metadata"]["generation"], 2);
+        assert_eq!(changed["metadata"]["uid"], first["metadata"]["uid"]);
+        assert_eq!(transition(&changed, "Established"), "2020-01-01T00:00:00Z");
+
+        // A refused change: the names clash. Established stays, NamesAccepted and
+        // SourceRefused say why from now on.
+        let clash = problem(reason::PLURAL_CONFLICT, "names not accepted: \"things\" is already in use");
+        let problems = [&clash];
+        let facts = Facts { problems: &problems, reload_error: Some(&clash.message), ..Facts::default() };
+        let refused = render(&definition("two"), &facts, Some(&changed));
+        assert_eq!(refused["metadata"]["generation"], 2);
+        assert_eq!(
+            conditions(&refused),
+            [
+                ("NamesAccepted".into(), "False".into(), "PluralConflict".into()),
+                ("Established".into(), "True".into(), "InitialNamesAccepted".into()),
+                ("SourceRefused".into(), "True".into(), "PluralConflict".into()),
+            ]
+        );
+        assert_eq!(refused["status"]["conditions"][0]["message"], "\"things\" is already in use");
+        assert_eq!(refused["status"]["conditions"][2]["message"], json!(clash.message));
+        assert_eq!(transition(&refused, "Established"), "2020-01-01T00:00:00Z");
+        assert_ne!(transition(&refused, "NamesAccepted"), "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn a_source_refused_with_nothing_served_has_an_object_of_its_own() {
+        let invalid = problem(reason::INVALID, "spec.versions[0].name: Required value");
+        let object = render_unserved("things.example.com", &[&invalid], None);
+        assert_eq!(
+            conditions(&object),
+            [
+                ("Established".into(), "False".into(), "SourceRefused".into()),
+                ("SourceRefused".into(), "True".into(), "Invalid".into()),
+            ]
+        );
+        assert_eq!(object["status"]["lastReloadError"], json!(invalid.message));
+        assert_eq!(object["status"]["source"], "defs/things.yaml");
+        assert!(object.get("spec").is_none());
+        let clash = problem(reason::KIND_CONFLICT, "names not accepted: \"Thing\" is already in use");
+        let object = render_unserved("things.example.com", &[&clash], Some(&object));
+        assert_eq!(
+            conditions(&object),
+            [
+                ("NamesAccepted".into(), "False".into(), "KindConflict".into()),
+                ("Established".into(), "False".into(), "NotAccepted".into()),
+                ("SourceRefused".into(), "True".into(), "KindConflict".into()),
+            ]
+        );
     }
 }

@@ -90,6 +90,7 @@ fn a_refused_update_keeps_the_previous_definition() {
             r#"a.yaml: CustomResourceDefinition "as.example.com" is invalid: spec.scope: Invalid value: "Cluster": field is immutable"#
         ]
     );
+    assert_eq!(refused.problems[0].reason, reason::UPDATE_REFUSED);
     assert!(refused.is_unchanged());
     assert!(Arc::ptr_eq(&refused.served["as.example.com"].loaded.definition, &served));
     // Dropping the storage version (it has objects) is refused too.
@@ -109,6 +110,7 @@ fn a_refused_update_keeps_the_previous_definition() {
         vec![file("a.yaml", vec![manifest("as", "A", |m| m["spec"]["versions"][0]["served"] = json!("yes"))])],
     );
     assert_eq!(invalid.problems.len(), 1);
+    assert_eq!(invalid.problems[0].reason, reason::INVALID);
     assert!(invalid.is_unchanged());
 }
 
@@ -149,6 +151,7 @@ fn names_stay_with_their_holder() {
         messages(&clash),
         [r#"b.yaml: CustomResourceDefinition "bs.example.com" is invalid: names not accepted: "x" is already in use"#]
     );
+    assert_eq!(clash.problems[0].reason, reason::SHORT_NAMES_CONFLICT);
     assert!(clash.is_unchanged());
     // A newcomer taking a served name is not served.
     let newcomer = run(
@@ -161,6 +164,7 @@ fn names_stay_with_their_holder() {
     );
     assert!(newcomer.added.is_empty());
     assert_eq!(newcomer.problems.len(), 1);
+    assert_eq!(newcomer.problems[0].reason, reason::SHORT_NAMES_CONFLICT);
 }
 
 #[test]
