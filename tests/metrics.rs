@@ -155,9 +155,12 @@ fn watches_are_counted_while_they_run() {
     let labels = [("group", "stable.example.com"), ("version", "v1"), ("kind", "CronTab")];
     loop {
         let samples = scrape(&client);
-        if value(&samples, "apiserver_registered_watchers", &labels) == Some(1.0) {
-            let watch = [("verb", "WATCH"), ("resource", "crontabs"), ("scope", "namespace")];
-            assert_eq!(value(&samples, "apiserver_longrunning_requests", &watch), Some(1.0));
+        // The watcher registers inside the handler and the long-running gauge counts the
+        // request once the handler hands back its streaming response: wait for both.
+        let watch = [("verb", "WATCH"), ("resource", "crontabs"), ("scope", "namespace")];
+        if value(&samples, "apiserver_registered_watchers", &labels) == Some(1.0)
+            && value(&samples, "apiserver_longrunning_requests", &watch) == Some(1.0)
+        {
             break;
         }
         assert!(Instant::now() < deadline, "the watch was never registered");
