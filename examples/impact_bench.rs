@@ -26,6 +26,11 @@ use crd_apiserver::store::sled::{SledOptions, SledStore};
 use crd_apiserver::store::{Backend, Store, key};
 use serde_json::{Value, json};
 
+/// The allocator the `crd-apiserver` binary runs with (`src/main.rs`), so that the figures are
+/// those of `crd-apiserver impact` and of the server's analyses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CRONTAB: &str = include_str!("../manifests/examples/crontabs.yaml");
 
 /// The text of an annotation that brings an object to about 1 KiB.

@@ -104,6 +104,8 @@ pub struct Decoded {
     /// `namespace/name` (or `name`).
     pub name: String,
     pub stored_version: String,
+    /// The object as stored, but for its `metadata` (which neither form's schema prunes or
+    /// defaults, and so is never compared: see [`changes`]).
     pub raw: Value,
     /// Read under the candidate.
     pub read: Value,
@@ -114,53 +116,128 @@ pub struct Decoded {
 /// Decodes a page; objects that are not JSON are counted in `totals` and left out.
 pub fn decode(forms: &Forms, page: &[KeyValue], totals: &mut Totals, limits: &Limits) -> Vec<Decoded> {
     let mut decoded = Vec::with_capacity(page.len());
+    // Whether the forms read objects of a stored version differently, by version: the same for
+    // every object of a version.
+    let mut differs: Vec<(String, bool)> = Vec::new();
     for kv in page {
         totals.objects += 1;
-        let relative = crate::store::key::relative_to_resource(&kv.key).to_string();
         // However deep it nests, as the API reads it (`core::nesting`; the scan's thread has the
         // stack for it).
-        let raw: Value = match crate::core::nesting::from_slice(&kv.value) {
+        let mut read: Value = match crate::core::nesting::from_slice(&kv.value) {
             Ok(value @ Value::Object(_)) => value,
             Ok(_) | Err(_) => {
+                let relative = crate::store::key::relative_to_resource(&kv.key);
                 let error = FieldError::internal(Path::nil(), "the stored object is not a JSON object");
-                totals.unreadable.add(&relative, &[Finding { error: &error, tolerated: false }], limits);
+                totals.unreadable.add(relative, &[Finding { error: &error, tolerated: false }], limits);
                 continue;
             }
         };
-        let stored_version = raw
+        let stored_version = read
             .get("apiVersion")
             .and_then(Value::as_str)
             .and_then(|v| v.rsplit_once('/'))
             .map(|(_, v)| v.to_string())
             .unwrap_or_default();
         *totals.stored_versions.entry(stored_version.clone()).or_default() += 1;
-        let mut read = raw.clone();
+        let name = display_name(&read, || crate::store::key::relative_to_resource(&kv.key).to_string());
+        let read_current = forms.current.as_ref().filter(|d| {
+            let known = differs.iter().find(|(v, _)| *v == stored_version).map(|(_, d)| *d);
+            known.unwrap_or_else(|| {
+                let d = reads_differently(d, &forms.candidate, &stored_version);
+                differs.push((stored_version.clone(), d));
+                d
+            })
+        });
+        let read_current = read_current.map(|current| {
+            let mut read = read.clone();
+            present::read_coerce(current, &mut read);
+            read
+        });
+        let raw = without_metadata(&read);
         present::read_coerce(&forms.candidate, &mut read);
-        let read_current =
-            forms.current.as_ref().filter(|d| reads_differently(d, &forms.candidate, &stored_version)).map(|current| {
-                let mut read = raw.clone();
-                present::read_coerce(current, &mut read);
-                read
-            });
-        decoded.push(Decoded { name: display_name(&raw, &relative), stored_version, raw, read, read_current });
+        decoded.push(Decoded { name, stored_version, raw, read, read_current });
     }
     decoded
 }
 
+/// A copy of a stored object but for its `metadata`, the bulk of most objects.
+fn without_metadata(object: &Value) -> Value {
+    match object {
+        Value::Object(map) => {
+            Value::Object(map.iter().filter(|(k, _)| *k != "metadata").map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
+        other => other.clone(),
+    }
+}
+
 /// Whether the two forms read an object stored in `version` differently, or write it back in
-/// another version or schema.
+/// another version or schema. Only what reading takes from a schema counts (its structure,
+/// defaults, nullability, embedded resources): a change of validations alone (a new rule, a
+/// tighter maximum) reads every object alike.
 fn reads_differently(current: &Definition, candidate: &Definition, version: &str) -> bool {
-    let schema = |d: &Definition| d.version(version).map(|v| v.openapi_schema.clone());
-    schema(current) != schema(candidate)
+    let reading = |v: Option<&Version>| {
+        v.map(|v| {
+            v.openapi_schema_value().map(|mut schema| {
+                strip_validations(&mut schema);
+                schema
+            })
+        })
+    };
+    reading(current.version(version).map(|v| &**v)) != reading(candidate.version(version).map(|v| &**v))
         || current.storage.name != candidate.storage.name
-        || current.storage.openapi_schema != candidate.storage.openapi_schema
+        || reading(Some(&current.storage)) != reading(Some(&candidate.storage))
+}
+
+/// The keywords of a schema that only validate: reading an object (pruning, defaulting,
+/// dropping nulls, embedded resources) never looks at them.
+const VALIDATION_ONLY: [&str; 24] = [
+    "description",
+    "title",
+    "example",
+    "externalDocs",
+    "x-kubernetes-validations",
+    "maximum",
+    "minimum",
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "multipleOf",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "enum",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+];
+
+/// Removes the [`VALIDATION_ONLY`] keywords of `schema`, at every level.
+fn strip_validations(schema: &mut Value) {
+    let Value::Object(node) = schema else { return };
+    node.retain(|k, _| !VALIDATION_ONLY.contains(&k.as_str()));
+    for (keyword, value) in node.iter_mut() {
+        match (keyword.as_str(), value) {
+            ("properties" | "patternProperties" | "definitions", Value::Object(children)) => {
+                children.values_mut().for_each(strip_validations);
+            }
+            ("allOf" | "anyOf" | "oneOf", Value::Array(branches)) => branches.iter_mut().for_each(strip_validations),
+            ("items" | "additionalProperties" | "not", child) => strip_validations(child),
+            _ => {}
+        }
+    }
 }
 
 /// `namespace/name`, as kubectl names objects; the key's part when the object has no name.
-fn display_name(object: &Value, relative: &str) -> String {
+fn display_name(object: &Value, relative: impl FnOnce() -> String) -> String {
     let (namespace, name) = (objects::namespace(object), objects::name(object));
     match (namespace.is_empty(), name.is_empty()) {
-        (_, true) => relative.to_string(),
+        (_, true) => relative(),
         (true, false) => name.to_string(),
         (false, false) => format!("{namespace}/{name}"),
     }
@@ -263,7 +340,12 @@ pub fn changes(before: &Value, after: &Value, path: &Path, root: bool, out: &mut
                     continue;
                 }
                 match a.get(key) {
-                    Some(other) => changes(value, other, &path.child(key), false, out),
+                    // Only objects and lists hold fields to compare (and a path is built only
+                    // for them: this runs for every field of every stored object).
+                    Some(other) if both_hold_fields(value, other) => {
+                        changes(value, other, &path.child(key), false, out)
+                    }
+                    Some(_) => {}
                     None => out.removed.push(path.child(key).to_string()),
                 }
             }
@@ -275,11 +357,17 @@ pub fn changes(before: &Value, after: &Value, path: &Path, root: bool, out: &mut
         }
         (Value::Array(b), Value::Array(a)) => {
             for (i, (x, y)) in b.iter().zip(a).enumerate() {
-                changes(x, y, &path.index(i), false, out);
+                if both_hold_fields(x, y) {
+                    changes(x, y, &path.index(i), false, out);
+                }
             }
         }
         _ => {}
     }
+}
+
+fn both_hold_fields(before: &Value, after: &Value) -> bool {
+    matches!((before, after), (Value::Object(_), Value::Object(_)) | (Value::Array(_), Value::Array(_)))
 }
 
 /// One object in one served version of the candidate.

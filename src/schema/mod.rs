@@ -46,6 +46,15 @@ pub enum Error {
 pub fn coerce(object: &mut Value, schema: Option<&Schema>, drop_invalid_metadata: bool) -> Result<Vec<String>, Error> {
     let mut unknown = Vec::new();
     let meta = match object.get("metadata") {
+        // As the server writes it (every stored object, nearly): kept aside as it is rather
+        // than rebuilt field by field, and put back as the rebuilt one would be.
+        Some(raw) if objectmeta::is_normal(raw) => match object {
+            Value::Object(root) => root.remove("metadata").and_then(|m| match m {
+                Value::Object(m) => Some(m),
+                _ => None,
+            }),
+            _ => None,
+        },
         Some(raw) => {
             let coerced = objectmeta::coerce(raw, "metadata", drop_invalid_metadata).map_err(Error::Metadata)?;
             unknown.extend(coerced.unknown);

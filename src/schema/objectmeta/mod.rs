@@ -7,4 +7,4 @@ pub mod rules;
 pub mod typed;
 
 pub use rules::{NameRule, finalizer_warnings};
-pub use typed::{Coerced, coerce};
+pub use typed::{Coerced, coerce, is_normal};

@@ -94,6 +94,25 @@ pub fn coerce(raw: &Value, prefix: &str, drop_malformed: bool) -> Result<Coerced
     Ok(out)
 }
 
+/// Whether `raw` is already what [`coerce`] makes of it, field for field, so that a reader may
+/// keep it as it is: every field known, of its type, not empty, times in their normal form (as
+/// the server writes them). Owner references and managed fields are not looked into: metadata
+/// with them is never taken as normal.
+pub fn is_normal(raw: &Value) -> bool {
+    let Value::Object(map) = raw else { return false };
+    map.iter().all(|(field, value)| match kind_of(field) {
+        Some(Kind::Str) => value.as_str().is_some_and(|s| !s.is_empty()),
+        Some(Kind::Int) => value.as_i64().is_some_and(|i| i != 0),
+        Some(Kind::IntPtr) => value.as_i64().is_some(),
+        Some(Kind::Time | Kind::TimePtr) => {
+            value.as_str().is_some_and(|text| parse_rfc3339(text).is_some_and(|ts| format_rfc3339(ts) == text))
+        }
+        Some(Kind::StrMap) => value.as_object().is_some_and(|m| !m.is_empty() && m.values().all(Value::is_string)),
+        Some(Kind::StrList) => value.as_array().is_some_and(|l| !l.is_empty() && l.iter().all(Value::is_string)),
+        Some(Kind::Owners | Kind::Managed) | None => false,
+    })
+}
+
 /// One field; `None` when it encodes as absent (empty, or null).
 fn decode(
     kind: Kind,
