@@ -31,3 +31,36 @@ fn the_servers_own_fields_are_not_the_schemas() {
     let after = json!({"apiVersion": "a/v2", "metadata": {"name": "x", "resourceVersion": "3"}});
     assert_eq!(changed(before, after), Changes::default());
 }
+
+/// The CronTab with `replicas`' schema as given.
+fn crontab(replicas: serde_json::Value) -> Arc<Definition> {
+    let spec = json!({"type": "object", "properties": {"image": {"type": "string"}, "replicas": replicas}});
+    let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}});
+    crate::impact::candidate::from_value(raw, "test.yaml").unwrap().definition
+}
+
+#[test]
+fn validations_alone_read_every_object_alike() {
+    let current = crontab(json!({"type": "integer"}));
+    let tightened = crontab(json!({"type": "integer", "maximum": 5, "minimum": 0, "description": "how many",
+        "x-kubernetes-validations": [{"rule": "self <= 5"}]}));
+    assert!(!reads_differently(&current, &tightened, "v1"));
+    assert!(!reads_differently(&current, &current, "v1"));
+    // What reading does: defaults, nulls, pruning, embedded resources.
+    for reading in [
+        json!({"type": "integer", "default": 1}),
+        json!({"type": "integer", "nullable": true}),
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        json!({"type": "object", "properties": {"maximum": {"type": "integer"}}}),
+        json!({"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}),
+    ] {
+        assert!(reads_differently(&current, &crontab(reading.clone()), "v1"), "{reading}");
+    }
+    // A version neither serves, and one only the candidate serves.
+    assert!(!reads_differently(&current, &tightened, "v9"));
+}

@@ -314,4 +314,38 @@ mod tests {
         let got = coerce(&json!({"creationTimestamp": "2017-05-31T14:56:35.123+02:00"}), "metadata", false).unwrap();
         assert_eq!(got.meta["creationTimestamp"], "2017-05-31T12:56:35Z");
     }
+
+    #[test]
+    fn normal_metadata_is_what_coerce_makes_of_it() {
+        let normal = [
+            json!({"name": "a", "namespace": "ns", "uid": "u", "generation": 3, "resourceVersion": "7",
+                "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"app": "x"}, "annotations": {"k": ""},
+                "finalizers": ["f"], "deletionGracePeriodSeconds": 0, "deletionTimestamp": "2026-01-02T03:04:05Z"}),
+            json!({}),
+        ];
+        for raw in normal {
+            assert!(is_normal(&raw), "{raw}");
+            let coerced = coerce(&raw, "metadata", true).unwrap();
+            assert_eq!(Value::Object(coerced.meta), raw);
+            assert!(coerced.unknown.is_empty());
+        }
+        let not_normal = [
+            json!({"name": ""}),
+            json!({"generation": 0}),
+            json!({"generation": 1.5}),
+            json!({"creationTimestamp": "2017-05-31T14:56:35.123+02:00"}),
+            json!({"creationTimestamp": "yesterday"}),
+            json!({"labels": {}}),
+            json!({"labels": {"x": 42}}),
+            json!({"finalizers": []}),
+            json!({"name": null}),
+            json!({"foo": "bar"}),
+            json!({"ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "n", "uid": "u"}]}),
+            json!({"managedFields": [{"manager": "m"}]}),
+            json!("metadata"),
+        ];
+        for raw in not_normal {
+            assert!(!is_normal(&raw), "{raw}");
+        }
+    }
 }
