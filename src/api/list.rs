@@ -185,13 +185,9 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
     }
 }
 
-fn list_options_kind() -> GroupKind {
+/// What a 422 about list options names, as Kubernetes words it.
+pub fn list_options_kind() -> GroupKind {
     GroupKind::new("meta.k8s.io", "ListOptions")
-}
-
-/// A 422 about list options, as Kubernetes words it.
-pub fn list_options_invalid(field: &str, message: &str) -> ApiError {
-    ApiError::invalid(&list_options_kind(), "", &[FieldError::forbidden(Path::new(field), message)])
 }
 
 /// The key prefix continue tokens are relative to (the resource, across namespaces).
