@@ -115,7 +115,10 @@ fn validate_watch_options(send_initial: Option<bool>, rvm: &str, continue_token:
             errors.push(FieldError::not_supported(match_path(), rvm, &["NotOlderThan"]));
         }
         if !continue_token.is_empty() {
-            errors.push(FieldError::forbidden(match_path(), "resourceVersionMatch is forbidden when continue is provided"));
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
         }
     }
     if errors.is_empty() { Ok(()) } else { Err(ApiError::invalid(&list_options_kind(), "", &errors)) }
