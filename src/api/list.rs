@@ -254,6 +254,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         request_scope::end(Phase::Store);
         revision = Some(page.revision);
         let count = page.items.len();
+        items.reserve_page(&page.items);
         let mut converted = present::convert_page(call, &page.items)?.map(Vec::into_iter);
         for (i, kv) in page.items.into_iter().enumerate() {
             match converted.as_mut().and_then(Iterator::next) {
