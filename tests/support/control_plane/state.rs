@@ -70,8 +70,8 @@ pub struct State {
     pub sar_calls: AtomicUsize,
     pub token_review_calls: AtomicUsize,
     pub sar_outage: AtomicBool,
-    /// Milliseconds every read of the authentication ConfigMap takes (a slow apiserver).
-    pub configmap_delay_ms: std::sync::atomic::AtomicU64,
+    /// While set, every ConfigMap read waits (a slow apiserver, held until the test lets go).
+    pub configmaps_held: AtomicBool,
     /// Every SubjectAccessReview spec received, in order.
     pub sar_log: Mutex<Vec<Value>>,
     /// The backend's aggregated discovery as last fetched: its ETag and items.
@@ -129,7 +129,7 @@ impl State {
             sar_calls: AtomicUsize::new(0),
             token_review_calls: AtomicUsize::new(0),
             sar_outage: AtomicBool::new(false),
-            configmap_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            configmaps_held: AtomicBool::new(false),
             sar_log: Mutex::new(Vec::new()),
             discovery_cache: Mutex::new(None),
             discovery_not_modified: AtomicUsize::new(0),
