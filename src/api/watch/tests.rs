@@ -25,6 +25,8 @@ fn verbatim_lines_are_the_encoded_events() {
             let revision = i as u64 + 1;
             let event = store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
             let Some(line) = verbatim_line(&call, &event) else { continue };
+            // A stalled watch holds its line: reserved once, never grown (and doubled).
+            assert!(line.capacity() <= bytes.len() + VERBATIM_FRAMING_BYTES, "{} for {}", line.capacity(), line.len());
             let object = present::from_storage(&call, &bytes, revision).unwrap();
             let name = match kind {
                 EventType::Added => "ADDED",
