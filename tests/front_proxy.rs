@@ -216,11 +216,11 @@ fn an_unreadable_configmap_stops_the_server_unless_tolerated() {
 #[test]
 fn ready_only_once_the_authentication_settings_are_loaded() {
     let plane = ControlPlane::start();
-    plane.state().configmap_delay_ms.store(1500, std::sync::atomic::Ordering::SeqCst);
+    plane.state().configmaps_held.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut server = TestServer::prepare(&[CRONTAB_CRD], Some(plane.server_kubeconfig()));
     server.launch(&[]);
     let client = Client::new(&server, None);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let early = loop {
         if let Ok(response) = client.get("/readyz") {
             break response;
@@ -236,6 +236,10 @@ fn ready_only_once_the_authentication_settings_are_loaded() {
         "[+]ping ok\n[+]log ok\n[+]sled ok\n[-]informer-sync failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n"
     );
     assert_eq!(client.get("/livez").unwrap().status, 200);
+    // Still not ready until the ConfigMap can be read.
+    assert_eq!(client.get("/readyz").unwrap().status, 500);
+    plane.state().configmaps_held.store(false, std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while client.get("/readyz").unwrap().status != 200 {
         assert!(Instant::now() < deadline, "never ready: {}", server.log());
         std::thread::sleep(Duration::from_millis(50));

@@ -177,6 +177,35 @@ fn apiservices_trust_the_generated_serving_certificate() {
 }
 
 #[test]
+fn openapi_slices_give_each_group_its_own_service() {
+    let objects = render(&["--set", "apiService.openAPISlices=true"]);
+    let main = find(&objects, "Service", "demo-crd-apiserver");
+    for api in apiservices(&objects) {
+        let group = api["spec"]["group"].as_str().unwrap();
+        // The name the server reads the group's slice from (api::openapi::slices).
+        let name = format!("demo-crd-apiserver-{}", crd_apiserver::api::openapi::slices::suffix(group));
+        assert_eq!(api["spec"]["service"], json!({"name": name, "namespace": "crd-apiserver", "port": 443}));
+        let service = find(&objects, "Service", &name);
+        assert_eq!(service["spec"]["selector"], main["spec"]["selector"], "{group}: the same pods");
+        assert_eq!(service["spec"]["ports"], main["spec"]["ports"]);
+    }
+    // The serving certificate is valid for every Service of the namespace.
+    let secret = find(&objects, "Secret", "demo-crd-apiserver-serving");
+    let pem = base64::engine::general_purpose::STANDARD.decode(secret["data"]["tls.crt"].as_str().unwrap()).unwrap();
+    let (_, block) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+    let cert = block.parse_x509().unwrap();
+    let names: Vec<String> =
+        cert.subject_alternative_name().unwrap().unwrap().value.general_names.iter().map(|n| n.to_string()).collect();
+    assert!(names.iter().any(|n| n.contains("*.crd-apiserver.svc")), "{names:?}");
+    let objects = render(&["--set", "apiService.openAPISlices=true", "--set", "servingCertificate.mode=certManager"]);
+    let certificate = find(&objects, "Certificate", "demo-crd-apiserver-serving");
+    assert!(certificate["spec"]["dnsNames"].as_array().unwrap().iter().any(|n| n == "*.crd-apiserver.svc"));
+    // Off by default: one Service, no wildcard.
+    let objects = render(&[]);
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "Service").count(), 1);
+}
+
+#[test]
 fn rbac_definitions_and_the_pod() {
     let objects = render(&["--set", "image.tag=1.2.3", "--set", "persistence.size=5Gi"]);
     let subject = json!([{"kind": "ServiceAccount", "name": "demo-crd-apiserver", "namespace": "crd-apiserver"}]);

@@ -472,6 +472,126 @@ fn statuses_are_written_as_kubernetes_writes_them() {
     );
 }
 
+/// A watch's options are validated as kube-apiserver v1.36 validates them, after its defaults:
+/// a watch from no revision is one that sends the initial state (`SetListOptionsDefaults`), so
+/// a continue token with it is refused; `sendInitialEvents` needs no bookmarks (the state is
+/// sent, without the bookmark that ends it); events are written `{"type":…,"object":…}`.
+#[test]
+fn watch_options_are_validated_after_their_defaults() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    assert_eq!(client.send_json("POST", COLLECTION, &crontab("c1")).status, 201);
+    let get = |query: &str| client.get(&format!("{COLLECTION}?{query}")).unwrap();
+    let with_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided";
+    check(
+        &get("watch=1&continue=x&timeoutSeconds=1"),
+        422,
+        "Invalid",
+        &format!("ListOptions.meta.k8s.io \"\" is invalid: {with_continue}"),
+    );
+    let status = check(
+        &get("watch=1&resourceVersion=1&resourceVersionMatch=Exact&continue=x&timeoutSeconds=1"),
+        422,
+        "Invalid",
+        &format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided, resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\", {with_continue}]"
+        ),
+    );
+    assert_eq!(status["details"]["causes"][1]["reason"], "FieldValueNotSupported");
+    let watched = get("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1");
+    assert_eq!(watched.status, 200, "{}", watched.text());
+    let text = watched.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].starts_with(r#"{"type":"ADDED","object":{"#), "{text}");
+    let event: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(event["object"]["metadata"]["name"], "c1");
+}
+
+/// A body or an `Accept` no serializer takes is refused naming the serializers kube-apiserver
+/// has for custom resources, protobuf included, and nothing else.
+#[test]
+fn media_type_refusals_name_kube_apiservers_serializers() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let types = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+    check(
+        &client.send("POST", COLLECTION, "text/plain", crontab("c1").to_string()).unwrap(),
+        415,
+        "UnsupportedMediaType",
+        &format!("the body of the request was in an unknown format - accepted media types include: {types}"),
+    );
+    check(
+        &Client::admin(&server).header("Accept", "application/xml").get(COLLECTION).unwrap(),
+        406,
+        "NotAcceptable",
+        &format!("only the following media types are accepted: {types}"),
+    );
+    assert_eq!(count(&client), 0);
+}
+
+/// A patch that changes `apiVersion` or `kind` is refused by the custom resource validator's
+/// type check: a 422 under the group and kind the patched document claims, kind first.
+#[test]
+fn a_patch_changing_the_type_is_invalid() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let created = client.send_json("POST", COLLECTION, &crontab("c1"));
+    assert_eq!(created.status, 201, "{}", created.text());
+    let object = format!("{COLLECTION}/c1");
+    let patch = |body: &str| client.send("PATCH", &object, "application/merge-patch+json", body.to_string()).unwrap();
+    let status = check(
+        &patch(r#"{"apiVersion":"v1"}"#),
+        422,
+        "Invalid",
+        r#"CronTab "c1" is invalid: apiVersion: Invalid value: "v1": must be stable.example.com/v1"#,
+    );
+    assert_eq!(
+        status["details"],
+        json!({"name": "c1", "kind": "CronTab", "causes": [
+            {"reason": "FieldValueInvalid", "message": "Invalid value: \"v1\": must be stable.example.com/v1", "field": "apiVersion"},
+        ]})
+    );
+    check(
+        &patch(r#"{"apiVersion":"other.io/v1","kind":"Other"}"#),
+        422,
+        "Invalid",
+        r#"Other.other.io "c1" is invalid: [kind: Invalid value: "Other": must be CronTab, apiVersion: Invalid value: "other.io/v1": must be stable.example.com/v1]"#,
+    );
+    let unchanged = client.get(&object).unwrap().json();
+    assert_eq!(unchanged["metadata"]["resourceVersion"], created.json()["metadata"]["resourceVersion"]);
+}
+
+/// The legacy `/watch/namespaces/NS/RESOURCE/NAME` path watches that one object, as
+/// kube-apiserver turns the name into a `metadata.name` field selector; a field selector that
+/// pins another name is refused.
+#[test]
+fn a_watch_of_a_named_path_sees_only_that_object() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    for name in ["c1", "c2"] {
+        assert_eq!(client.send_json("POST", COLLECTION, &crontab(name)).status, 201);
+    }
+    let watch_path = "/apis/stable.example.com/v1/watch/namespaces/default/crontabs/c2";
+    let watched = client.get(&format!("{watch_path}?timeoutSeconds=1")).unwrap();
+    assert_eq!(watched.status, 200, "{}", watched.text());
+    let names: Vec<Value> = watched
+        .text()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["object"]["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("c2")], "{}", watched.text());
+    check(
+        &client.get(&format!("{watch_path}?timeoutSeconds=1&fieldSelector=metadata.name%3Dc1")).unwrap(),
+        400,
+        "BadRequest",
+        "fieldSelector metadata.name doesn't match requested name",
+    );
+    let pinned = client.get(&format!("{watch_path}?timeoutSeconds=1&fieldSelector=metadata.name%3Dc2")).unwrap();
+    assert_eq!(pinned.status, 200, "{}", pinned.text());
+    assert_eq!(pinned.text().lines().count(), 1, "{}", pinned.text());
+}
+
 /// A list's options are validated as kube-apiserver v1.36 validates them, every problem in one
 /// 422, before a continue token is read; a token is read as its storage layer reads it.
 #[test]

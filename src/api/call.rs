@@ -74,6 +74,12 @@ impl Call {
         if info.parts.len() > 3 {
             return Err(ApiError::path_not_found());
         }
+        let mut query = Query::parse(parts.uri.query());
+        if info.verb == "watch"
+            && let Some(path_name) = info.parts.get(1)
+        {
+            pin_watch_to_name(&mut query, path_name)?;
+        }
         // A list or watch pinned to a name by a field selector is still a collection request.
         let name = if collection_verb { String::new() } else { info.name };
         Ok(Call {
@@ -82,7 +88,7 @@ impl Call {
             namespace: (!info.namespace.is_empty()).then_some(info.namespace),
             name,
             subresource,
-            query: Query::parse(parts.uri.query()),
+            query,
             headers: parts.headers,
             user,
         })
@@ -170,4 +176,20 @@ pub async fn dispatch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<
         ("deletecollection", Subresource::None) => Box::pin(super::delete::delete_collection(api, call, body)).await,
         (verb, _) => Err(ApiError::method_not_supported(&call.resource(), verb)),
     }
+}
+
+/// The legacy `/watch/…/NAME` path watches the one object: its field selector becomes
+/// `metadata.name=NAME`; one that pins another name (or selects anything else) is refused, as
+/// kube-apiserver's list handler refuses it.
+fn pin_watch_to_name(query: &mut Query, name: &str) -> Result<(), ApiError> {
+    let selector = query.get("fieldSelector").unwrap_or_default();
+    if selector.is_empty() {
+        let escaped = name.replace('\\', "\\\\").replace(',', "\\,").replace('=', "\\=");
+        query.set("fieldSelector", format!("metadata.name={escaped}"));
+        return Ok(());
+    }
+    if crate::core::request_info::exact_name_in_field_selector(selector).as_deref() == Some(name) {
+        return Ok(());
+    }
+    Err(ApiError::bad_request("fieldSelector metadata.name doesn't match requested name"))
 }

@@ -24,10 +24,43 @@ use crate::core::nesting::MAX_DEPTH;
 /// the amplifying documents. (The parser's own default is 64 MiB per request.)
 const MAX_YAML_SCALAR_BYTES: usize = 2 * super::body::MAX_REQUEST_BYTES;
 
+/// How many numbers too large for a float one YAML body may hold: each one found costs a
+/// parse of the whole body again (a body with more is refused, as an infinite number is).
+const MAX_OVERFLOWING_NUMBERS: usize = 16;
+
 /// Reads the first document of a YAML body (go-yaml does not look past it), noting duplicate
 /// fields (the last value wins). An empty body is `null`. Errors are go-yaml's texts
 /// (`yaml: line 2: ...`).
+///
+/// A plain number too large for a float (`1e400`) is a string to go-yaml, whose resolver keeps
+/// a scalar it cannot parse as written: our parser refuses it, so it is quoted where our parser
+/// found it and the body read again. `.inf` and `.nan` are floats to both, which JSON cannot
+/// hold (`json: unsupported value: +Inf`).
 pub fn first_document(text: &str) -> Result<Tracked, String> {
+    let mut text = Cow::Borrowed(text);
+    let mut quoted = 0;
+    loop {
+        let error = match read_first(&text) {
+            Ok(tracked) => return Ok(tracked),
+            Err(error) => error,
+        };
+        if let serde_saphyr::Error::NonFiniteFloat { value, location, .. } = &error {
+            if let Some(unsupported) = json_unsupported(value) {
+                return Err(unsupported);
+            }
+            if quoted < MAX_OVERFLOWING_NUMBERS
+                && let Some(requoted) = quote_scalar_at(&text, value, location.span().offset())
+            {
+                text = Cow::Owned(requoted);
+                quoted += 1;
+                continue;
+            }
+        }
+        return Err(go_text(&error, &text));
+    }
+}
+
+fn read_first(text: &str) -> Result<Tracked, serde_saphyr::Error> {
     let mut options = serde_saphyr::Options::default();
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
     // `017` is 15, as YAML 1.1 (go-yaml) reads it.
@@ -44,11 +77,32 @@ pub fn first_document(text: &str) -> Result<Tracked, String> {
     options.budget = Some(budget);
     let mut reader = text.as_bytes();
     let first = serde_saphyr::read_with_options::<_, Tracked>(&mut reader, options).next();
-    match first {
-        None => Ok(Tracked::default()),
-        Some(Ok(tracked)) => Ok(tracked),
-        Some(Err(e)) => Err(go_text(&e, text)),
+    first.unwrap_or_else(|| Ok(Tracked::default()))
+}
+
+/// The JSON encoder's refusal of a YAML infinity or NaN (`.inf`, `-.Inf`, `.NaN`): None for a
+/// number that only overflowed.
+fn json_unsupported(scalar: &str) -> Option<String> {
+    let lower = scalar.to_ascii_lowercase();
+    let value = match lower.as_str() {
+        ".inf" | "+.inf" => "+Inf",
+        "-.inf" => "-Inf",
+        ".nan" => "NaN",
+        _ => return None,
+    };
+    Some(format!("json: unsupported value: {value}"))
+}
+
+/// `text` with the plain scalar `scalar` that starts `chars` characters in put in double
+/// quotes (a number needs no escapes), or None when it is not there as written.
+fn quote_scalar_at(text: &str, scalar: &str, chars: u64) -> Option<String> {
+    let chars = usize::try_from(chars).ok()?;
+    let start = text.char_indices().nth(chars).map(|(byte, _)| byte)?;
+    let end = start.checked_add(scalar.len())?;
+    if text.get(start..end)? != scalar || !scalar.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-._".contains(&b)) {
+        return None;
     }
+    Some(format!("{}\"{scalar}\"{}", text.get(..start)?, text.get(end..)?))
 }
 
 /// Where go-yaml places an error, which decides the line it names.

@@ -185,13 +185,9 @@ fn start_of(call: &Call) -> Result<Start, ApiError> {
     }
 }
 
-fn list_options_kind() -> GroupKind {
+/// What a 422 about list options names, as Kubernetes words it.
+pub fn list_options_kind() -> GroupKind {
     GroupKind::new("meta.k8s.io", "ListOptions")
-}
-
-/// A 422 about list options, as Kubernetes words it.
-pub fn list_options_invalid(field: &str, message: &str) -> ApiError {
-    ApiError::invalid(&list_options_kind(), "", &[FieldError::forbidden(Path::new(field), message)])
 }
 
 /// The key prefix continue tokens are relative to (the resource, across namespaces).
@@ -258,6 +254,7 @@ pub async fn list(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiError
         request_scope::end(Phase::Store);
         revision = Some(page.revision);
         let count = page.items.len();
+        items.reserve_page(&page.items);
         let mut converted = present::convert_page(call, &page.items)?.map(Vec::into_iter);
         for (i, kv) in page.items.into_iter().enumerate() {
             match converted.as_mut().and_then(Iterator::next) {

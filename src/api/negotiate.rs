@@ -139,7 +139,10 @@ pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
         };
         return Ok(Output { view, encoding });
     }
-    Err(ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml"))
+    Err(ApiError::not_acceptable(format!(
+        "only the following media types are accepted: {}",
+        super::codec::OBJECT_MEDIA_TYPES
+    )))
 }
 
 /// The encoding for plain documents (discovery, `Status` errors): JSON unless YAML is the

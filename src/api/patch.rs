@@ -21,6 +21,7 @@ use crate::core::field::{FieldError, Path};
 use crate::core::gvr::GroupKind;
 use crate::core::request_scope::{self, Phase};
 use crate::core::status::ApiError;
+use crate::definitions::registry::Served;
 
 /// Patch media types custom resources accept.
 pub const PATCH_TYPES: &[&str] =
@@ -76,6 +77,27 @@ fn check_patched_type(object: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The custom resource validator's `ValidateTypeMeta` on a patched document: a 422 under the
+/// group and kind the document now claims, naming each wrong field (kind, then apiVersion).
+fn validate_patched_type_meta(served: &Served, object: &Value) -> Result<(), ApiError> {
+    let definition = &served.definition;
+    let text = |field: &str| object.get(field).and_then(Value::as_str).unwrap_or_default();
+    let (kind, api_version) = (text("kind"), text("apiVersion"));
+    let expected = crate::core::gvr::join_api_version(&definition.group, &served.version.name);
+    let mut errors = Vec::new();
+    if kind != definition.kind {
+        errors.push(FieldError::invalid(Path::new("kind"), kind, format!("must be {}", definition.kind)));
+    }
+    if api_version != expected {
+        errors.push(FieldError::invalid(Path::new("apiVersion"), api_version, format!("must be {expected}")));
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let group = super::codec::read_type_meta(object).map(|meta| meta.group).unwrap_or_default();
+    Err(ApiError::invalid(&GroupKind::new(&group, kind), objects::name(object), &errors))
+}
+
 /// kube-apiserver's refusal of a patched document its decoder refuses (`json: cannot unmarshal
 /// ...`): a 422 of no kind, showing the document.
 fn undecodable_patched(patched: &Value, detail: &str) -> ApiError {
@@ -127,7 +149,7 @@ pub async fn patch(api: &Api, call: &Call, body: ReqBody) -> Result<Response<Res
             return Err(ApiError::bad_request("the patched document is not an object"));
         }
         check_patched_type(&object)?;
-        write::check_type_meta(&call.served, &object)?;
+        validate_patched_type_meta(&call.served, &object)?;
         // A refusal under Strict shows the document as patched, before pruning.
         let patched = (mode == FieldValidation::Strict).then(|| object.clone());
         // The patched document is decoded before its name is compared with the URL's; what the

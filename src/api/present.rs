@@ -244,6 +244,9 @@ pub struct ListItems {
     count: usize,
 }
 
+/// Room for what follows the items: `],"kind":...,"metadata":{...}}` with a continue token.
+const LIST_TAIL_BYTES: usize = 1024;
+
 enum Gathered {
     /// The JSON text so far: `{"apiVersion":...,"items":[` and the items.
     Json(Vec<u8>),
@@ -282,6 +285,18 @@ impl ListItems {
 
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Makes room for a page of stored objects before it is added, so that a list's JSON text
+    /// grows once per page instead of doubling object by object: each doubling of a
+    /// megabyte-sized buffer is a copy (mimalloc copies where glibc remapped pages), which
+    /// made a list of 2,000 objects a fifth slower. Objects that take the general path (and
+    /// gain defaults) may still grow it.
+    pub fn reserve_page(&mut self, page: &[crate::store::KeyValue]) {
+        if let Gathered::Json(text) = &mut self.gathered {
+            let objects: usize = page.iter().map(|kv| kv.value.len() + verbatim::SPLICE_BYTES).sum();
+            text.reserve(objects + LIST_TAIL_BYTES);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -466,6 +481,30 @@ pub(crate) mod tests {
         let empty =
             text(ListItems::new(&call, Output::JSON).unwrap().into_response(&call, Output::JSON, metadata()).unwrap());
         assert_eq!(empty.await, text(list_response(&call, Output::JSON, Vec::new(), metadata()).unwrap()).await);
+    }
+
+    #[test]
+    fn a_page_is_written_without_growing_the_text() {
+        let call = call();
+        // Objects the fast path takes, at the longest revisions.
+        let fast: Vec<Vec<u8>> = stored().into_iter().step_by(2).collect();
+        let page: Vec<crate::store::KeyValue> = (0..500)
+            .map(|i| crate::store::KeyValue {
+                key: format!("k{i}"),
+                revision: u64::MAX - i,
+                value: fast[i as usize % fast.len()].clone().into(),
+            })
+            .collect();
+        let mut items = ListItems::new(&call, Output::JSON).unwrap();
+        items.reserve_page(&page);
+        let Gathered::Json(text) = &items.gathered else { panic!("a JSON list is gathered as text") };
+        let reserved = text.capacity();
+        for kv in &page {
+            assert!(items.add(&call, &kv.value, kv.revision, None).unwrap());
+        }
+        let Gathered::Json(text) = &items.gathered else { panic!("a JSON list is gathered as text") };
+        assert_eq!(text.capacity(), reserved, "the text grew while the page was added");
+        assert!(reserved - text.len() >= LIST_TAIL_BYTES / 2, "room is left for the list's tail");
     }
 
     #[tokio::test]

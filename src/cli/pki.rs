@@ -190,6 +190,8 @@ impl DevPki {
                 "crd-apiserver".into(),
                 "crd-apiserver.crd-apiserver".into(),
                 "crd-apiserver.crd-apiserver.svc".into(),
+                // Per-group Services of the OpenAPI slices (api::openapi::slices).
+                "*.crd-apiserver.svc".into(),
             ],
             ips: vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])],
             server: true,

@@ -28,6 +28,12 @@ impl Query {
     pub fn pairs(&self) -> &[(String, String)] {
         &self.0
     }
+
+    /// Sets `key` to `value`, in place of every value it had.
+    pub fn set(&mut self, key: &str, value: String) {
+        self.0.retain(|(k, _)| k != key);
+        self.0.push((key.to_string(), value));
+    }
 }
 
 /// Parses a boolean as Go's `strconv.ParseBool`.
@@ -160,7 +166,7 @@ impl RequestInfo {
 
 /// The name a field selector pins with `metadata.name=X` (or `==`), when it is a valid path
 /// segment, as `RequiresExactMatch("metadata.name")` finds it.
-fn exact_name_in_field_selector(selector: &str) -> Option<String> {
+pub fn exact_name_in_field_selector(selector: &str) -> Option<String> {
     selector.split(',').find_map(|term| {
         let (key, value) = term.split_once("==").or_else(|| term.split_once('='))?;
         if key.trim() != "metadata.name" || value.starts_with('=') || key.ends_with('!') {

@@ -21,7 +21,7 @@ use super::migrate::{self, Stop};
 use super::{removed, status, stored_versions};
 use crate::api::{Api, Catalog};
 use crate::definitions::Definition;
-use crate::definitions::reload_status::{ReloadError, ReloadStatus};
+use crate::definitions::reload_status::{ReloadError, ReloadOutcome, ReloadStatus};
 use crate::store::Backend;
 
 /// How often the catalog is looked at for a reload nobody announced.
@@ -333,10 +333,12 @@ impl Controller {
         Ok(progress.state == migrate::progress::State::Done)
     }
 
-    /// On the leader, after every reload, refreshes every status object (the object counts too,
-    /// which change with every create), writes the objects of the sources it refused with no
-    /// served definition to show it and removes those of sources no longer refused; between
-    /// reloads, writes again the status objects whose last write failed. On every replica,
+    /// On the leader, after every reload, refreshes the status objects of the definitions whose
+    /// problems it changed (those it added or changed are the main loop's; a reload among
+    /// thousands of definitions must not read every one's records and count its objects), writes
+    /// the objects of the sources it refused with no served definition to show it and removes
+    /// those of sources no longer refused; between reloads, writes again the status objects
+    /// whose last write failed. On every replica,
     /// while the last reload refused something, asks for a reload whenever storedVersions
     /// change (the leader's migration may have allowed what a follower's files ask).
     async fn follow_reloads(self: Arc<Self>) {
@@ -344,6 +346,8 @@ impl Controller {
         // The reload the status objects were last refreshed after: the first load's are
         // written by the main loop's first round.
         let mut refreshed = Some(self.reloads.last().time);
+        // The reload whose problems the status objects show.
+        let mut shown = self.reloads.last();
         loop {
             tokio::time::sleep(POLL).await;
             let last = self.reloads.last();
@@ -359,15 +363,22 @@ impl Controller {
             if !self.store().leadership().is_leader() {
                 // Elected, the main loop's first round writes everything.
                 refreshed = Some(last.time);
+                shown = last;
                 continue;
             }
             let catalog = self.api.catalog();
             let every = refreshed != Some(last.time);
             refreshed = Some(last.time);
+            let before = std::mem::replace(&mut shown, last.clone());
             let stale: Vec<&Arc<Definition>> = {
                 let written = self.written.lock().await;
                 // A definition not written yet is written by the main loop's first pass.
-                served(&catalog).filter(|d| every || written.get(&d.name) == Some(&Written::Failed)).collect()
+                served(&catalog)
+                    .filter(|d| {
+                        (every && problems_changed(&before, &last, &d.name))
+                            || written.get(&d.name) == Some(&Written::Failed)
+                    })
+                    .collect()
             };
             for definition in stale {
                 self.write_status(definition, None).await;
@@ -461,7 +472,42 @@ fn changes<'a>(before: &Catalog, now: &'a Catalog) -> (Vec<&'a Definition>, bool
     (changed, removed)
 }
 
+/// Whether what the status of `definition` shows of the last reload (its error and problems)
+/// differs between two reloads.
+fn problems_changed(before: &ReloadOutcome, now: &ReloadOutcome, definition: &str) -> bool {
+    !before.errors_of(definition).eq(now.errors_of(definition))
+}
+
 /// The definitions of the files (not the server's own read-only ones).
 fn served(catalog: &Catalog) -> impl Iterator<Item = &Arc<Definition>> {
     catalog.registry.definitions().iter().filter(|d| !d.read_only)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(definition: &str, message: &str) -> ReloadError {
+        ReloadError {
+            definition: Some(definition.into()),
+            source: format!("{definition}.yaml"),
+            message: message.into(),
+            reason: "Invalid",
+            errors: vec![message.into()],
+            concerns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_reload_concerns_only_the_definitions_whose_problems_it_changed() {
+        let outcome = |errors: Vec<ReloadError>| ReloadOutcome { time: Some(jiff::Timestamp::now()), errors };
+        let before = outcome(vec![problem("a.example.com", "bad"), problem("b.example.com", "bad")]);
+        let now = outcome(vec![problem("a.example.com", "bad"), problem("c.example.com", "bad")]);
+        assert!(!problems_changed(&before, &now, "a.example.com"), "the same problem");
+        assert!(problems_changed(&before, &now, "b.example.com"), "fixed");
+        assert!(problems_changed(&before, &now, "c.example.com"), "new");
+        assert!(!problems_changed(&before, &now, "d.example.com"), "never concerned");
+        let reworded = outcome(vec![problem("a.example.com", "worse"), problem("c.example.com", "bad")]);
+        assert!(problems_changed(&now, &reworded, "a.example.com"));
+    }
 }

@@ -15,12 +15,20 @@ pub struct ConnInfo {
     /// What the connection is doing; authentication marks it authenticated, so that at the
     /// connection cap it gives way after anonymous ones.
     pub activity: Arc<Activity>,
+    /// The name the client asked for in TLS (SNI): kube-aggregator sends
+    /// `<service>.<namespace>.svc` of the APIService it serves, which picks an OpenAPI slice.
+    pub server_name: Option<Arc<str>>,
 }
 
 impl ConnInfo {
     /// A connection of its own, not counted by any listener (tests, the fuzz harness).
     pub fn new(remote: SocketAddr, peer_certificates: Vec<CertificateDer<'static>>) -> ConnInfo {
-        ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity: Arc::new(Activity::new(None)) }
+        ConnInfo {
+            remote,
+            peer_certificates: Arc::new(peer_certificates),
+            activity: Arc::new(Activity::new(None)),
+            server_name: None,
+        }
     }
 }
 

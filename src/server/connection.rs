@@ -118,7 +118,8 @@ pub async fn serve<S>(
         .peer_certificates()
         .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
         .unwrap_or_default();
-    let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity };
+    let server_name = session.server_name().map(Arc::from);
+    let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
     serve_stream(tls_stream, info, handler, settings, shutdown).await;
 }
 

@@ -10,6 +10,7 @@ use crate::api::body::{self, ReqBody, RespBody};
 use crate::api::negotiate::plain_encoding;
 use crate::core::request_info::{Query, RequestInfo};
 use crate::core::status::ApiError;
+use crate::server::conn::ConnInfo;
 use crate::server::health::{Health, Probe};
 
 /// What a path addresses.
@@ -178,7 +179,11 @@ impl Router {
             Endpoint::OpenApiV2 => {
                 let catalog = self.api.catalog();
                 match v2_encoding(accept.as_deref()) {
-                    Some(V2Encoding::Json) => openapi_response(catalog.openapi.v2(), if_none_match.as_deref()),
+                    Some(V2Encoding::Json) => {
+                        // kube-aggregator's download for one APIService: that group's slice.
+                        let server_name = request.extensions().get::<ConnInfo>().and_then(|c| c.server_name.clone());
+                        openapi_response(catalog.openapi.v2_for(server_name.as_deref()), if_none_match.as_deref())
+                    }
                     Some(V2Encoding::Protobuf) => {
                         let mut response = openapi_response(catalog.openapi.v2_protobuf(), if_none_match.as_deref());
                         response

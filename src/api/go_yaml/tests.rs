@@ -36,6 +36,11 @@ const GO_VERDICTS: &[(&str, &str)] = &[
     ("a: yes", "ok {\"a\":true}"),
     ("a: 1_000", "ok {\"a\":1000}"),
     ("a: ~", "ok {\"a\":null}"),
+    ("a: 1e400", "ok {\"a\":\"1e400\"}"),
+    ("é: {b: -1e400, c: [2E999, 1.5]}", "ok {\"é\":{\"b\":\"-1e400\",\"c\":[\"2E999\",1.5]}}"),
+    ("a: .inf", "json: unsupported value: +Inf"),
+    ("a: [-.Inf]", "json: unsupported value: -Inf"),
+    ("a: .NaN", "json: unsupported value: NaN"),
 ];
 
 #[test]

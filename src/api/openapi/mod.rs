@@ -7,8 +7,11 @@
 //! thousands of definitions must not pay for documents nobody reads. Their hashes (used in the
 //! index and as entity tags) come from the definitions, so the index is cheap. A group's
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
+//! `/openapi/v2` is also served by group (`slices`): each group's slice is built on first
+//! request and kept with the group, so a change to one group leaves every other slice alone.
 
 mod kubernetes_types;
+pub mod slices;
 mod v2;
 pub mod v2_proto;
 mod v3;
@@ -65,6 +68,8 @@ struct GroupDocs {
     definitions: Vec<Arc<Definition>>,
     /// By version.
     versions: BTreeMap<String, GroupVersionDocs>,
+    /// The group's slice of the v2 document (its paths and the definitions they use).
+    v2: OnceLock<Document>,
 }
 
 /// The OpenAPI documents of one registry.
@@ -74,6 +79,7 @@ pub struct Documents {
     v3_index: Document,
     v2: OnceLock<Document>,
     v2_protobuf: OnceLock<Document>,
+    slice_names: slices::SliceNames,
 }
 
 /// What a group version's documents depend on, hashed.
@@ -108,7 +114,7 @@ impl GroupDocs {
                 (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new() })
             })
             .collect();
-        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions }
+        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2: OnceLock::new() }
     }
 }
 
@@ -147,6 +153,7 @@ impl Documents {
             v3_index: encode(&json!({"paths": index})),
             v2: OnceLock::new(),
             v2_protobuf: OnceLock::new(),
+            slice_names: slices::SliceNames::new(registry.groups().map(|(group, _)| group)),
         }
     }
 
@@ -180,6 +187,27 @@ impl Documents {
             let hash = hex_sha512(&body);
             Document { body, hash }
         })
+    }
+
+    /// The v2 document a connection that sent `server_name` in TLS is served: the slice of the
+    /// group the name picks (`slices`), or the whole document.
+    pub fn v2_for(&self, server_name: Option<&str>) -> &Document {
+        server_name
+            .and_then(|name| self.slice_names.group(name))
+            .and_then(|group| self.v2_slice(group))
+            .unwrap_or_else(|| self.v2())
+    }
+
+    /// The v2 document of one group's versions, with the same entity-tag rule as the whole.
+    pub fn v2_slice(&self, group: &str) -> Option<&Document> {
+        let docs = self.groups.get(group)?;
+        Some(docs.v2.get_or_init(|| {
+            let versions: Vec<(&str, &str, &[Served])> =
+                docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
+            let body = Bytes::from(v2::document(&versions, shared()));
+            let hash = hex_sha512(&body);
+            Document { body, hash }
+        }))
     }
 
     /// The v2 document in the protobuf form older kubectl releases read, transcoded from the
@@ -369,6 +397,8 @@ mod tests {
         let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", "b.example.com", "v1")]);
         let previous = Documents::build(&before);
         let kept = previous.v3("a.example.com", "v1").unwrap().body.as_ptr();
+        let kept_slice = previous.v2_slice("a.example.com").unwrap().clone();
+        let changed_slice = previous.v2_slice("b.example.com").unwrap().clone();
         let (after, _) = Registry::build_shared(vec![foos, definition("bars", "b.example.com", "v1beta1")]);
         let rebuilt = Documents::build_from(&after, Some(&previous));
         let full = Documents::build(&after);
@@ -380,6 +410,41 @@ mod tests {
             full.v3("b.example.com", "v1beta1").unwrap().body
         );
         assert!(rebuilt.v3("b.example.com", "v1").is_none());
+        // Only the changed group's v2 slice is built again; the other is the same document.
+        let slice = rebuilt.v2_slice("a.example.com").unwrap();
+        assert_eq!(slice.body.as_ptr(), kept_slice.body.as_ptr(), "built once, kept");
+        assert_eq!(slice.etag(), kept_slice.etag());
+        let changed = rebuilt.v2_slice("b.example.com").unwrap();
+        assert_ne!(changed.etag(), changed_slice.etag());
+        assert_eq!(changed.body, full.v2_slice("b.example.com").unwrap().body);
+    }
+
+    #[test]
+    fn a_groups_slice_has_its_paths_only_and_other_names_get_the_whole_document() {
+        use crate::definitions::load::definition_from_value;
+        let definition = |plural: &str, group: &str| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        let (registry, _) =
+            Registry::build_shared(vec![definition("foos", "a.example.com"), definition("bars", "b.example.com")]);
+        let docs = Documents::build(&registry);
+        let sni = format!("crd-apiserver-{}.crd-apiserver.svc", slices::suffix("a.example.com"));
+        let slice: Value = serde_json::from_slice(&docs.v2_for(Some(&sni)).body).unwrap();
+        let paths: Vec<&String> = slice["paths"].as_object().unwrap().keys().collect();
+        assert!(!paths.is_empty() && paths.iter().all(|p| p.starts_with("/apis/a.example.com/v1/")), "{paths:?}");
+        assert!(slice["definitions"]["com.example.a.v1.Thing"].is_object());
+        assert!(slice["definitions"].get("com.example.b.v1.Thing").is_none());
+        assert!(slice["definitions"][format!("{META}.ObjectMeta")].is_object());
+        assert_eq!(docs.v2_for(Some(&sni)).etag(), docs.v2_slice("a.example.com").unwrap().etag());
+        for whole in [None, Some("crd-apiserver.crd-apiserver.svc"), Some("localhost")] {
+            assert_eq!(docs.v2_for(whole).body, docs.v2().body, "{whole:?}");
+        }
+        assert_ne!(docs.v2().etag(), docs.v2_slice("a.example.com").unwrap().etag());
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod scan;
 #[cfg(test)]
 mod tests;
 
+use std::io::Write as _;
 use std::sync::Arc;
 
 use scan::{Kind, MAX_DEPTH, Reader, Refused, Scan};
@@ -91,6 +92,10 @@ pub fn with_api_version(definition: &Definition, from: &Version, to: &Version, s
     Some(out)
 }
 
+/// The most an object grows by when rendered from its stored bytes: `,"resourceVersion":"N"`
+/// with the largest revision, and a comma. Callers size their buffers with it.
+pub const SPLICE_BYTES: usize = 48;
+
 /// Where `resourceVersion` goes in the stored text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Splice {
@@ -108,7 +113,7 @@ impl Splice {
             Splice::Replace { start, end } => (stored.get(..start), stored.get(end..), false, false),
         };
         let (Some(head), Some(tail)) = (head, tail) else { return false };
-        out.reserve(stored.len() + 48);
+        out.reserve(stored.len() + SPLICE_BYTES);
         out.extend_from_slice(head);
         if matches!(self, Splice::Insert { .. }) {
             if comma_before {
@@ -117,7 +122,8 @@ impl Splice {
             out.extend_from_slice(b"\"resourceVersion\":");
         }
         out.push(b'"');
-        out.extend_from_slice(revision.to_string().as_bytes());
+        // Digits straight into `out`: no string per object.
+        let _ = write!(out, "{revision}");
         out.push(b'"');
         if comma_after {
             out.push(b',');

@@ -22,12 +22,13 @@ use super::Api;
 use super::body::RespBody;
 use super::call::Call;
 use super::errors;
-use super::list::{Filter, list_options_invalid, wait_for_revision};
+use super::list::{Filter, list_options_kind, wait_for_revision};
 use super::negotiate::{Output, View, negotiate};
 use super::objects;
 use super::present;
 use super::table::{self, Columns, IncludeObject};
 use super::verbatim;
+use crate::core::field::{FieldError, Path};
 use crate::core::status::ApiError;
 use crate::core::strconv;
 use crate::store::{self, EventType, ListOptions, Revision, Store};
@@ -73,38 +74,54 @@ fn params(api: &Api, call: &Call) -> Result<Params, ApiError> {
         Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
     };
     let bookmarks = bool_param("allowWatchBookmarks")?.unwrap_or(false);
-    let send_initial = bool_param("sendInitialEvents")?;
+    let mut send_initial = bool_param("sendInitialEvents")?;
     let rv = q.get("resourceVersion").unwrap_or_default();
-    let rvm = q.get("resourceVersionMatch").unwrap_or_default();
-    match send_initial {
-        Some(_) if rvm != "NotOlderThan" => {
-            return Err(list_options_invalid(
-                "resourceVersionMatch",
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        Some(true) if !bookmarks => {
-            return Err(list_options_invalid(
-                "allowWatchBookmarks",
-                "sendInitialEvents requires setting allowWatchBookmarks to true",
-            ));
-        }
-        None if !rvm.is_empty() => {
-            return Err(list_options_invalid(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        _ => {}
+    let mut rvm = q.get("resourceVersionMatch").unwrap_or_default();
+    // `SetListOptionsDefaults` (WatchList is on in 1.36): a watch from no or any revision, with
+    // neither option, is a watch that sends the initial state "not older than" it.
+    if send_initial.is_none() && rvm.is_empty() && (rv.is_empty() || rv == "0") {
+        send_initial = Some(true);
+        rvm = "NotOlderThan";
     }
+    validate_watch_options(send_initial, rvm, q.get("continue").unwrap_or_default())?;
     let (initial_events, from) = match send_initial {
         Some(true) => (true, None),
         Some(false) => (false, if rv.is_empty() { None } else { Some(watch_revision(rv)?) }),
-        // Legacy semantics: no resourceVersion or "0" starts with the current state.
-        None if rv.is_empty() || rv == "0" => (true, None),
         None => (false, Some(watch_revision(rv)?)),
     };
-    Ok(Params { timeout, bookmarks, initial_events, initial_events_end: send_initial == Some(true), from })
+    // The state's end is marked by a bookmark, which only a watch that allows them gets.
+    let initial_events_end = initial_events && bookmarks;
+    Ok(Params { timeout, bookmarks, initial_events, initial_events_end, from })
+}
+
+/// `validateWatchOptions`: every problem in one 422, after the defaults are set.
+fn validate_watch_options(send_initial: Option<bool>, rvm: &str, continue_token: &str) -> Result<(), ApiError> {
+    let match_path = || Path::new("resourceVersionMatch");
+    let mut errors = Vec::new();
+    if send_initial.is_some() && rvm != "NotOlderThan" {
+        errors.push(FieldError::forbidden(
+            match_path(),
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !rvm.is_empty() {
+        if send_initial.is_none() {
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if rvm != "NotOlderThan" {
+            errors.push(FieldError::not_supported(match_path(), rvm, &["NotOlderThan"]));
+        }
+        if !continue_token.is_empty() {
+            errors.push(FieldError::forbidden(
+                match_path(),
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::invalid(&list_options_kind(), "", &errors)) }
 }
 
 /// A watch's `resourceVersion`, refused as kube-apiserver's watch cache refuses it: a 500
@@ -194,27 +211,31 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
         EventType::Deleted => "DELETED",
     };
     let (definition, version) = (&call.served.definition, &call.served.version);
-    // Room for the framing and the spliced resourceVersion up front: a line grown past its
-    // first reservation would double, and a stalled watch holds its lines.
+    // Room for the framing and the spliced resourceVersion up front: a stalled watch holds
+    // its line, which must not have grown past its first reservation (and doubled).
     let mut line = Vec::with_capacity(event.value.len() + VERBATIM_FRAMING_BYTES);
-    line.extend_from_slice(b"{\"object\":");
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
     if !verbatim::render(definition, version, &event.value, event.revision, &mut line) {
         return None;
     }
-    line.extend_from_slice(b",\"type\":\"");
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(b"\"}\n");
+    line.extend_from_slice(b"}\n");
     Some(line)
 }
 
-/// What a verbatim event line adds to the stored bytes, at most: `{"object":`, a spliced
-/// `,"resourceVersion":"N"` (a u64 has at most 20 digits) and `,"type":"MODIFIED"}` with
-/// its newline.
-const VERBATIM_FRAMING_BYTES: usize = 10 + 42 + 20;
+/// What a verbatim event line adds to the stored bytes, at most: `{"type":"MODIFIED","object":`,
+/// what `verbatim::render` reserves beyond the stored bytes (48: a spliced
+/// `,"resourceVersion":"N"` takes at most 42) and `}` with its newline.
+const VERBATIM_FRAMING_BYTES: usize = 28 + 48 + 2;
 
+/// `{"type":…,"object":…}` in the order of Go's `WatchEvent` fields, as kube-apiserver writes it.
 fn encode_event(kind: &str, object: &Value) -> Vec<u8> {
-    let mut line = crate::core::json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    line.push(b'\n');
+    let mut line = b"{\"type\":".to_vec();
+    line.extend_from_slice(&crate::core::json::to_vec(&json!(kind)).unwrap_or_default());
+    line.extend_from_slice(b",\"object\":");
+    line.extend_from_slice(&crate::core::json::to_vec(object).unwrap_or_default());
+    line.extend_from_slice(b"}\n");
     line
 }
 

@@ -3,6 +3,7 @@
 //! headers (incoming `X-Remote-*` and `Authorization` dropped), and fetches the backend's own
 //! discovery and OpenAPI as the aggregator's users do.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,9 +35,10 @@ pub struct Backend {
 struct Endpoint {
     port: u16,
     ready: AtomicBool,
-    /// One HTTP/2 connection, as the aggregator multiplexes requests; rebuilt when it closes
-    /// or the identity changes.
-    connection: tokio::sync::Mutex<Option<hyper::client::conn::http2::SendRequest<Body>>>,
+    /// One HTTP/2 connection per TLS server name (each APIService's proxy transport sends its
+    /// own Service's name), as the aggregator multiplexes requests; rebuilt when it closes or
+    /// the identity changes.
+    connections: tokio::sync::Mutex<HashMap<String, hyper::client::conn::http2::SendRequest<Body>>>,
 }
 
 impl Backend {
@@ -59,7 +61,11 @@ impl Backend {
         Backend {
             endpoints: ports
                 .iter()
-                .map(|&port| Endpoint { port, ready: AtomicBool::new(true), connection: tokio::sync::Mutex::new(None) })
+                .map(|&port| Endpoint {
+                    port,
+                    ready: AtomicBool::new(true),
+                    connections: tokio::sync::Mutex::new(HashMap::new()),
+                })
                 .collect(),
             next: AtomicUsize::new(0),
             server_name: server_name.into(),
@@ -72,7 +78,7 @@ impl Backend {
     pub async fn set_identity(&self, identity: (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)) {
         *lock(&self.identity) = identity;
         for endpoint in &self.endpoints {
-            *endpoint.connection.lock().await = None;
+            endpoint.connections.lock().await.clear();
         }
     }
 
@@ -100,7 +106,7 @@ impl Backend {
     async fn probe(&self, port: u16) -> bool {
         let attempt = async {
             let config = self.tls_config(false)?;
-            let tls = self.connect(port, config).await?;
+            let tls = self.connect(port, config, &self.server_name).await?;
             let (mut sender, connection) =
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
                     .await
@@ -141,9 +147,10 @@ impl Backend {
         &self,
         port: u16,
         config: rustls::ClientConfig,
+        server_name: &str,
     ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| e.to_string())?;
-        let name = ServerName::try_from(self.server_name.clone()).map_err(|e| e.to_string())?;
+        let name = ServerName::try_from(server_name.to_string()).map_err(|e| e.to_string())?;
         tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())
     }
 
@@ -159,19 +166,19 @@ impl Backend {
             .ok_or_else(|| "no endpoints available for service".to_string())
     }
 
-    async fn sender(&self) -> Result<hyper::client::conn::http2::SendRequest<Body>, String> {
+    async fn sender(&self, server_name: &str) -> Result<hyper::client::conn::http2::SendRequest<Body>, String> {
         let endpoint = self.pick()?;
-        let mut slot = endpoint.connection.lock().await;
-        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
+        let mut connections = endpoint.connections.lock().await;
+        if let Some(sender) = connections.get(server_name).filter(|s| !s.is_closed()) {
             return Ok(sender.clone());
         }
         let config = self.tls_config(true)?;
-        let tls = self.connect(endpoint.port, config).await?;
+        let tls = self.connect(endpoint.port, config, server_name).await?;
         let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(connection);
-        *slot = Some(sender.clone());
+        connections.insert(server_name.to_string(), sender.clone());
         Ok(sender)
     }
 }
@@ -221,7 +228,7 @@ pub struct Caller<'a> {
     pub remote: Option<SocketAddr>,
 }
 
-/// Proxies one request to the backend.
+/// Proxies one request to the backend through the project's own Service.
 pub async fn forward(
     state: &State,
     backend: &Backend,
@@ -229,10 +236,23 @@ pub async fn forward(
     body: Body,
     caller: Caller<'_>,
 ) -> Result<http::Response<Body>, String> {
+    forward_via(state, backend, &backend.server_name, parts, body, caller).await
+}
+
+/// Proxies one request to the backend through the Service whose TLS server name is
+/// `server_name` (`<service>.<namespace>.svc`, as an APIService names it).
+pub async fn forward_via(
+    state: &State,
+    backend: &Backend,
+    server_name: &str,
+    parts: &http::request::Parts,
+    body: Body,
+    caller: Caller<'_>,
+) -> Result<http::Response<Body>, String> {
     let query = sorted_query(parts.uri.query());
     let path = parts.uri.path();
     let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
-    let uri = format!("https://{}:443{target}", backend.server_name);
+    let uri = format!("https://{server_name}:443{target}");
     let mut request = http::Request::builder().method(parts.method.clone()).uri(uri);
     let headers = request.headers_mut().ok_or("bad request")?;
     for (name, value) in &parts.headers {
@@ -279,7 +299,7 @@ pub async fn forward(
             .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
     );
-    let mut sender = backend.sender().await?;
+    let mut sender = backend.sender(server_name).await?;
     let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
     lock(&state.backend_statuses).push(response.status().as_u16());
     Ok(response.map(|b| b.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync()))
@@ -302,12 +322,25 @@ pub async fn fetch(
     headers: &[(&str, &str)],
     user: &User,
 ) -> Result<Fetched, String> {
+    fetch_via(state, backend, &backend.server_name, path, headers, user).await
+}
+
+/// The same through the Service whose TLS server name is `server_name`.
+pub async fn fetch_via(
+    state: &State,
+    backend: &Backend,
+    server_name: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    user: &User,
+) -> Result<Fetched, String> {
     let mut request = http::Request::builder().method("GET").uri(path);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
     let (parts, ()) = request.body(()).map_err(|e| e.to_string())?.into_parts();
-    let response = forward(state, backend, &parts, respond::full(Bytes::new()), Caller { user, remote: None }).await?;
+    let caller = Caller { user, remote: None };
+    let response = forward_via(state, backend, server_name, &parts, respond::full(Bytes::new()), caller).await?;
     let (status, content_type, etag) = {
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         (response.status().as_u16(), header("content-type").unwrap_or_default(), header("etag"))

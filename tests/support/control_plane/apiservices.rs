@@ -47,6 +47,11 @@ pub fn sync_services(state: &State) {
             version: o["spec"]["version"].as_str().unwrap_or_default().to_string(),
             group_priority: o["spec"]["groupPriorityMinimum"].as_u64().unwrap_or(1000) as u32,
             version_priority: o["spec"]["versionPriority"].as_u64().unwrap_or(15) as u32,
+            server_name: format!(
+                "{}.{}.svc",
+                o["spec"]["service"]["name"].as_str().unwrap_or_default(),
+                o["spec"]["service"]["namespace"].as_str().unwrap_or_default()
+            ),
         })
         .collect();
     drop(objects);
@@ -55,12 +60,18 @@ pub fn sync_services(state: &State) {
 
 /// An APIService that sends `group`/`version` to the project's Service.
 pub fn register(state: &State, group: &str, version: &str) {
+    register_via(state, group, version, "crd-apiserver");
+}
+
+/// An APIService that sends `group`/`version` to the Service `service` (in the project's
+/// namespace), one of several selecting the same pods.
+pub fn register_via(state: &State, group: &str, version: &str, service: &str) {
     let name = format!("{version}.{group}");
     let service = json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": name},
         "spec": {"group": group, "version": version, "groupPriorityMinimum": 1000, "versionPriority": 15,
-                 "service": {"namespace": "crd-apiserver", "name": "crd-apiserver", "port": 443}},
+                 "service": {"namespace": "crd-apiserver", "name": service, "port": 443}},
     });
     state.put_object("apiservices", service);
     sync_services(state);

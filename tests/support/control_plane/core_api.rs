@@ -21,8 +21,9 @@ const AUTH_CONFIGMAP: &str = "extension-apiserver-authentication";
 pub async fn serve(state: &Arc<State>, attrs: &Attributes, query: &[(String, String)], body: Bytes) -> Response {
     let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
     if attrs.resource == "configmaps" {
-        let delay = state.configmap_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(delay)).await;
+        while state.configmaps_held.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
     match (attrs.resource.as_str(), attrs.verb.as_str()) {
         ("configmaps", "get") => {

@@ -282,6 +282,29 @@ impl ControlPlane {
         apiservices::register(self.state(), group, version);
     }
 
+    /// Registers `group`/`version` through the Service `service` (in the project's namespace):
+    /// the aggregator's requests for it carry `<service>.crd-apiserver.svc` as TLS server name.
+    pub fn register_via(&self, group: &str, version: &str, service: &str) {
+        apiservices::register_via(self.state(), group, version, service);
+    }
+
+    /// `GET /openapi/v2` at the double (JSON), as kube-aggregator answers it after downloading
+    /// each APIService's part: the status, the entity tag and the document.
+    pub fn openapi_v2(&self, if_none_match: Option<&str>) -> (u16, String, Option<Value>) {
+        let backend = self.plane.backend.blocking_read().clone();
+        let response =
+            self.runtime.block_on(openapi::v2(self.state(), backend.as_deref(), "application/json", if_none_match));
+        let status = response.status().as_u16();
+        let etag = response.headers().get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        let body = self.runtime.block_on(http_body_util::BodyExt::collect(response.into_body())).unwrap().to_bytes();
+        (status, etag, serde_json::from_slice(&body).ok())
+    }
+
+    /// Every download of the backend's `/openapi/v2` so far, in order.
+    pub fn openapi_v2_downloads(&self) -> Vec<state::V2Download> {
+        lock(&self.state().openapi_v2_downloads).clone()
+    }
+
     /// The APIService named `name` as stored (without its status).
     pub fn api_service(&self, name: &str) -> Option<Value> {
         self.state().get_object("apiservices", "", name)

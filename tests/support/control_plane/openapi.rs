@@ -1,5 +1,7 @@
-//! The double's OpenAPI, as kube-aggregator serves it: `/openapi/v2` merged from the backend's
-//! document (downloaded as `system:aggregator` with `If-None-Match`; a 404 is skipped) and
+//! The double's OpenAPI, as kube-aggregator serves it: `/openapi/v2` merged from one download
+//! of the backend's document per APIService (as `system:aggregator`, through the APIService's
+//! Service and so with its TLS server name, with `If-None-Match`; filtered to the APIService's
+//! group version's paths and the definitions they use; a 404 is skipped) and
 //! served as JSON or protobuf by `Accept`, with an entity tag and `Vary: Accept`;
 //! `/openapi/v3` the union of the backends' indexes; `/openapi/v3/<path>` of a path some index
 //! names proxied to its backend as the client's own request (query, headers and identity).
@@ -11,7 +13,7 @@ use serde_json::{Value, json};
 use super::aggregator::{self, Backend, Caller};
 use super::rbac::User;
 use super::respond::{self, Body, Response};
-use super::state::{State, lock};
+use super::state::{ApiService, State, V2Download, lock};
 use crd_apiserver::api::openapi::v2_proto as openapi_v2_proto;
 
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
@@ -44,29 +46,94 @@ fn v2_encoding(accept: &str) -> Option<&'static str> {
     None
 }
 
-/// The backend's v2 document, re-downloaded only when it changed.
-async fn backend_v2(state: &State, backend: &Backend) -> Option<Value> {
-    let cached = lock(&state.openapi_v2_cache).clone();
+/// The `$ref` names (`#/definitions/<name>`) anywhere in `value`.
+fn references(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                match (key.as_str(), child) {
+                    ("$ref", Value::String(r)) => {
+                        if let Some(name) = r.strip_prefix("#/definitions/") {
+                            out.push(name.to_string());
+                        }
+                    }
+                    _ => references(child, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| references(i, out)),
+        _ => {}
+    }
+}
+
+/// kube-openapi's `FilterSpecByPathsWithoutSideEffects`: the paths under `prefix` and the
+/// definitions they use, directly or through other definitions.
+fn filter_by_path(document: &Value, prefix: &str) -> Value {
+    let paths: serde_json::Map<String, Value> = document["paths"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(path, _)| path.starts_with(prefix))
+        .map(|(path, item)| (path.clone(), item.clone()))
+        .collect();
+    let mut wanted = Vec::new();
+    references(&Value::Object(paths.clone()), &mut wanted);
+    let mut definitions = serde_json::Map::new();
+    while let Some(name) = wanted.pop() {
+        if definitions.contains_key(&name) {
+            continue;
+        }
+        if let Some(schema) = document["definitions"].get(&name) {
+            references(schema, &mut wanted);
+            definitions.insert(name, schema.clone());
+        }
+    }
+    json!({"paths": paths, "definitions": definitions})
+}
+
+/// One APIService's part of the cluster's v2 document, as kube-aggregator's downloader gets
+/// it: `/openapi/v2` of the backend through the APIService's own Service (its TLS server
+/// name), with the entity tag of the last download in `If-None-Match` (a 304 keeps the last
+/// part), filtered to the paths of its group version. A 404 or a failure gives no part.
+async fn api_service_v2(state: &State, backend: &Backend, service: &ApiService) -> Option<Value> {
+    let name = format!("{}.{}", service.version, service.group);
+    let cached = lock(&state.openapi_v2_cache).get(&name).cloned();
     let mut headers = vec![("accept", "application/json")];
     if let Some((etag, _)) = &cached {
         headers.push(("if-none-match", etag.as_str()));
     }
-    let fetched = aggregator::fetch(state, backend, "/openapi/v2", &headers, &aggregator_user()).await.ok()?;
+    let fetched =
+        aggregator::fetch_via(state, backend, &service.server_name, "/openapi/v2", &headers, &aggregator_user())
+            .await
+            .ok()?;
+    let document: Option<Value> = if fetched.status == 200 { serde_json::from_slice(&fetched.body).ok() } else { None };
+    lock(&state.openapi_v2_downloads).push(V2Download {
+        api_service: name.clone(),
+        server_name: service.server_name.clone(),
+        status: fetched.status,
+        bytes: fetched.body.len(),
+        paths: document
+            .iter()
+            .flat_map(|d| d["paths"].as_object().into_iter().flatten().map(|(p, _)| p.clone()))
+            .collect(),
+    });
     match fetched.status {
-        304 => cached.map(|(_, document)| document),
+        304 => cached.map(|(_, part)| part),
         200 => {
-            let document: Value = serde_json::from_slice(&fetched.body).ok()?;
+            let document = document?;
+            let part = filter_by_path(&document, &format!("/apis/{}/{}/", service.group, service.version));
             if let Some(etag) = fetched.etag {
-                *lock(&state.openapi_v2_cache) = Some((etag, document.clone()));
+                lock(&state.openapi_v2_cache).insert(name, (etag, part.clone()));
             }
-            Some(document)
+            Some(part)
         }
         _ => None,
     }
 }
 
-/// The cluster's v2 document: the double's own (no definitions of its own) merged with the
-/// backend's paths and definitions; on a name clash the first one stays.
+/// The cluster's v2 document: the double's own (no definitions of its own) merged with each
+/// proxied APIService's part, in the order of their priorities; on a name clash the first
+/// one stays.
 async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
     let mut merged = json!({
         "swagger": "2.0",
@@ -74,15 +141,22 @@ async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
         "paths": {},
         "definitions": {},
     });
-    let downloaded = match backend {
-        Some(backend) => backend_v2(state, backend).await,
-        None => None,
-    };
-    for section in ["paths", "definitions"] {
-        let incoming = downloaded.as_ref().and_then(|d| d[section].as_object()).cloned().unwrap_or_default();
-        if let Some(target) = merged[section].as_object_mut() {
-            for (name, value) in incoming {
-                target.entry(name).or_insert(value);
+    let Some(backend) = backend else { return merged };
+    let mut services = lock(&state.services).clone();
+    services.sort_by(|a, b| {
+        b.group_priority
+            .cmp(&a.group_priority)
+            .then(a.group.cmp(&b.group))
+            .then(b.version_priority.cmp(&a.version_priority))
+    });
+    for service in &services {
+        let Some(part) = api_service_v2(state, backend, service).await else { continue };
+        for section in ["paths", "definitions"] {
+            let incoming = part[section].as_object().cloned().unwrap_or_default();
+            if let Some(target) = merged[section].as_object_mut() {
+                for (name, value) in incoming {
+                    target.entry(name).or_insert(value);
+                }
             }
         }
     }

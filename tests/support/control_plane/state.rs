@@ -2,7 +2,7 @@
 //! APIServices, core objects (the authentication ConfigMap, Namespaces) with a global
 //! resourceVersion and an event log for watches, and counters tests read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,6 +18,19 @@ pub struct ApiService {
     pub version: String,
     pub group_priority: u32,
     pub version_priority: u32,
+    /// `<service>.<namespace>.svc` of `spec.service`: the TLS server name its proxy sends.
+    pub server_name: String,
+}
+
+/// One download of the backend's `/openapi/v2` for an APIService.
+#[derive(Debug, Clone)]
+pub struct V2Download {
+    pub api_service: String,
+    pub server_name: String,
+    pub status: u16,
+    pub bytes: usize,
+    /// The paths of a 200's document, before the aggregator filters them.
+    pub paths: Vec<String>,
 }
 
 /// One change to a core object, as a watch reports it.
@@ -57,16 +70,19 @@ pub struct State {
     pub sar_calls: AtomicUsize,
     pub token_review_calls: AtomicUsize,
     pub sar_outage: AtomicBool,
-    /// Milliseconds every read of the authentication ConfigMap takes (a slow apiserver).
-    pub configmap_delay_ms: std::sync::atomic::AtomicU64,
+    /// While set, every ConfigMap read waits (a slow apiserver, held until the test lets go).
+    pub configmaps_held: AtomicBool,
     /// Every SubjectAccessReview spec received, in order.
     pub sar_log: Mutex<Vec<Value>>,
     /// The backend's aggregated discovery as last fetched: its ETag and items.
     pub discovery_cache: Mutex<Option<(String, Vec<Value>)>>,
     /// How often the backend answered the discovery fetch with 304 Not Modified.
     pub discovery_not_modified: AtomicUsize,
-    /// The backend's OpenAPI v2 document as last downloaded: its ETag and the document.
-    pub openapi_v2_cache: Mutex<Option<(String, Value)>>,
+    /// Per APIService name, its slice of the backend's OpenAPI v2 document as last
+    /// downloaded: the ETag and the paths of its group version with the definitions they use.
+    pub openapi_v2_cache: Mutex<HashMap<String, (String, Value)>>,
+    /// Every download of `/openapi/v2` from the backend, in order.
+    pub openapi_v2_downloads: Mutex<Vec<V2Download>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
     /// The status of every answer the backend gave to a proxied request, in order.
@@ -113,11 +129,12 @@ impl State {
             sar_calls: AtomicUsize::new(0),
             token_review_calls: AtomicUsize::new(0),
             sar_outage: AtomicBool::new(false),
-            configmap_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            configmaps_held: AtomicBool::new(false),
             sar_log: Mutex::new(Vec::new()),
             discovery_cache: Mutex::new(None),
             discovery_not_modified: AtomicUsize::new(0),
-            openapi_v2_cache: Mutex::new(None),
+            openapi_v2_cache: Mutex::new(HashMap::new()),
+            openapi_v2_downloads: Mutex::new(Vec::new()),
             proxied: Mutex::new(Vec::new()),
             backend_statuses: Mutex::new(Vec::new()),
             status_updates: AtomicUsize::new(0),

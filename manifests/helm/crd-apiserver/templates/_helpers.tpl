@@ -64,3 +64,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+The Service an APIService of a group goes through: with apiService.openAPISlices, the group's
+own Service, named by the first ten hex digits of the group's SHA-256 (the server serves that
+group's slice of /openapi/v2 to a TLS server name ending so; api::openapi::slices), else the
+main one. Call with (list $ $group).
+*/}}
+{{- define "crd-apiserver.apiServiceService" -}}
+{{- $root := index . 0 -}}{{- $group := index . 1 -}}
+{{- $fullname := include "crd-apiserver.fullname" $root -}}
+{{- if $root.Values.apiService.openAPISlices -}}
+{{- printf "%s-%s" ($fullname | trunc 52 | trimSuffix "-") (sha256sum $group | trunc 10) -}}
+{{- else -}}
+{{- $fullname -}}
+{{- end -}}
+{{- end -}}

@@ -64,8 +64,14 @@ fn check(query: &Query<'_>) -> Result<(), Failure> {
     let mut errors = Vec::new();
     let forbidden =
         |detail: &str| FieldError { field: "resourceVersionMatch".into(), kind: ErrorKind::Forbidden(detail.into()) };
-    let matching = query.get("resourceVersionMatch").unwrap_or_default();
-    let initial = query.get("sendInitialEvents").is_some();
+    let mut matching = query.get("resourceVersionMatch").unwrap_or_default();
+    let mut initial = query.get("sendInitialEvents").is_some();
+    // `SetListOptionsDefaults` (WatchList on): a watch from no or any revision sends the state.
+    let resource_version = query.get("resourceVersion").unwrap_or_default();
+    if !initial && matching.is_empty() && (resource_version.is_empty() || resource_version == "0") {
+        initial = true;
+        matching = "NotOlderThan";
+    }
     if initial && matching != "NotOlderThan" {
         errors.push(forbidden("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
     }

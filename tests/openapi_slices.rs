@@ -1,0 +1,89 @@
+//! Issue 32: kube-aggregator downloads `/openapi/v2` once per APIService, through that
+//! APIService's Service. With one Service per group (named `<anything>-<suffix of the group>`,
+//! `api::openapi::slices`), each download is only that group's slice, re-downloads are 304
+//! while it is unchanged, and the cluster's merged document and `kubectl explain` are what they
+//! were with the whole document.
+
+mod support;
+
+use crd_apiserver::api::openapi::slices::suffix;
+use support::control_plane::ControlPlane;
+use support::{CRONTAB_CRD, TENANT_CRD, TestServer, kubectl_with};
+
+fn slice_service(group: &str) -> String {
+    format!("crd-apiserver-{}", suffix(group))
+}
+
+struct Sliced {
+    plane: ControlPlane,
+    server: TestServer,
+}
+
+/// The server behind the double, its two groups each registered through its own Service and
+/// its own group through the project's main Service (the whole document).
+fn start() -> Sliced {
+    let plane = ControlPlane::start();
+    let server = TestServer::start_delegated(&[CRONTAB_CRD, TENANT_CRD], &plane.server_kubeconfig(), &[]);
+    plane.register_backend(server.port, &server.pki.serving_ca());
+    for group in ["stable.example.com", "platform.example.com"] {
+        plane.register_via(group, "v1", &slice_service(group));
+    }
+    plane.register("crd-apiserver.io", "v1alpha1");
+    Sliced { plane, server }
+}
+
+#[test]
+fn each_apiservice_downloads_only_its_groups_slice_and_then_304s() {
+    let Sliced { plane, server } = start();
+    let (status, etag, merged) = plane.openapi_v2(None);
+    assert_eq!(status, 200);
+    let merged = merged.unwrap();
+    for path in [
+        "/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}",
+        "/apis/platform.example.com/v1/tenants",
+        "/apis/crd-apiserver.io/v1alpha1/serveddefinitions",
+    ] {
+        assert!(
+            merged["paths"][path].is_object(),
+            "{path} missing from {:?}",
+            merged["paths"].as_object().unwrap().keys()
+        );
+    }
+    for definition in ["com.example.stable.v1.CronTab", "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"] {
+        assert!(merged["definitions"][definition].is_object(), "{definition}");
+    }
+
+    let downloads = plane.openapi_v2_downloads();
+    assert_eq!(downloads.len(), 3, "{downloads:?}");
+    assert!(downloads.iter().all(|d| d.status == 200), "{downloads:?}");
+    let whole = downloads.iter().find(|d| d.api_service == "v1alpha1.crd-apiserver.io").unwrap();
+    assert_eq!(whole.server_name, "crd-apiserver.crd-apiserver.svc");
+    for group in ["stable.example.com", "platform.example.com"] {
+        let download = downloads.iter().find(|d| d.api_service == format!("v1.{group}")).unwrap();
+        assert_eq!(download.server_name, format!("{}.crd-apiserver.svc", slice_service(group)));
+        assert!(!download.paths.is_empty());
+        let prefix = format!("/apis/{group}/");
+        assert!(download.paths.iter().all(|p| p.starts_with(&prefix)), "{group}: {:?}", download.paths);
+        assert!(download.bytes < whole.bytes, "{group}: {} bytes, the whole document {}", download.bytes, whole.bytes);
+    }
+    // The whole document has every group's paths: a name that picks no slice gets it.
+    assert!(whole.paths.iter().any(|p| p.starts_with("/apis/stable.example.com/")));
+    assert!(whole.paths.iter().any(|p| p.starts_with("/apis/platform.example.com/")));
+
+    // Nothing changed: every APIService's download is a 304 and the merged document too.
+    let (status, again, _) = plane.openapi_v2(Some(&etag));
+    assert_eq!((status, again.as_str()), (304, etag.as_str()));
+    let downloads = plane.openapi_v2_downloads();
+    assert_eq!(downloads.len(), 6, "{downloads:?}");
+    assert!(downloads[3..].iter().all(|d| d.status == 304), "{downloads:?}");
+
+    // kubectl explain reads v3 through the double, as before.
+    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
+    let out = kubectl_with(&admin, server.dir.path(), &["explain", "crontab.spec.replicas"], None);
+    let explained = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && explained.contains("FIELD: replicas <integer>"),
+        "{explained}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
