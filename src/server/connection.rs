@@ -23,7 +23,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
@@ -70,20 +69,26 @@ const HTTP2_MAX_PENDING_RESETS: usize = 20;
 /// a peer that vanished under an idle watch is found within a minute and a half.
 const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Encrypted bytes a connection may hold for a peer that does not read: one full TLS record
+/// (16 KiB of plaintext and its overhead). rustls holds 64 KiB by default, which every
+/// stalled watch on its own HTTP/1.1 connection would keep; a reading peer takes each record
+/// as soon as it is sealed, so a smaller buffer costs it nothing but a wakeup per record.
+pub const TLS_SEND_BUFFER_BYTES: usize = 16 << 10;
 
-/// Serves one accepted TCP connection until it ends, it times out, or `shutdown` turns true
+/// Serves one accepted TCP connection (`tcp`) until it ends, it times out, or `shutdown` turns true
 /// (then in-flight requests finish and the connection closes). `activity` is the
 /// connection's record (the listener's, for the connection cap).
-pub async fn serve(
-    tcp: TcpStream,
+pub async fn serve<S>(
+    tcp: S,
     remote: SocketAddr,
     acceptor: TlsAcceptor,
     handler: Next,
     settings: Arc<ConnectionSettings>,
     mut shutdown: watch::Receiver<bool>,
     activity: Arc<Activity>,
-) {
-    let _ = tcp.set_nodelay(true);
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // A client still shaking hands when the server shuts down, when its time is up (the
     // header timeout: nothing was asked yet), or when it must give way to another at the
     // connection cap, has no request in flight: it is dropped.
@@ -95,7 +100,7 @@ pub async fn serve(
             return;
         }
     };
-    let tls_stream = match handshaken {
+    let mut tls_stream = match handshaken {
         Ok(s) => s,
         Err(e) => {
             tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");
@@ -104,6 +109,7 @@ pub async fn serve(
     };
     // The first request's head is due within the header timeout from now.
     activity.handshaken();
+    tls_stream.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
     let session = tls_stream.get_ref().1;
     if session.alpn_protocol() == Some(b"h2") {
         activity.set_http2();

@@ -97,6 +97,7 @@ pub async fn serve(
         let handler = handler.clone();
         let settings = settings.clone();
         let stopping = stopping.clone();
+        let _ = tcp.set_nodelay(true);
         tokio::spawn(async move {
             connection::serve(tcp, remote, acceptor, handler, settings, stopping, activity).await;
             // The slot first: a connection gone from the registry has always freed its slot,

@@ -10,7 +10,7 @@
 //! the stream ends cleanly after what was already handed to the connection, and the client
 //! watches again from the last resourceVersion it saw.
 
-mod pipe;
+pub(crate) mod pipe;
 
 use std::time::Duration;
 
@@ -211,7 +211,10 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
         EventType::Deleted => "DELETED",
     };
     let (definition, version) = (&call.served.definition, &call.served.version);
-    let mut line = b"{\"type\":\"".to_vec();
+    // Room for the framing and the spliced resourceVersion up front: a stalled watch holds
+    // its line, which must not have grown past its first reservation (and doubled).
+    let mut line = Vec::with_capacity(event.value.len() + VERBATIM_FRAMING_BYTES);
+    line.extend_from_slice(b"{\"type\":\"");
     line.extend_from_slice(kind.as_bytes());
     line.extend_from_slice(b"\",\"object\":");
     if !verbatim::render(definition, version, &event.value, event.revision, &mut line) {
@@ -220,6 +223,11 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
     line.extend_from_slice(b"}\n");
     Some(line)
 }
+
+/// What a verbatim event line adds to the stored bytes, at most: `{"type":"MODIFIED","object":`,
+/// what `verbatim::render` reserves beyond the stored bytes (48: a spliced
+/// `,"resourceVersion":"N"` takes at most 42) and `}` with its newline.
+const VERBATIM_FRAMING_BYTES: usize = 28 + 48 + 2;
 
 /// `{"type":…,"object":…}` in the order of Go's `WatchEvent` fields, as kube-apiserver writes it.
 fn encode_event(kind: &str, object: &Value) -> Vec<u8> {
@@ -315,11 +323,15 @@ impl Stream {
     /// content (the last the watcher was entitled to see) at the event's resourceVersion, as
     /// k8s.io/apiserver's cache watcher and etcd3 watcher both send it.
     async fn deliver(&mut self, event: &store::Event, events: &store::Watch) -> bool {
+        // Room in the budget before the line is rendered: a watch whose connection takes
+        // nothing holds no line beyond its budget (the event stays shared until then).
+        let expected = event.value.len() + VERBATIM_FRAMING_BYTES;
+        let Some(room) = self.unless_ended(self.sink.room(expected), events).await else { return false };
         if self.filter.is_empty()
             && self.output.view == View::Object
             && let Some(line) = verbatim_line(&self.call, event)
         {
-            return self.send_line(line, events).await;
+            return self.send_line(Some(room), line, events).await;
         }
         // An event that cannot be shown (its conversion webhook failed) ends the watch, as in
         // Kubernetes: skipping it would leave the watcher's cache silently stale, while a
@@ -347,7 +359,7 @@ impl Stream {
             (EventType::Modified, true, false) => ("DELETED", previous.as_ref().unwrap_or(&object)),
             _ => return true,
         };
-        self.send(kind, object, events).await
+        self.send(Some(room), kind, object, events).await
     }
 
     /// Logs why an event could not be shown; the watch ends.
@@ -368,7 +380,7 @@ impl Stream {
         json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
     }
 
-    async fn send(&mut self, kind: &str, object: &Value, events: &store::Watch) -> bool {
+    async fn send(&mut self, room: Option<pipe::Room>, kind: &str, object: &Value, events: &store::Watch) -> bool {
         let rendered = match self.output.view {
             View::Object => object.clone(),
             View::Metadata(v) => table::partial_metadata(object, v),
@@ -388,29 +400,42 @@ impl Stream {
                 )
             }
         };
-        self.send_raw(kind, &rendered, events).await
+        self.send_line(room, encode_event(kind, &rendered), events).await
     }
 
     async fn send_raw(&self, kind: &str, object: &Value, events: &store::Watch) -> bool {
-        self.send_line(encode_event(kind, object), events).await
+        self.send_line(None, encode_event(kind, object), events).await
     }
 
-    /// Hands an event to the connection once it has room (`pipe`). A client that stops
+    /// Hands an event to the connection once it has room (`pipe`): in `room` taken before it
+    /// was rendered, or in room waited for now.
+    async fn send_line(&self, room: Option<pipe::Room>, line: Vec<u8>, events: &store::Watch) -> bool {
+        self.call.served.series.watch_event(line.len());
+        let sent = async {
+            let sent = match room {
+                Some(room) => self.sink.send_in(room, line).await,
+                None => self.sink.send(line).await,
+            };
+            sent.then_some(())
+        };
+        self.unless_ended(sent, events).await.is_some()
+    }
+
+    /// Waits for `work` (room in the budget, or a line handed over). A client that stops
     /// reading blocks only this task: until the watch's deadline, or until the store dropped
     /// the watcher because events kept coming meanwhile (its queue filled), which ends the
-    /// watch at once.
-    async fn send_line(&self, line: Vec<u8>, events: &store::Watch) -> bool {
-        self.call.served.series.watch_event(line.len());
+    /// watch at once (`None`).
+    async fn unless_ended<T>(&self, work: impl Future<Output = Option<T>>, events: &store::Watch) -> Option<T> {
         tokio::select! {
-            // A line the connection has room for goes without polling the rest.
+            // What the connection has room for goes without polling the rest.
             biased;
-            sent = self.sink.send(line) => sent,
-            () = tokio::time::sleep_until(self.deadline) => false,
+            done = work => done,
+            () = tokio::time::sleep_until(self.deadline) => None,
             () = events.fell_behind() => {
                 let d = &self.call.served.definition;
                 tracing::info!(group = %d.group, resource = %d.plural, "forcing watcher close due to unresponsiveness");
                 self.call.served.series.watcher_terminated();
-                false
+                None
             }
         }
     }

@@ -5,7 +5,7 @@
 //! bytes: hyper (HTTP/1.1, writing `Bytes` as they are) and h2 (holding a stream's data until
 //! flow control lets it out) keep a body's `Bytes` until they have handed them to the
 //! transport. A watch whose client does not read therefore holds at most [`BUDGET`] bytes of
-//! rendered lines, and renders nothing more until the socket drains: its state (the initial
+//! rendered lines (room is taken before a line is rendered), and renders nothing more until the socket drains: its state (the initial
 //! objects, its queue of events) stays shared with the store until then.
 //!
 //! Owns the budget and the body's channel; knows nothing of events or objects.
@@ -55,13 +55,44 @@ pub fn channel() -> (Sink, RespBody) {
     (sink, BodyExt::boxed_unsync(StreamBody::new(frames)))
 }
 
+/// A share of the budget taken before a line is rendered, so that a watch whose connection
+/// takes nothing holds no rendered line beyond its budget.
+pub struct Room(OwnedSemaphorePermit);
+
+/// A line's share of the budget: the bytes it holds (its capacity), at least one, at most the
+/// whole budget.
+fn share_of(bytes: usize) -> usize {
+    bytes.clamp(1, BUDGET)
+}
+
 impl Sink {
+    /// Waits until the budget has room for a line of about `bytes`; `None` when the response
+    /// is gone.
+    pub async fn room(&self, bytes: usize) -> Option<Room> {
+        let share = u32::try_from(share_of(bytes)).unwrap_or(u32::MAX);
+        tokio::select! {
+            biased;
+            share = self.budget.clone().acquire_many_owned(share) => share.ok().map(Room),
+            () = self.lines.closed() => None,
+        }
+    }
+
     /// Queues `line` once the budget has room for it; false when the response is gone.
     pub async fn send(&self, line: Vec<u8>) -> bool {
-        let share = u32::try_from(line.len().clamp(1, BUDGET)).unwrap_or(u32::MAX);
-        let Ok(share) = self.budget.clone().acquire_many_owned(share).await else {
-            return false;
-        };
+        match self.room(line.capacity()).await {
+            Some(room) => self.send_in(room, line).await,
+            None => false,
+        }
+    }
+
+    /// Queues `line`, rendered in `room`; a line longer than its room waits for the rest of
+    /// its share first.
+    pub async fn send_in(&self, Room(mut share): Room, line: Vec<u8>) -> bool {
+        let missing = share_of(line.capacity()).saturating_sub(share.num_permits());
+        if missing > 0 {
+            let Some(Room(more)) = self.room(missing).await else { return false };
+            share.merge(more);
+        }
         self.lines.send(Bytes::from_owner(Line { bytes: line, _share: share })).await.is_ok()
     }
 

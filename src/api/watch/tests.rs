@@ -25,6 +25,8 @@ fn verbatim_lines_are_the_encoded_events() {
             let revision = i as u64 + 1;
             let event = store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
             let Some(line) = verbatim_line(&call, &event) else { continue };
+            // A stalled watch holds its line: reserved once, never grown (and doubled).
+            assert!(line.capacity() <= bytes.len() + VERBATIM_FRAMING_BYTES, "{} for {}", line.capacity(), line.len());
             let object = present::from_storage(&call, &bytes, revision).unwrap();
             let name = match kind {
                 EventType::Added => "ADDED",
@@ -67,9 +69,11 @@ async fn serve(api: &Api, method: http::Method, target: &str, body: String) -> R
 }
 
 /// Lets every other task of this (current-thread) runtime run until it waits: the watch's
-/// task renders and queues with no I/O of its own, so a thousand turns settle it.
+/// task renders and queues with no I/O of its own, but takes room in its budget and then
+/// queues each line (two waits per event, each a turn or more under tokio's cooperative
+/// budget), so a batch of events takes many turns: twenty thousand settle the largest here.
 async fn settle() {
-    for _ in 0..1000 {
+    for _ in 0..20_000 {
         tokio::task::yield_now().await;
     }
 }

@@ -132,3 +132,81 @@ async fn an_evicted_connection_goes_at_once_when_idle_and_after_its_request_when
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert_eq!(closed_after(&mut busy, asked).await, Duration::from_secs(199));
 }
+
+/// Ciphertext the in-memory transport takes before a client that does not read blocks the
+/// server's writes (a socket's send and receive buffers, which are the kernel's memory).
+const TRANSIT: usize = 8 << 10;
+
+/// A watch body over TLS that a client stopped reading: the server holds no more of it than
+/// the watch's line budget and one TLS record, whatever it had to say.
+#[tokio::test(start_paused = true)]
+async fn a_watch_whose_client_stops_reading_holds_its_line_budget_and_one_tls_record() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::api::watch::pipe;
+
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = certified.cert.der().clone();
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = crate::server::tls::provider();
+    let server_tls = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let client_tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+
+    // The watch's task writes 4 KiB lines for as long as the connection takes them.
+    const LINE: usize = 4 << 10;
+    let queued = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let queued = queued.clone();
+        endpoint(move |_request: http::Request<_>| {
+            let queued = queued.clone();
+            async move {
+                let (sink, body) = pipe::channel();
+                tokio::spawn(async move {
+                    while sink.send(vec![b'x'; LINE]).await {
+                        queued.fetch_add(LINE, Ordering::SeqCst);
+                    }
+                });
+                http::Response::new(body)
+            }
+        })
+    };
+    let (client, server) = tokio::io::duplex(TRANSIT);
+    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
+    let (_stop, shutdown) = watch::channel(false);
+    tokio::spawn(serve(
+        server,
+        info.remote,
+        TlsAcceptor::from(Arc::new(server_tls)),
+        handler,
+        Arc::new(ConnectionSettings::default()),
+        shutdown,
+        info.activity,
+    ));
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut client = tokio_rustls::TlsConnector::from(Arc::new(client_tls)).connect(name, client).await.unwrap();
+    client.write_all(b"GET /watch HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    client.flush().await.unwrap();
+    // Virtual time moves only once every task waits: the server is stalled on the transport.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let queued = queued.load(Ordering::SeqCst);
+    // What left the server is in transit (plaintext is no longer than its ciphertext).
+    let held = queued.saturating_sub(TRANSIT);
+    assert!(queued > TRANSIT + pipe::BUDGET, "the watch filled its budget: {queued} bytes queued");
+    assert!(
+        held <= pipe::BUDGET + TLS_SEND_BUFFER_BYTES,
+        "{held} bytes held by the server (budget {}, TLS record {TLS_SEND_BUFFER_BYTES})",
+        pipe::BUDGET
+    );
+    drop(client);
+}
