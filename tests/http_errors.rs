@@ -458,7 +458,8 @@ fn statuses_are_written_as_kubernetes_writes_them() {
     assert_eq!(missing.status, 404);
     assert_eq!(
         missing.text(),
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"crontabs.stable.example.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"stable.example.com","kind":"crontabs"},"code":404}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"crontabs.stable.example.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"stable.example.com","kind":"crontabs"},"code":404}
+"#
     );
     let created = client.send_json("POST", COLLECTION, &crontab("c1"));
     let uid = created.json()["metadata"]["uid"].as_str().unwrap().to_string();
@@ -467,7 +468,8 @@ fn statuses_are_written_as_kubernetes_writes_them() {
     assert_eq!(
         deleted.text(),
         format!(
-            r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Success","details":{{"name":"c1","group":"stable.example.com","kind":"crontabs","uid":"{uid}"}}}}"#
+            r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Success","details":{{"name":"c1","group":"stable.example.com","kind":"crontabs","uid":"{uid}"}}}}
+"#
         )
     );
 }

@@ -13,6 +13,10 @@ use serde_json::{Value, json};
 use support::http::Client;
 use support::{CRONTAB_CRD, SHIRT_CRD, TestServer, stderr, table};
 
+/// Two definitions and the OpenAPI v3 `paths` kube-apiserver 1.36.2 published for them.
+const PARTS_CRDS: &str = include_str!("fixtures/kube-apiserver-1.36/parts-crds.yaml");
+const PARTS_OPENAPI_V3_PATHS: &str = include_str!("fixtures/kube-apiserver-1.36/openapi-v3-paths.json");
+
 /// A namespaced resource with categories, printer columns of several priorities, and the
 /// status and scale subresources.
 const WIDGET_CRD: &str = r#"
@@ -170,6 +174,52 @@ fn version_and_development_address() {
     assert!(server.log().contains(&format!("address=\"127.0.0.1:{}\"", server.port)), "{}", server.log());
 }
 
+/// kube-apiserver ends every JSON document its serializer encodes with a newline (Go's
+/// `json.Encoder`): objects, lists, Tables, Status errors, a DELETE's answer, discovery (plain
+/// and aggregated), each watch event. The documents it writes as raw text do not end with one:
+/// OpenAPI, and `/version`, indented.
+#[test]
+fn json_documents_end_with_a_newline_as_kube_apiserver_writes_them() {
+    let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);
+    let client = Client::admin(&server);
+    let coll = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    let crontab = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "nl"}, "spec": {"image": "x"}});
+    let created = client.send_json("POST", coll, &crontab);
+    assert_eq!(created.status, 201, "{}", created.text());
+    let aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let ends_with_newline = |accept: &str, path: &str| {
+        let response = Client::admin(&server).header("accept", accept).get(path).unwrap();
+        let text = response.text();
+        assert!(response.status < 500, "{path}: {text}");
+        assert!(text.starts_with('{'), "{path}: {text}");
+        // One newline, after the document's last byte.
+        text.strip_suffix('\n').is_some_and(|document| document.ends_with('}'))
+    };
+    for (accept, path) in [
+        ("application/json", format!("{coll}/nl")),
+        ("application/json", coll.to_string()),
+        (table, coll.to_string()),
+        ("application/json", format!("{coll}/missing")),
+        ("application/json", "/apis".to_string()),
+        (aggregated, "/apis".to_string()),
+        ("application/json", "/apis/stable.example.com".to_string()),
+        ("application/json", "/apis/stable.example.com/v1".to_string()),
+        ("application/json", "/apis/apps.example.com/v1/namespaces/default/widgets/none/scale".to_string()),
+    ] {
+        assert!(ends_with_newline(accept, &path), "{accept} {path}");
+    }
+    for path in ["/openapi/v2", "/openapi/v3", "/openapi/v3/apis/stable.example.com/v1"] {
+        assert!(!ends_with_newline("application/json", path), "{path}");
+    }
+    let version = client.get("/version").unwrap().text();
+    assert!(version.starts_with("{\n  \"") && version.ends_with("\"\n}"), "{version}");
+    let watched = client.get(&format!("{coll}?watch=1&resourceVersion=0&timeoutSeconds=1")).unwrap().text();
+    assert!(watched.ends_with("}\n") && !watched.contains("}{"), "{watched}");
+    let deleted = client.request("DELETE", &format!("{coll}/nl"), None, None).unwrap();
+    assert!(deleted.text().ends_with("}\n"), "{}", deleted.text());
+}
+
 #[test]
 fn discovery_documents() {
     let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);
@@ -285,6 +335,33 @@ fn discovery_documents() {
     assert_eq!(schemas("apis/stable.example.com/v1"), crontabs);
 }
 
+/// A group version's OpenAPI v3 `paths` are kube-apiserver 1.36.2's for the same definitions,
+/// field by field: the full parameter descriptions (`shardSelector` among them), `uniqueItems`
+/// inside each parameter's schema, the list parameters of the list across namespaces on its
+/// path, every operation's 401, a patch's 200 alone, operation IDs, request bodies.
+#[test]
+fn openapi_v3_paths_are_kube_apiservers() {
+    let crds: Vec<&str> = PARTS_CRDS.split("\n---\n").collect();
+    let server = TestServer::start(&crds);
+    let doc = Client::admin(&server).get("/openapi/v3/apis/parts.example.com/v1").unwrap();
+    assert_eq!(doc.status, 200);
+    let ours = doc.json()["paths"].clone();
+    let theirs: Value = serde_json::from_str(PARTS_OPENAPI_V3_PATHS).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ours), keys(&theirs));
+    for (path, expected) in theirs.as_object().unwrap() {
+        for (operation, expected) in expected.as_object().unwrap() {
+            if let Some(fields) = expected.as_object() {
+                for (field, expected) in fields {
+                    assert_eq!(&ours[path][operation][field], expected, "{operation} {path}: {field}");
+                }
+            }
+            assert_eq!(&ours[path][operation], expected, "{operation} {path}");
+        }
+        assert_eq!(&ours[path], expected, "{path}");
+    }
+}
+
 /// Issue 15 item 10: list metadata as kube-apiserver writes an unstructured list's, and the
 /// field order of discovery documents and Scales as Kubernetes' Go types write them.
 #[test]
@@ -297,7 +374,8 @@ fn list_metadata_and_field_order_as_kubernetes_writes_them() {
             "metadata": {"name": format!("c{i}"), "labels": {"even": (i % 2 == 0).to_string()}}, "spec": {"image": "x"}});
         assert_eq!(client.send_json("POST", coll, &body).status, 201);
     }
-    // The raw text of a list's metadata, which ends the body.
+    // The raw text of a list's metadata, which ends the body (before the newline that ends
+    // every JSON document Kubernetes writes).
     let metadata = |text: &str| text[text.rfind("\"metadata\":").unwrap()..].to_string();
     let first = client.get(&format!("{coll}?limit=2")).unwrap().text();
     let first_list: Value = serde_json::from_str(&first).unwrap();
@@ -308,14 +386,14 @@ fn list_metadata_and_field_order_as_kubernetes_writes_them() {
     // left out is there because no selector filtered the list.
     assert_eq!(
         metadata(&first),
-        format!(r#""metadata":{{"continue":"{token}","remainingItemCount":3,"resourceVersion":"{rv}"}}}}"#)
+        format!(r#""metadata":{{"continue":"{token}","remainingItemCount":3,"resourceVersion":"{rv}"}}}}"#) + "\n"
     );
     let second = client.get(&format!("{coll}?limit=2&continue={token}")).unwrap().json();
     assert_eq!(second["metadata"]["remainingItemCount"], 1);
     let token = second["metadata"]["continue"].as_str().unwrap();
     let last = client.get(&format!("{coll}?limit=2&continue={token}")).unwrap().text();
     // The last page: the storage layer always sets continue, so it is there and empty.
-    assert_eq!(metadata(&last), format!(r#""metadata":{{"continue":"","resourceVersion":"{rv}"}}}}"#));
+    assert_eq!(metadata(&last), format!(r#""metadata":{{"continue":"","resourceVersion":"{rv}"}}}}"#) + "\n");
     let whole = client.get(coll).unwrap().json();
     assert_eq!(whole["metadata"]["continue"], "");
     assert!(whole["metadata"].get("remainingItemCount").is_none());

@@ -50,12 +50,84 @@ pub async fn read_limited(mut body: ReqBody) -> Result<Bytes, ApiError> {
     Ok(buffer.freeze())
 }
 
-/// A response with a body already encoded in `content_type`.
+/// A response with a body already encoded in `content_type`. A JSON body (`application/json`,
+/// with or without parameters) is an encoded object, list or `Status`: it ends with the newline
+/// Kubernetes' JSON serializer writes after every document (Go's `json.Encoder`), added here
+/// so that no handler has to. Documents served as written text, which kube-apiserver does not
+/// end with a newline (OpenAPI, `/version`), go through [`document_response`] instead.
 pub fn bytes_response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<RespBody> {
-    let mut response = Response::new(full(body));
+    let body = body.into();
+    let body = if is_json(content_type) && !body.is_empty() { newline_terminated(body) } else { full(body) };
+    with_head(Response::new(body), status, content_type)
+}
+
+/// A response whose body is sent exactly as given, whatever its type.
+pub fn document_response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<RespBody> {
+    with_head(Response::new(full(body)), status, content_type)
+}
+
+fn with_head(mut response: Response<RespBody>, status: StatusCode, content_type: &'static str) -> Response<RespBody> {
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
+}
+
+/// `application/json` itself, parameters aside (not `application/jsonl` nor `…+json`).
+fn is_json(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// `text` followed by a newline: appended in place when the buffer is this response's alone
+/// and has room, else sent as a second frame (shared documents such as discovery's are
+/// never copied).
+fn newline_terminated(text: Bytes) -> RespBody {
+    match text.try_into_mut() {
+        Ok(mut owned) if owned.capacity() > owned.len() => {
+            owned.extend_from_slice(b"\n");
+            full(owned.freeze())
+        }
+        Ok(owned) => two_frames(owned.freeze()),
+        Err(shared) => two_frames(shared),
+    }
+}
+
+fn two_frames(text: Bytes) -> RespBody {
+    TwoFrames { text: Some(text), newline: true }.boxed_unsync()
+}
+
+/// A whole text and then its newline, with an exact size (so HTTP/1.1 sends a `Content-Length`).
+struct TwoFrames {
+    text: Option<Bytes>,
+    newline: bool,
+}
+
+impl http_body::Body for TwoFrames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let chunk = match self.text.take() {
+            Some(text) => Some(text),
+            None if self.newline => {
+                self.newline = false;
+                Some(Bytes::from_static(b"\n"))
+            }
+            None => None,
+        };
+        std::task::Poll::Ready(chunk.map(|c| Ok(http_body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.text.is_none() && !self.newline
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let left = self.text.as_ref().map_or(0, Bytes::len) + usize::from(self.newline);
+        http_body::SizeHint::with_exact(left as u64)
+    }
 }
 
 /// Encodes a JSON value in the negotiated encoding.

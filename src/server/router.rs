@@ -171,7 +171,12 @@ impl Router {
                     body::error_response(&ApiError::service_unavailable("impact analyses are not served"), encoding)
                 }
             },
-            Endpoint::Version => body::value_response(StatusCode::OK, encoding, &version_info()),
+            // Written as k8s.io/apiserver's `WriteRawJSON` does: indented JSON whatever the
+            // Accept header, with no newline after it.
+            Endpoint::Version => match serde_json::to_vec_pretty(&version_info()) {
+                Ok(text) => body::document_response(StatusCode::OK, "application/json", text),
+                Err(e) => body::error_response(&ApiError::internal(format!("encoding JSON: {e}")), encoding),
+            },
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
             Endpoint::Group(group) => self.api.serve_group(&group, encoding),
@@ -317,9 +322,9 @@ fn v2_encoding(accept: Option<&str>) -> Option<V2Encoding> {
 fn openapi_response(doc: &crate::api::openapi::Document, if_none_match: Option<&str>) -> Response<RespBody> {
     let etag = doc.etag();
     let mut response = if if_none_match == Some(etag.as_str()) {
-        body::bytes_response(StatusCode::NOT_MODIFIED, "application/json", bytes::Bytes::new())
+        body::document_response(StatusCode::NOT_MODIFIED, "application/json", bytes::Bytes::new())
     } else {
-        body::bytes_response(StatusCode::OK, "application/json", doc.body.clone())
+        body::document_response(StatusCode::OK, "application/json", doc.body.clone())
     };
     if let Ok(v) = http::HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, v);

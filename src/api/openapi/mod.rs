@@ -15,6 +15,7 @@ pub mod slices;
 mod v2;
 pub mod v2_proto;
 mod v3;
+mod v3_parameters;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

@@ -1,10 +1,9 @@
 //! The OpenAPI v3 document of one group version: paths of every resource (with the query
 //! parameters and patch types Kubernetes lists) and component schemas.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
+use super::v3_parameters as parameters;
 use super::{
     META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, reference, upper_camel,
 };
@@ -76,182 +75,76 @@ pub fn list_schema(definition: &Definition, version: &str, item: &str, shared: &
     })
 }
 
-fn query(name: &str, description: &str, schema: Value) -> Value {
-    json!({"name": name, "in": "query", "description": description, "schema": schema, "uniqueItems": true})
-}
-
-fn common_parameters() -> BTreeMap<&'static str, Value> {
-    let s = json!({"type": "string"});
-    let b = json!({"type": "boolean"});
-    let i = json!({"type": "integer"});
-    BTreeMap::from([
-        (
-            "allowWatchBookmarks",
-            query(
-                "allowWatchBookmarks",
-                "allowWatchBookmarks requests watch events with type \"BOOKMARK\".",
-                b.clone(),
-            ),
-        ),
-        (
-            "continue",
-            query(
-                "continue",
-                "The continue option should be set when retrieving more results from the server.",
-                s.clone(),
-            ),
-        ),
-        (
-            "dryRun",
-            query(
-                "dryRun",
-                "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed",
-                s.clone(),
-            ),
-        ),
-        (
-            "fieldManager",
-            query(
-                "fieldManager",
-                "fieldManager is a name associated with the actor or entity that is making these changes.",
-                s.clone(),
-            ),
-        ),
-        (
-            "fieldSelector",
-            query(
-                "fieldSelector",
-                "A selector to restrict the list of returned objects by their fields. Defaults to everything.",
-                s.clone(),
-            ),
-        ),
-        (
-            "fieldValidation",
-            query(
-                "fieldValidation",
-                "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
-                s.clone(),
-            ),
-        ),
-        (
-            "force",
-            query(
-                "force",
-                "Force is going to \"force\" Apply requests. It must be unset for non-apply patch requests.",
-                b.clone(),
-            ),
-        ),
-        (
-            "gracePeriodSeconds",
-            query("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", i.clone()),
-        ),
-        (
-            "labelSelector",
-            query(
-                "labelSelector",
-                "A selector to restrict the list of returned objects by their labels. Defaults to everything.",
-                s.clone(),
-            ),
-        ),
-        ("limit", query("limit", "limit is a maximum number of responses to return for a list call.", i.clone())),
-        ("orphanDependents", query("orphanDependents", "Deprecated: please use the PropagationPolicy.", b.clone())),
-        (
-            "propagationPolicy",
-            query("propagationPolicy", "Whether and how garbage collection will be performed.", s.clone()),
-        ),
-        (
-            "resourceVersion",
-            query(
-                "resourceVersion",
-                "resourceVersion sets a constraint on what resource versions a request may be served from.",
-                s.clone(),
-            ),
-        ),
-        (
-            "resourceVersionMatch",
-            query(
-                "resourceVersionMatch",
-                "resourceVersionMatch determines how resourceVersion is applied to list calls.",
-                s.clone(),
-            ),
-        ),
-        (
-            "sendInitialEvents",
-            query("sendInitialEvents", "`sendInitialEvents=true` may be set together with `watch=true`.", b.clone()),
-        ),
-        ("timeoutSeconds", query("timeoutSeconds", "Timeout for the list/watch call.", i)),
-        (
-            "watch",
-            query(
-                "watch",
-                "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
-                b,
-            ),
-        ),
-        ("pretty", query("pretty", "If 'true', then the output is pretty printed.", s)),
-    ])
-}
-
-fn params(all: &BTreeMap<&'static str, Value>, names: &[&str]) -> Vec<Value> {
-    names.iter().filter_map(|n| all.get(n).cloned()).collect()
-}
-
-fn content(schema: Value, types: &[&str]) -> Value {
+fn content(schema: &Value, types: &[&str]) -> Value {
     Value::Object(types.iter().map(|t| (t.to_string(), json!({"schema": schema}))).collect())
 }
 
-fn responses(codes: &[(&str, &str)], schema: &Value) -> Value {
-    Value::Object(
-        codes
-            .iter()
-            .map(|(code, what)| (code.to_string(), json!({"description": what, "content": content(schema.clone(), &["application/json", "application/yaml"])})))
-            .collect(),
-    )
-}
-
-const LIST_PARAMS: &[&str] = &[
-    "allowWatchBookmarks",
-    "continue",
-    "fieldSelector",
-    "labelSelector",
-    "limit",
-    "resourceVersion",
-    "resourceVersionMatch",
-    "sendInitialEvents",
-    "timeoutSeconds",
-    "watch",
-];
+const JSON_AND_YAML: &[&str] = &["application/json", "application/yaml"];
 const PATCH_CONTENT: &[&str] =
     &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
+/// The responses of an operation: each code with its schema, then the 401 every operation lists.
+fn responses(codes: &[(&str, &str)], schema: &Value) -> Value {
+    let mut map: Map<String, Value> = codes
+        .iter()
+        .map(|(code, what)| (code.to_string(), json!({"description": what, "content": content(schema, JSON_AND_YAML)})))
+        .collect();
+    map.insert("401".into(), json!({"description": "Unauthorized"}));
+    Value::Object(map)
+}
+
+/// A request body of `types`, all of `schema`.
+fn request_body(schema: &Value, types: &[&str], required: bool) -> Value {
+    let mut body = json!({"content": content(schema, types)});
+    if required {
+        crate::api::objects::put(&mut body, "required", Value::Bool(true));
+    }
+    body
+}
+
+/// The parameters of a patch: `fieldManager` says more there.
+fn patch_parameters() -> Vec<Value> {
+    let mut list = parameters::queries(&["dryRun"]);
+    list.extend(parameters::query("fieldManager", parameters::FIELD_MANAGER_ON_PATCH));
+    list.extend(parameters::queries(&["fieldValidation", "force"]));
+    list
+}
+
+/// What every operation on one resource shares.
 struct Op<'a> {
     group: &'a str,
     version: &'a str,
-    tag: String,
-    id_suffix: String,
+    kind: &'a str,
+    tag: &'a str,
+    /// The group version in operation IDs (`StableExampleComV1`).
+    gv: &'a str,
+    /// `Namespaced` for a namespaced resource's namespaced paths, else empty.
+    scope: &'a str,
 }
 
 impl Op<'_> {
-    #[allow(clippy::too_many_arguments)] // One argument per field of an OpenAPI operation.
+    /// One operation: `verb` and `id` make its operation ID (`verb`, the group version, `id`
+    /// with `{scope}` standing for the scope word, as in `Collection{scope}`), `body` its
+    /// request body, `parameters` its own query parameters (left out when there are none).
     fn operation(
         &self,
-        action: &str,
-        verb: &str,
+        (action, verb, id): (&str, &str, &str),
         description: String,
         parameters: Vec<Value>,
         body: Option<Value>,
         responses: Value,
-        k8s_kind: &str,
     ) -> Value {
         let mut op = json!({
             "tags": [self.tag],
             "description": description,
-            "operationId": format!("{verb}{}", self.id_suffix),
-            "parameters": parameters,
+            "operationId": format!("{verb}{}{}", self.gv, id.replace("{scope}", self.scope)),
             "responses": responses,
             "x-kubernetes-action": action,
-            "x-kubernetes-group-version-kind": {"group": self.group, "version": self.version, "kind": k8s_kind},
+            "x-kubernetes-group-version-kind": {"group": self.group, "version": self.version, "kind": self.kind},
         });
+        if !parameters.is_empty() {
+            crate::api::objects::put(&mut op, "parameters", Value::Array(parameters));
+        }
         if let Some(body) = body {
             crate::api::objects::put(&mut op, "requestBody", body);
         }
@@ -259,8 +152,24 @@ impl Op<'_> {
     }
 }
 
+/// The path parameters of a path (`name` where it names an object, `namespace` where it is
+/// namespaced), then the query parameters `more` in order.
+fn path_parameters(kind: &str, name: bool, namespaced: bool, more: &[&str]) -> Value {
+    let path = |param: &str, description: String| {
+        json!({"name": param, "in": "path", "description": description, "required": true, "schema": {"type": "string", "uniqueItems": true}})
+    };
+    let mut list = Vec::new();
+    if name {
+        list.push(path("name", format!("name of the {kind}")));
+    }
+    if namespaced {
+        list.push(path("namespace", "object name and auth scope, such as for teams and projects".to_string()));
+    }
+    list.extend(parameters::queries(more));
+    Value::Array(list)
+}
+
 pub fn document(group: &str, version: &str, resources: &[&Served], shared: &SharedSchemas) -> Value {
-    let all = common_parameters();
     let mut paths = Map::new();
     let mut schemas: Map<String, Value> = shared.definitions.clone();
     let tag = format!(
@@ -272,99 +181,79 @@ pub fn document(group: &str, version: &str, resources: &[&Served], shared: &Shar
             .collect::<String>(),
         version
     );
+    let gv = format!("{}{}", upper_camel(group), upper_camel(version));
+    let status = reference(&format!("{META}.Status"));
+    let patch_body = request_body(&reference(&format!("{META}.Patch")), PATCH_CONTENT, true);
+    let delete_body = request_body(&reference(&format!("{META}.DeleteOptions")), JSON_AND_YAML, false);
     for served in resources {
         let d = &served.definition;
-        let item = definition_name(group, version, &d.kind);
+        let kind = d.kind.as_str();
+        let item = definition_name(group, version, kind);
         let list = definition_name(group, version, &d.list_kind);
         schemas.insert(item.clone(), object_schema(d, served, shared));
         schemas.insert(list.clone(), list_schema(d, version, &item, shared));
-        let namespaced = if d.namespaced() { "Namespaced" } else { "" };
-        let gv = format!("{}{}", upper_camel(group), upper_camel(version));
-        let op = |suffix: &str| Op {
-            group,
-            version,
-            tag: tag.clone(),
-            id_suffix: format!("{gv}{namespaced}{}{suffix}", d.kind),
-        };
-        let collection = crate::core::paths::openapi_collection_template(
-            &crate::core::gvr::GroupVersion::new(group, version),
-            d.namespaced(),
-            &d.plural,
-        );
+        let namespaced = d.namespaced();
+        let o = Op { group, version, kind, tag: &tag, gv: &gv, scope: if namespaced { "Namespaced" } else { "" } };
+        let gv_name = crate::core::gvr::GroupVersion::new(group, version);
+        let collection = crate::core::paths::openapi_collection_template(&gv_name, namespaced, &d.plural);
         let item_path = format!("{collection}/{{name}}");
         let object = reference(&item);
-        let status = reference(&format!("{META}.Status"));
-        let write_params = params(&all, &["dryRun", "fieldManager", "fieldValidation"]);
-        let path_params = |name: bool| {
-            let mut p = Vec::new();
-            if name {
-                p.push(json!({"name": "name", "in": "path", "description": format!("name of the {}", d.kind), "required": true, "schema": {"type": "string", "uniqueItems": true}}));
-            }
-            if d.namespaced() {
-                p.push(json!({"name": "namespace", "in": "path", "description": "object name and auth scope, such as for teams and projects", "required": true, "schema": {"type": "string", "uniqueItems": true}}));
-            }
-            p.extend(all.get("pretty").cloned());
-            p
-        };
-        let o = op("");
-        let mut coll = json!({
-            "get": o.operation("list", "list", format!("list objects of kind {}", d.kind), params(&all, LIST_PARAMS), None, responses(&[("200", "OK")], &reference(&list)), &d.kind),
-            "post": o.operation("post", "create", format!("create a {}", d.kind), write_params.clone(), Some(json!({"content": content(object.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created"), ("202", "Accepted")], &object), &d.kind),
-            "delete": o.operation("deletecollection", "deletecollection", format!("delete collection of {}", d.kind), params(&all, &["continue", "dryRun", "fieldSelector", "gracePeriodSeconds", "labelSelector", "limit", "orphanDependents", "propagationPolicy", "resourceVersion", "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds"]), None, responses(&[("200", "OK")], &status), &d.kind),
-        });
-        crate::api::objects::put(&mut coll, "parameters", json!(path_params(false)));
-        paths.insert(collection.clone(), coll);
-        let patch_body = json!({"content": content(reference(&format!("{META}.Patch")), PATCH_CONTENT)});
-        let mut single = json!({
-            "get": o.operation("get", "read", format!("read the specified {}", d.kind), vec![], None, responses(&[("200", "OK")], &object), &d.kind),
-            "put": o.operation("put", "replace", format!("replace the specified {}", d.kind), write_params.clone(), Some(json!({"content": content(object.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created")], &object), &d.kind),
-            "patch": o.operation("patch", "patch", format!("partially update the specified {}", d.kind), params(&all, &["dryRun", "fieldManager", "fieldValidation", "force"]), Some(patch_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &object), &d.kind),
-            "delete": o.operation("delete", "delete", format!("delete a {}", d.kind), params(&all, &["dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy"]), Some(json!({"content": content(reference(&format!("{META}.DeleteOptions")), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("202", "Accepted")], &status), &d.kind),
-        });
-        crate::api::objects::put(&mut single, "parameters", json!(path_params(true)));
-        paths.insert(item_path.clone(), single);
-        if d.namespaced() {
-            let all_ns = Op { group, version, tag: tag.clone(), id_suffix: format!("{gv}{}ForAllNamespaces", d.kind) };
-            let path = crate::core::paths::openapi_collection_template(
-                &crate::core::gvr::GroupVersion::new(group, version),
-                false,
-                &d.plural,
+        let write = || parameters::queries(&["dryRun", "fieldManager", "fieldValidation"]);
+        let object_body = request_body(&object, JSON_AND_YAML, true);
+        let list_op = o.operation(
+            ("list", "list", &format!("{{scope}}{kind}")),
+            format!("list objects of kind {kind}"),
+            parameters::queries(parameters::LIST),
+            None,
+            responses(&[("200", "OK")], &reference(&list)),
+        );
+        paths.insert(
+            collection.clone(),
+            json!({
+                "get": list_op,
+                "post": o.operation(("post", "create", &format!("{{scope}}{kind}")), format!("create a {kind}"), write(), Some(object_body.clone()), responses(&[("200", "OK"), ("201", "Created"), ("202", "Accepted")], &object)),
+                "delete": o.operation(("deletecollection", "delete", &format!("Collection{{scope}}{kind}")), format!("delete collection of {kind}"), parameters::queries(parameters::LIST), None, responses(&[("200", "OK")], &status)),
+                "parameters": path_parameters(kind, false, namespaced, &["pretty"]),
+            }),
+        );
+        paths.insert(
+            item_path.clone(),
+            json!({
+                "get": o.operation(("get", "read", &format!("{{scope}}{kind}")), format!("read the specified {kind}"), parameters::queries(&["resourceVersion"]), None, responses(&[("200", "OK")], &object)),
+                "put": o.operation(("put", "replace", &format!("{{scope}}{kind}")), format!("replace the specified {kind}"), write(), Some(object_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &object)),
+                "patch": o.operation(("patch", "patch", &format!("{{scope}}{kind}")), format!("partially update the specified {kind}"), patch_parameters(), Some(patch_body.clone()), responses(&[("200", "OK")], &object)),
+                "delete": o.operation(("delete", "delete", &format!("{{scope}}{kind}")), format!("delete a {kind}"), parameters::queries(&["dryRun", "gracePeriodSeconds", "ignoreStoreReadErrorWithClusterBreakingPotential", "orphanDependents", "propagationPolicy"]), Some(delete_body.clone()), responses(&[("200", "OK"), ("202", "Accepted")], &status)),
+                "parameters": path_parameters(kind, true, namespaced, &["pretty"]),
+            }),
+        );
+        if namespaced {
+            // The list across namespaces takes its query parameters on the path, `pretty`
+            // among them in name order.
+            let mut on_path: Vec<&str> = parameters::LIST.to_vec();
+            on_path.push("pretty");
+            on_path.sort_unstable();
+            let path = crate::core::paths::openapi_collection_template(&gv_name, false, &d.plural);
+            let get = o.operation(
+                ("list", "list", &format!("{kind}ForAllNamespaces")),
+                format!("list objects of kind {kind}"),
+                Vec::new(),
+                None,
+                responses(&[("200", "OK")], &reference(&list)),
             );
-            let mut entry = json!({"get": all_ns.operation("list", "list", format!("list objects of kind {}", d.kind), params(&all, LIST_PARAMS), None, responses(&[("200", "OK")], &reference(&list)), &d.kind)});
-            crate::api::objects::put(
-                &mut entry,
-                "parameters",
-                json!(all.get("pretty").cloned().into_iter().collect::<Vec<_>>()),
-            );
-            paths.insert(path, entry);
+            paths.insert(path, json!({"get": get, "parameters": path_parameters(kind, false, false, &on_path)}));
         }
-        for (sub, schema, kind_name) in [
-            ("status", served.version.status_subresource.then(|| object.clone()), d.kind.clone()),
-            (
-                "scale",
-                served.version.scale.as_ref().map(|_| reference("io.k8s.api.autoscaling.v1.Scale")),
-                "Scale".to_string(),
-            ),
+        for (sub, schema) in [
+            ("status", served.version.status_subresource.then(|| object.clone())),
+            ("scale", served.version.scale.as_ref().map(|_| reference("io.k8s.api.autoscaling.v1.Scale"))),
         ] {
             let Some(schema) = schema else { continue };
-            let so = op(&upper_camel(sub));
-            let mut entry = json!({
-                "get": so.operation("get", "read", format!("read {sub} of the specified {}", d.kind), vec![], None, responses(&[("200", "OK")], &schema), &kind_name),
-                "put": so.operation("put", "replace", format!("replace {sub} of the specified {}", d.kind), write_params.clone(), Some(json!({"content": content(schema.clone(), &["application/json", "application/yaml"])})), responses(&[("200", "OK"), ("201", "Created")], &schema), &kind_name),
-                "patch": so.operation("patch", "patch", format!("partially update {sub} of the specified {}", d.kind), params(&all, &["dryRun", "fieldManager", "fieldValidation", "force"]), Some(patch_body.clone()), responses(&[("200", "OK"), ("201", "Created")], &schema), &kind_name),
+            let id = format!("{{scope}}{kind}{}", upper_camel(sub));
+            let entry = json!({
+                "get": o.operation(("get", "read", &id), format!("read {sub} of the specified {kind}"), parameters::queries(&["resourceVersion"]), None, responses(&[("200", "OK")], &schema)),
+                "put": o.operation(("put", "replace", &id), format!("replace {sub} of the specified {kind}"), write(), Some(request_body(&schema, JSON_AND_YAML, true)), responses(&[("200", "OK"), ("201", "Created")], &schema)),
+                "patch": o.operation(("patch", "patch", &id), format!("partially update {sub} of the specified {kind}"), patch_parameters(), Some(patch_body.clone()), responses(&[("200", "OK")], &schema)),
+                "parameters": path_parameters(kind, true, namespaced, &["pretty"]),
             });
-            if sub == "scale" {
-                for action in ["get", "put", "patch"] {
-                    if let Some(op) = entry.get_mut(action) {
-                        crate::api::objects::put(
-                            op,
-                            "x-kubernetes-group-version-kind",
-                            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
-                        );
-                    }
-                }
-            }
-            crate::api::objects::put(&mut entry, "parameters", json!(path_params(true)));
             paths.insert(format!("{item_path}/{sub}"), entry);
         }
     }
