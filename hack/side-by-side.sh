@@ -5,7 +5,8 @@
 # already serve the documentation's CronTab (crontabs.stable.example.com, v1). crd-apiserver
 # serves the same definition under another group (stable-ours.example.com); both sides use the
 # namespace `definitions-sbs`. Before comparing, only the group (and what is made of it: the
-# storage version hash, a body's first bytes quoted in an error), uids, timestamps, ages,
+# storage version hash, a body's first bytes quoted in an error, OpenAPI operation IDs and
+# tags), uids, timestamps, ages,
 # resourceVersions and continue tokens are normalised, and the
 # padding of table columns (a longer group name widens them).
 # Prints every command with `same` or the difference (native `-`, ours `+`), then the count.
@@ -333,6 +334,7 @@ EOF
 normalise() {
   sed -E \
     -e "s/$OURS/$NATIVE/g" -e "s/com.example.stable-ours/com.example.stable/g" \
+    -e "s/StableOursExampleCom/StableExampleCom/g; s/stableOursExampleCom/stableExampleCom/g" \
     -e 's/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/<uid>/g' \
     -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z/<time>/g' \
     -e 's/("?resourceVersion"?: ?)"[0-9]+"/\1"<rv>"/g' \

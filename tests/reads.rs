@@ -446,7 +446,8 @@ fn list_metadata_and_field_order_as_kubernetes_writes_them() {
     assert_eq!(
         scale,
         format!(
-            r#"{{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{{"name":"w","namespace":"default","uid":"{}","resourceVersion":"{}","creationTimestamp":"{}"}},"spec":{{}},"status":{{"replicas":0}}}}"#,
+            r#"{{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{{"name":"w","namespace":"default","uid":"{}","resourceVersion":"{}","creationTimestamp":"{}"}},"spec":{{}},"status":{{"replicas":0}}}}
+"#,
             meta["uid"].as_str().unwrap(),
             meta["resourceVersion"].as_str().unwrap(),
             meta["creationTimestamp"].as_str().unwrap()

@@ -203,6 +203,38 @@ mod tests {
         assert_eq!(read_limited(request_body("ok")).await.unwrap(), Bytes::from_static(b"ok"));
     }
 
+    async fn whole(response: Response<RespBody>) -> (Option<u64>, Bytes) {
+        let body = response.into_body();
+        let exact = http_body::Body::size_hint(&body).exact();
+        (exact, body.collect().await.unwrap().to_bytes())
+    }
+
+    #[tokio::test]
+    async fn json_documents_end_with_a_newline_and_documents_as_given() {
+        // A buffer of its own with room: the newline is written into it.
+        let mut owned = Vec::with_capacity(8);
+        owned.extend_from_slice(b"{}");
+        assert_eq!(whole(bytes_response(StatusCode::OK, "application/json", owned)).await, (Some(3), "{}\n".into()));
+        // A shared document (discovery's): sent as it is, then the newline, with the size known.
+        let shared = Bytes::from_static(b"{\"kind\":\"APIGroupList\"}");
+        let kept = shared.clone();
+        let aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let (size, text) = whole(bytes_response(StatusCode::OK, aggregated, shared)).await;
+        assert_eq!(
+            (size, text),
+            (Some(kept.len() as u64 + 1), Bytes::from(format!("{}\n", "{\"kind\":\"APIGroupList\"}")))
+        );
+        // Not JSON, empty, or a document served as written: untouched.
+        for (response, expected) in [
+            (bytes_response(StatusCode::OK, "application/yaml", "a: 1\n"), "a: 1\n"),
+            (bytes_response(StatusCode::OK, "application/jsonl", "{}"), "{}"),
+            (bytes_response(StatusCode::NOT_MODIFIED, "application/json", Bytes::new()), ""),
+            (document_response(StatusCode::OK, "application/json", "{}"), "{}"),
+        ] {
+            assert_eq!(whole(response).await.1, expected);
+        }
+    }
+
     #[test]
     fn warnings_are_quoted() {
         let mut response = bytes_response(StatusCode::OK, "application/json", "{}");

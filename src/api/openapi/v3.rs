@@ -155,9 +155,7 @@ impl Op<'_> {
 /// The path parameters of a path (`name` where it names an object, `namespace` where it is
 /// namespaced), then the query parameters `more` in order.
 fn path_parameters(kind: &str, name: bool, namespaced: bool, more: &[&str]) -> Value {
-    let path = |param: &str, description: String| {
-        json!({"name": param, "in": "path", "description": description, "required": true, "schema": {"type": "string", "uniqueItems": true}})
-    };
+    let path = |param: &str, description: String| json!({"name": param, "in": "path", "description": description, "required": true, "schema": {"type": "string", "uniqueItems": true}});
     let mut list = Vec::new();
     if name {
         list.push(path("name", format!("name of the {kind}")));

@@ -12,8 +12,7 @@ struct Parameter {
 }
 
 /// What `fieldManager` says of apply patches, after its description on a patch.
-pub const FIELD_MANAGER_ON_PATCH: &str =
-    " This field is required for apply requests (application/apply-patch) but optional for non-apply patch types (JsonPatch, MergePatch, StrategicMergePatch).";
+pub const FIELD_MANAGER_ON_PATCH: &str = " This field is required for apply requests (application/apply-patch) but optional for non-apply patch types (JsonPatch, MergePatch, StrategicMergePatch).";
 
 /// Every parameter, sorted by name as Kubernetes lists them.
 const PARAMETERS: &[Parameter] = &[
