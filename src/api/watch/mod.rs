@@ -197,6 +197,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         tokio::spawn(stream.run(events, initial, params));
     }
     let mut response = Response::new(body);
+    response.extensions_mut().insert(super::body::Streamed);
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(response)

@@ -141,7 +141,10 @@ async fn the_initial_state_is_rendered_only_as_the_connection_takes_it() {
         assert_eq!(created.status(), StatusCode::CREATED);
     }
     let target = format!("{}?watch=1&timeoutSeconds=3600", collection());
-    let mut body = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    let response = serve(&api, http::Method::GET, &target, String::new()).await;
+    // Marked for the connection, which seals its TLS records small (`server::connection`).
+    assert!(response.extensions().get::<crate::api::body::Streamed>().is_some());
+    let mut body = response.into_body();
     let mut names = Vec::new();
     let mut most_held = 0;
     while names.len() < objects {
