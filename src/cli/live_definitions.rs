@@ -357,12 +357,9 @@ impl LiveDefinitions {
             .await
             .map_err(|e| format!("recording status.storedVersions failed: {e}"))?;
         let unaccepted = plan.served.values().filter(|served| {
-            let same = records
-                .accepted
-                .get(served.name())
-                .is_some_and(|a| {
-                    a.compact && a.same_spec(&served.loaded) && a.manifest.metadata == served.loaded.manifest.metadata
-                });
+            let same = records.accepted.get(served.name()).is_some_and(|a| {
+                a.compact && a.same_spec(&served.loaded) && a.manifest.metadata == served.loaded.manifest.metadata
+            });
             newly(served.name()) && !same
         });
         accepted::record(&self.store, unaccepted)

@@ -72,7 +72,9 @@ fn json_of<'a>(key: &str, bytes: &'a [u8]) -> Result<std::borrow::Cow<'a, [u8]>,
         Some(length) if length <= LONGEST => {}
         _ => return Err(damaged("bad length".into())),
     }
-    lz4_flex::block::decompress_size_prepended(compressed).map(std::borrow::Cow::Owned).map_err(|e| damaged(e.to_string()))
+    lz4_flex::block::decompress_size_prepended(compressed)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| damaged(e.to_string()))
 }
 
 fn decode(key: &str, bytes: &[u8]) -> Result<Accepted, Error> {
@@ -208,7 +210,45 @@ mod tests {
         assert_eq!(accepted.manifest.metadata.labels, changed.loaded.manifest.metadata.labels);
         assert_eq!(accepted.manifest.status, None);
         assert_eq!((accepted.file.to_str(), accepted.source.as_str()), (Some("/defs/w.yaml"), "w.yaml"));
+        assert!(accepted.compact);
         forget(&store, "widgets.example.com").await.unwrap();
         assert!(read_all(&store).await.unwrap().is_empty());
+    }
+
+    /// A record keeps the schemas as text, compressed: a long schema costs the store a
+    /// fraction of its JSON (upjet's schemas repeat their descriptions).
+    #[tokio::test]
+    async fn a_record_is_stored_compressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        let description = "The name of the resource, as the provider's documentation words it. ".repeat(400);
+        let served = served(&description);
+        record(&store, [&served]).await.unwrap();
+        let stored = store.get(&key_of("widgets.example.com")).await.unwrap().unwrap().value;
+        let json = serde_json::to_vec(&served.loaded.full_manifest()).unwrap();
+        assert!(stored.starts_with(COMPRESSED));
+        assert!(stored.len() * 10 < json.len(), "{} bytes stored for {} of JSON", stored.len(), json.len());
+        let accepted = read(&store, "widgets.example.com").await.unwrap().unwrap();
+        assert!(accepted.same_spec(&served.loaded) && accepted.compact);
+    }
+
+    /// A record written before (the whole manifest as JSON, schemas in it) is read as it was,
+    /// and known for one to write again; a damaged one is an error, not a read without bound.
+    #[tokio::test]
+    async fn a_record_in_the_earlier_form_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        let served = served("One.");
+        let earlier = json!({"file": "/defs/w.yaml", "source": "w.yaml", "manifest": served.loaded.full_manifest()});
+        store.create(&key_of("widgets.example.com"), Bytes::from(serde_json::to_vec(&earlier).unwrap())).await.unwrap();
+        let accepted = read(&store, "widgets.example.com").await.unwrap().unwrap();
+        assert!(accepted.same_spec(&served.loaded) && !accepted.compact);
+        assert_eq!(accepted.schemas, served.loaded.schema_texts());
+        let mut damaged = COMPRESSED.to_vec();
+        damaged.extend_from_slice(&u32::MAX.to_le_bytes());
+        damaged.extend_from_slice(b"junk");
+        store.create(&key_of("gadgets.example.com"), Bytes::from(damaged)).await.unwrap();
+        let error = read(&store, "gadgets.example.com").await.unwrap_err().to_string();
+        assert!(error.contains("not an accepted definition record"), "{error}");
     }
 }
