@@ -150,7 +150,7 @@ fn a_start_does_not_check_again_the_form_the_store_accepted() {
     let trusted = |manifest: &_, schemas: &[_]| vouches_for(&records, manifest, schemas);
     let load = |raw: Value| {
         std::fs::write(&file, serde_json::to_vec(&raw).unwrap()).unwrap();
-        match crate::definitions::scan::FileCache::default().scan_trusting(&[file.clone()], &trusted) {
+        match crate::definitions::scan::FileCache::default().scan_trusting(std::slice::from_ref(&file), &trusted) {
             Scan::Files(files) => files[0].documents[0].clone(),
             Scan::Failed(problem) => panic!("{problem}"),
         }
@@ -159,7 +159,7 @@ fn a_start_does_not_check_again_the_form_the_store_accepted() {
     assert_eq!(loaded.definition.name, "gadgets.example.com");
     assert!(loaded.schema_texts()[0].as_deref().is_some_and(|s| s.contains("\"One.\"")));
     // Without the records, or in any other form, the create checks apply.
-    match crate::definitions::scan::FileCache::default().scan(&[file.clone()]) {
+    match crate::definitions::scan::FileCache::default().scan(std::slice::from_ref(&file)) {
         Scan::Files(files) => assert!(files[0].documents[0].is_err(), "checked without the records"),
         Scan::Failed(problem) => panic!("{problem}"),
     }
