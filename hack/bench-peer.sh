@@ -5,7 +5,9 @@
 #   hack/bench-peer.sh DEFINITIONS_DIR [BINARY]      with the real control plane: PEER_DIR (default
 #       /work/peer) built and started by ../shared/kube-apiserver (kas_up); runs once with one
 #       Service per group (OpenAPI v2 slices) and once with one Service for all (the whole
-#       document per APIService), and prints both. BINARY defaults to target/release/crd-apiserver.
+#       document per APIService), and prints both (MODES="slices" runs the first alone: the whole
+#       document per APIService takes kube-apiserver to 8-14 GiB). BINARY defaults to
+#       target/release/crd-apiserver.
 #   hack/bench-peer.sh --double                       the same path, reduced, against the
 #       control-plane double (CI runs it as the test tests/peer_experiment.rs).
 #
@@ -27,7 +29,8 @@ kubectl=${KC:-$(dirname "$(readlink -f "$(command -v kubectl)")")/kubectl.1.33}
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; $(date -u +%FT%TZ)"
 echo "crd-apiserver: $binary ($(git rev-parse --short HEAD)); kube-apiserver: $("$kubectl" --kubeconfig "$PEER_DIR/kubeconfig-admin" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') pid $kas_pid"
 echo "definitions: $definitions ($(find "$definitions" -type f | wc -l) files, $(du -sh "$definitions" | cut -f1))"
-for mode in --slices ""; do
+for mode in ${MODES:-slices whole}; do
   echo
-  python3 hack/peer_experiment.py $mode --kas-pid "$kas_pid" --kubectl "$kubectl" "$definitions" "$binary"
+  flag=(); [ "$mode" = slices ] && flag=(--slices)
+  python3 hack/peer_experiment.py "${flag[@]}" --kas-pid "$kas_pid" --kubectl "$kubectl" "$definitions" "$binary"
 done

@@ -157,16 +157,36 @@ def create_all(kas, objects, path_of):
         list(pool.map(create, objects))
 
 
-def cleanup(kas, kubectl):
+def cleanup(kubectl):
+    """Deletes what the experiment made (kubectl, patient: kube-apiserver may be busy)."""
     selector = f"{LABEL}={LABEL_VALUE}"
-    kas.request("DELETE", f"/apis/apiregistration.k8s.io/v1/apiservices?labelSelector={selector}")
-    # Services have no deletecollection: one by one.
-    status, _, body = kas.request("GET", f"/api/v1/namespaces/{NAMESPACE}/services?labelSelector={selector}")
-    if status == 200:
-        for item in json.loads(body)["items"]:
-            kas.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/services/{item['metadata']['name']}")
-    subprocess.run(kubectl + ["delete", "vpcs.v1beta1.ec2.aws.upbound.io", "peer-bench-vpc", "--ignore-not-found"],
-                   capture_output=True, timeout=60)
+    run(kubectl + ["delete", "vpcs.v1beta1.ec2.aws.upbound.io", "peer-bench-vpc", "--ignore-not-found", "--wait=false"], 60)
+    for kind in ["apiservices", "services"]:
+        for _ in range(3):
+            out = run(kubectl + ["delete", kind, "-n", NAMESPACE, "-l", selector, "--wait=false", "--request-timeout=300s"], 600)
+            if out.returncode == 0:
+                break
+
+
+def heap_mib(kas):
+    """kube-apiserver's Go heap in use (go_memstats_heap_alloc_bytes), MiB: unlike its RSS, it
+    drops as soon as what it held is collected."""
+    try:
+        status, _, body = kas.request("GET", "/metrics")
+    except OSError:
+        return -1
+    for line in body.decode(errors="replace").splitlines():
+        if line.startswith("go_memstats_heap_alloc_bytes "):
+            return int(float(line.split()[1])) // (1 << 20)
+    return -1
+
+
+def run(command, timeout, **kwargs):
+    """A command's CompletedProcess; one that outlives `timeout` comes back with returncode -1."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(command, -1, "", f"timed out after {timeout} s")
 
 
 def available_names(kas):
@@ -203,10 +223,10 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-peer-")
     server = None
     try:
-        cleanup(kas, kubectl)
+        cleanup(kubectl)
         log(f"mode: {'one Service per group (slices)' if args.slices else 'one Service (whole document)'}")
         log(f"load before: {load()}")
-        log(f"kube-apiserver before: rss {kas_proc.rss()} MiB, cpu {kas_proc.cpu():.1f} s")
+        log(f"kube-apiserver before: rss {kas_proc.rss()} MiB, heap {heap_mib(kas)} MiB, cpu {kas_proc.cpu():.1f} s")
 
         # A serving certificate from the peer's backend CA, valid for every Service name.
         definitions = os.path.join(work, "definitions")
@@ -258,12 +278,15 @@ def main():
         log(f"created {len(services)} Services")
 
         # Sample kube-apiserver every half second from here on.
-        samples, stop_sampling = [], threading.Event()
+        samples, heaps, stop_sampling = [], [], threading.Event()
+        metrics = Client("127.0.0.1", 6443, *admin, ca=os.path.join(pki, "ca.crt"))
 
         def sample():
             while not stop_sampling.is_set():
                 try:
                     samples.append((time.time(), kas_proc.rss(), kas_proc.cpu(), ours_proc.rss()))
+                    if len(samples) % 4 == 1:
+                        heaps.append((time.time(), heap_mib(metrics)))
                 except OSError:
                     pass
                 stop_sampling.wait(0.5)
@@ -322,12 +345,15 @@ def main():
             time.sleep(0.5)
         window = [s for s in samples if s[0] - t0 <= 120]
         at60 = min(samples, key=lambda s: abs(s[0] - t0 - 60))
-        log(f"kube-apiserver: rss {at60[1]} MiB at 60 s, peak {max(s[1] for s in window)} MiB in 120 s, "
+        heap60 = min(heaps, key=lambda s: abs(s[0] - t0 - 60))[1]
+        heap_peak = max(h for t, h in heaps if t - t0 <= 120)
+        log(f"kube-apiserver: rss {at60[1]} MiB at 60 s, peak {max(s[1] for s in window)} MiB in 120 s; "
+            f"heap {heap60} MiB at 60 s, peak {heap_peak} MiB; "
             f"cpu {window[-1][2] - window[0][2]:.1f} s over the first {window[-1][0] - window[0][0]:.0f} s; "
             f"ours: rss {at60[3]} MiB at 60 s, peak {max(s[3] for s in window)} MiB; load {load()}")
 
         # Clients through kube-apiserver.
-        out = subprocess.run(kubectl + ["api-resources", "--no-headers", "-o", "name"], capture_output=True, text=True, timeout=300)
+        out = run(kubectl + ["api-resources", "--no-headers", "-o", "name"], 300)
         listed = {line.strip() for line in out.stdout.splitlines()}
         ours_listed = sum(1 for g, v, plural, *_ in resources if f"{plural}.{g}" in listed)
         distinct = len({(plural, g) for g, v, plural, *_ in resources})
@@ -340,24 +366,25 @@ def main():
         log(f"kube-apiserver /openapi/v2: {status}, {len(body)} bytes in {time.time() - started:.1f} s, "
             f"{ours_paths} of our paths")
         del whole, body
-        out = subprocess.run(kubectl + ["explain", "vpcs.spec.forProvider.cidrBlock", "--api-version", "ec2.aws.upbound.io/v1beta1"],
-                             capture_output=True, text=True, timeout=120)
+        out = run(kubectl + ["explain", "vpcs.spec.forProvider.cidrBlock", "--api-version", "ec2.aws.upbound.io/v1beta1"], 120)
         log(f"kubectl explain VPC spec.forProvider.cidrBlock: exit {out.returncode}, "
             f"{'FIELD: cidrBlock' in out.stdout and 'ok' or (out.stdout + out.stderr)[:300]}")
         vpc = {"apiVersion": "ec2.aws.upbound.io/v1beta1", "kind": "VPC", "metadata": {"name": "peer-bench-vpc"},
                "spec": {"forProvider": {"region": "us-east-1", "cidrBlock": "10.0.0.0/16"}}}
-        out = subprocess.run(kubectl + ["create", "-f", "-"], input=json.dumps(vpc), capture_output=True, text=True, timeout=60)
+        out = run(kubectl + ["create", "-f", "-"], 60, input=json.dumps(vpc))
         log(f"kubectl create VPC: exit {out.returncode}: {(out.stdout + out.stderr).strip()}")
         kinds = sorted({(g, v, plural) for g, v, plural, *_ in resources})
         chosen = [kinds[i * len(kinds) // 20] for i in range(20)]
         started, failures = time.time(), []
         for g, v, plural in chosen:
-            out = subprocess.run(kubectl + ["explain", f"{plural}.spec", "--api-version", f"{g}/{v}"], capture_output=True, text=True, timeout=120)
+            out = run(kubectl + ["explain", f"{plural}.spec", "--api-version", f"{g}/{v}"], 120)
             if out.returncode != 0 or "FIELD: spec" not in out.stdout:
                 failures.append(f"{plural}.{v}.{g}: {(out.stdout + out.stderr)[:200]}")
+                if out.returncode == -1:
+                    break
         log(f"kubectl explain of 20 kinds: {20 - len(failures)} ok in {time.time() - started:.1f} s {failures}")
         log(f"crd-apiserver rss after aggregation and explain: {ours_proc.rss()} MiB, cpu {ours_proc.cpu():.1f} s; "
-            f"kube-apiserver rss {kas_proc.rss()} MiB")
+            f"kube-apiserver rss {kas_proc.rss()} MiB, heap {heap_mib(kas)} MiB")
 
         # A live change among them: one definition's description.
         def slice_etags():
@@ -397,11 +424,15 @@ def main():
         sampler.join()
     finally:
         try:
-            cleanup(kas, kubectl)
+            cleanup(kubectl)
         finally:
             if server is not None:
                 server.terminate()
-                server.wait(timeout=60)
+                try:
+                    server.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
             shutil.rmtree(work, ignore_errors=True)
     log(f"cleaned up; load after: {load()}")
 
