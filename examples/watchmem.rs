@@ -23,6 +23,8 @@ use tokio::io::AsyncWriteExt;
 const NAMESPACE: &str = "watchmem";
 /// Streams opened on one HTTP/2 connection (the server allows 1000).
 const STREAMS_PER_CONNECTION: usize = 500;
+/// How long after the memory settled the server's resident memory is read again.
+const LATER: Duration = Duration::from_secs(10);
 /// Connections opened at once.
 const CONNECTING: usize = 64;
 
@@ -177,14 +179,21 @@ async fn main() {
         while registered_watchers(port, &config).await > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        let gone = rss_mib(pid);
         let closed = settled_rss(pid, limit).await;
+        // Whether memory the allocator kept comes back by itself once the server is idle.
+        tokio::time::sleep(LATER).await;
+        let later = rss_mib(pid);
         let per_watcher = (open - before) * 1024.0 / watchers as f64;
         println!(
             "round {round}: opened in {:.1}s; rss open {open:.0} MiB (+{:.0} MiB, {per_watcher:.1} KiB per watcher), \
-             {registered} still registered; rss after close {closed:.0} MiB ({:+.0} MiB against before)",
+             {registered} still registered; rss when all gone {gone:.0} MiB, settled {closed:.0} MiB \
+             ({:+.0} MiB against before), {} s later {later:.0} MiB ({:+.0} MiB)",
             opened.as_secs_f64(),
             open - before,
             closed - before,
+            LATER.as_secs(),
+            later - before,
         );
     }
 }

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crd_apiserver::api::body::bytes_response;
 use crd_apiserver::server::conn::ConnInfo;
-use crd_apiserver::server::connection::{ConnectionSettings, serve_stream};
+use crd_apiserver::server::connection::{ConnectionSettings, Streaming, serve_stream};
 use crd_apiserver::server::filters::endpoint;
 
 /// Pieces of requests the parser must tell apart.
@@ -79,7 +79,7 @@ impl Session {
         let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let settings = Arc::new(ConnectionSettings::default());
-        let connection = tokio::spawn(serve_stream(server, info, handler, settings, shutdown));
+        let connection = tokio::spawn(serve_stream(server, info, handler, settings, shutdown, Streaming::default()));
         let (mut from_server, mut to_server) = tokio::io::split(client);
         let reader = tokio::spawn(async move {
             let mut out = Vec::new();

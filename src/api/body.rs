@@ -17,6 +17,12 @@ pub type ReqBody = UnsyncBoxBody<Bytes, BodyError>;
 /// Response bodies: whole buffers, or streams for watches.
 pub type RespBody = UnsyncBoxBody<Bytes, Infallible>;
 
+/// Marks a response whose body trickles out in small pieces for as long as it lasts (a
+/// watch), found in its extensions by the connection, which then seals its TLS records small:
+/// a client that stops reading leaves the connection holding only the last of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Streamed;
+
 /// An error while reading a request body.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use super::conn::ConnInfo;
 use super::filters::{self, Next};
 use super::malformed;
 use super::refusals::{self, WithRefusalBodies};
-use crate::api::body::{BodyError, RespBody};
+use crate::api::body::{BodyError, RespBody, Streamed};
 
 /// Bounds of one connection. The defaults are k8s.io/apiserver's.
 #[derive(Debug, Clone)]
@@ -74,6 +75,11 @@ const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// stalled watch on its own HTTP/1.1 connection would keep; a reading peer takes each record
 /// as soon as it is sealed, so a smaller buffer costs it nothing but a wakeup per record.
 pub const TLS_SEND_BUFFER_BYTES: usize = 16 << 10;
+/// Encrypted bytes an HTTP/1.1 connection may hold while it sends a response that trickles out
+/// (a watch, `body::Streamed`): a quarter of a full record, so that a watch whose client stops
+/// reading keeps a 4 KiB record, not a 16 KiB one, for as long as it lasts. Its events are
+/// small and far apart; only its initial state goes in more records than it would otherwise.
+pub const TLS_STREAMING_SEND_BUFFER_BYTES: usize = 4 << 10;
 
 /// Serves one accepted TCP connection (`tcp`) until it ends, it times out, or `shutdown` turns true
 /// (then in-flight requests finish and the connection closes). `activity` is the
@@ -110,6 +116,7 @@ pub async fn serve<S>(
     // The first request's head is due within the header timeout from now.
     activity.handshaken();
     tls_stream.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
+    let streaming = Streaming::default();
     let session = tls_stream.get_ref().1;
     if session.alpn_protocol() == Some(b"h2") {
         activity.set_http2();
@@ -120,18 +127,21 @@ pub async fn serve<S>(
         .unwrap_or_default();
     let server_name = session.server_name().map(Arc::from);
     let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
-    serve_stream(tls_stream, info, handler, settings, shutdown).await;
+    let sealing = Sealing { inner: tls_stream, streaming: streaming.clone(), limit: TLS_SEND_BUFFER_BYTES };
+    serve_stream(sealing, info, handler, settings, shutdown, streaming).await;
 }
 
 /// Serves HTTP/1.1 or HTTP/2 (by the client's first bytes) on an established, decrypted
 /// stream until it ends, it times out (`info.activity` keeps the time), or `shutdown` turns
-/// true.
+/// true. `streaming` is set while an HTTP/1.1 response that trickles out is sent (the stream
+/// seals small TLS records then).
 pub async fn serve_stream<S>(
     stream: S,
     info: ConnInfo,
     handler: Next,
     settings: Arc<ConnectionSettings>,
     mut shutdown: watch::Receiver<bool>,
+    streaming: Streaming,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -156,15 +166,23 @@ pub async fn serve_stream<S>(
             });
             let handler = handler.clone();
             let in_flight = InFlight::start(activity.clone());
+            let streaming = streaming.clone();
             async move {
+                let http1 = admitted.as_ref().is_ok_and(|request| request.version() < http::Version::HTTP_2);
                 let response = match admitted {
                     Ok(request) => filters::run(handler, request).await,
                     Err(refusal) => refusal,
                 };
+                // One HTTP/1.1 response at a time is written: small records while it is one
+                // that trickles out. (HTTP/2 streams share the connection; its records stay
+                // full.)
+                let streamed = (http1 && response.extensions().get::<Streamed>().is_some()).then(|| streaming.start());
                 // The request stays in flight until its body is done (a watch, for as long
                 // as it streams).
                 Ok::<_, Infallible>(
-                    response.map(|body| TrackedBody { inner: body, _in_flight: in_flight }.boxed_unsync()),
+                    response.map(|body| {
+                        TrackedBody { inner: body, _in_flight: in_flight, _streamed: streamed }.boxed_unsync()
+                    }),
                 )
             }
         })
@@ -259,10 +277,93 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
-/// A response body that keeps its request in flight while it is being sent.
+/// A response body that keeps its request in flight while it is being sent (and the
+/// connection's small TLS records, for a response that trickles out).
 struct TrackedBody {
     inner: RespBody,
     _in_flight: InFlight,
+    _streamed: Option<StreamingResponse>,
+}
+
+/// Whether the connection is sending a response that trickles out: shared by the service,
+/// which knows the response, and the TLS stream below hyper, which seals the records.
+#[derive(Debug, Clone, Default)]
+pub struct Streaming(Arc<AtomicBool>);
+
+impl Streaming {
+    /// Marks such a response as being sent, until the guard is dropped (with its body).
+    fn start(&self) -> StreamingResponse {
+        self.0.store(true, Ordering::Relaxed);
+        StreamingResponse(self.0.clone())
+    }
+
+    fn now(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A response that trickles out, being sent; the connection's records are full-sized again
+/// once it is gone.
+struct StreamingResponse(Arc<AtomicBool>);
+
+impl Drop for StreamingResponse {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The TLS stream, sealing records of the size the response being sent calls for: what rustls
+/// may hold for a peer that does not read (`TLS_SEND_BUFFER_BYTES`, or
+/// `TLS_STREAMING_SEND_BUFFER_BYTES` under a watch).
+struct Sealing<S> {
+    inner: tokio_rustls::server::TlsStream<S>,
+    streaming: Streaming,
+    /// The limit rustls has now.
+    limit: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Sealing<S> {
+    fn seal_for_response(&mut self) {
+        let limit = if self.streaming.now() { TLS_STREAMING_SEND_BUFFER_BYTES } else { TLS_SEND_BUFFER_BYTES };
+        if limit != self.limit {
+            self.limit = limit;
+            self.inner.get_mut().1.set_buffer_limit(Some(limit));
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Sealing<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Sealing<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.seal_for_response();
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.seal_for_response();
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 impl Body for TrackedBody {

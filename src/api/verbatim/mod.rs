@@ -22,6 +22,8 @@ mod tests;
 use std::io::Write as _;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use scan::{Kind, MAX_DEPTH, Reader, Refused, Scan};
 
 use crate::definitions::{Definition, Version};
@@ -44,17 +46,40 @@ fn prove_and_splice(
     revision: u64,
     out: &mut Vec<u8>,
 ) -> bool {
+    prove(definition, version, stored).is_some_and(|splice| splice.write(stored, revision, out))
+}
+
+/// Where `resourceVersion` goes in `stored`, when the stored bytes prove the general path
+/// would change nothing else.
+fn prove(definition: &Definition, version: &Version, stored: &[u8]) -> Option<Splice> {
     // The general path reads with the schema of the version named in the object; the proof
     // requires that version to be the requested one, so that conversion changes nothing.
-    let Some(schema) = definition.version(&version.name).and_then(|v| v.schema().map(Arc::as_ref)) else {
-        return false;
-    };
-    let Ok(text) = std::str::from_utf8(stored) else { return false };
+    let schema = definition.version(&version.name).and_then(|v| v.schema().map(Arc::as_ref))?;
+    let text = std::str::from_utf8(stored).ok()?;
     let mut reader = Reader::new(text);
-    let Ok((splice, _)) = object(&mut reader, &definition.group, &version.name, schema) else {
-        return false;
-    };
-    splice.write(stored, revision, out)
+    object(&mut reader, &definition.group, &version.name, schema).ok().map(|(splice, _)| splice)
+}
+
+/// An object rendered as `render` writes it, in three pieces: the stored bytes before the
+/// spliced `resourceVersion`, the splice itself, and the stored bytes after it. The stored
+/// pieces are slices of `stored` (no copy), so that what holds a rendered object — a watch
+/// whose connection has not written it yet — holds the store's bytes, not its own.
+pub struct Shared {
+    pub head: Bytes,
+    pub splice: Vec<u8>,
+    pub tail: Bytes,
+}
+
+/// `render`, as pieces sharing `stored`; `None` when the general path must render it.
+pub fn render_shared(definition: &Definition, version: &Version, stored: &Bytes, revision: u64) -> Option<Shared> {
+    let shared = prove(definition, version, stored).and_then(|splice| {
+        let (head_end, tail_start) = splice.around(stored.len())?;
+        let mut middle = Vec::with_capacity(SPLICE_BYTES);
+        splice.write_splice(revision, &mut middle);
+        Some(Shared { head: stored.slice(..head_end), splice: middle, tail: stored.slice(tail_start..) })
+    });
+    crate::metrics::verbatim(shared.is_some());
+    shared
 }
 
 /// An object stored in version `from`, rewritten into version `to` by the `None` conversion as
@@ -107,15 +132,33 @@ enum Splice {
 }
 
 impl Splice {
-    fn write(self, stored: &[u8], revision: u64, out: &mut Vec<u8>) -> bool {
-        let (head, tail, comma_before, comma_after) = match self {
-            Splice::Insert { at, comma_before } => (stored.get(..at), stored.get(at..), comma_before, !comma_before),
-            Splice::Replace { start, end } => (stored.get(..start), stored.get(end..), false, false),
+    /// Where the stored bytes before the splice end and those after it begin, in a text of
+    /// `len` bytes; `None` when that text is not the one the splice was found in.
+    fn around(self, len: usize) -> Option<(usize, usize)> {
+        let (head_end, tail_start) = match self {
+            Splice::Insert { at, .. } => (at, at),
+            Splice::Replace { start, end } => (start, end),
         };
-        let (Some(head), Some(tail)) = (head, tail) else { return false };
+        (head_end <= tail_start && tail_start <= len).then_some((head_end, tail_start))
+    }
+
+    fn write(self, stored: &[u8], revision: u64, out: &mut Vec<u8>) -> bool {
+        let Some((head_end, tail_start)) = self.around(stored.len()) else { return false };
+        let (Some(head), Some(tail)) = (stored.get(..head_end), stored.get(tail_start..)) else { return false };
         out.reserve(stored.len() + SPLICE_BYTES);
         out.extend_from_slice(head);
-        if matches!(self, Splice::Insert { .. }) {
+        self.write_splice(revision, out);
+        out.extend_from_slice(tail);
+        true
+    }
+
+    /// What goes between the stored bytes before and after the splice.
+    fn write_splice(self, revision: u64, out: &mut Vec<u8>) {
+        let (inserted, comma_before, comma_after) = match self {
+            Splice::Insert { comma_before, .. } => (true, comma_before, !comma_before),
+            Splice::Replace { .. } => (false, false, false),
+        };
+        if inserted {
             if comma_before {
                 out.push(b',');
             }
@@ -128,8 +171,6 @@ impl Splice {
         if comma_after {
             out.push(b',');
         }
-        out.extend_from_slice(tail);
-        true
     }
 }
 

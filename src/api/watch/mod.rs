@@ -197,20 +197,47 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         tokio::spawn(stream.run(events, initial, params));
     }
     let mut response = Response::new(body);
+    response.extensions_mut().insert(super::body::Streamed);
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(response)
 }
 
+/// An event's line: rendered whole, or in pieces that share the stored object's bytes.
+enum Line {
+    Rendered(Vec<u8>),
+    Pieces(Vec<Bytes>),
+}
+
+impl Line {
+    fn len(&self) -> usize {
+        match self {
+            Line::Rendered(line) => line.len(),
+            Line::Pieces(pieces) => pieces.iter().map(Bytes::len).sum(),
+        }
+    }
+}
+
+/// Stored objects at least this long are sent as slices of their stored bytes (a stalled
+/// watch then holds references to the store's copy, not one of its own); shorter ones are
+/// copied into one line, which costs less than the frames of its pieces.
+const SHARED_FROM_BYTES: usize = 4 << 10;
+
 /// The line of an unfiltered plain-object event written from the stored bytes, when they
 /// read back unchanged (`verbatim`): what `encode_event` writes for the object read from them.
-fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
-    let kind = match event.kind {
-        EventType::Added => "ADDED",
-        EventType::Modified => "MODIFIED",
-        EventType::Deleted => "DELETED",
+fn verbatim_line(call: &Call, event: &store::Event) -> Option<Line> {
+    let (kind, opening): (&str, &'static [u8]) = match event.kind {
+        EventType::Added => ("ADDED", b"{\"type\":\"ADDED\",\"object\":"),
+        EventType::Modified => ("MODIFIED", b"{\"type\":\"MODIFIED\",\"object\":"),
+        EventType::Deleted => ("DELETED", b"{\"type\":\"DELETED\",\"object\":"),
     };
+    const CLOSING: &[u8] = b"}\n";
     let (definition, version) = (&call.served.definition, &call.served.version);
+    if event.value.len() >= SHARED_FROM_BYTES {
+        let object = verbatim::render_shared(definition, version, &event.value, event.revision)?;
+        let pieces = [opening.into(), object.head, object.splice.into(), object.tail, CLOSING.into()];
+        return Some(Line::Pieces(pieces.into_iter().filter(|piece: &Bytes| !piece.is_empty()).collect()));
+    }
     // Room for the framing and the spliced resourceVersion up front: a stalled watch holds
     // its line, which must not have grown past its first reservation (and doubled).
     let mut line = Vec::with_capacity(event.value.len() + VERBATIM_FRAMING_BYTES);
@@ -220,8 +247,8 @@ fn verbatim_line(call: &Call, event: &store::Event) -> Option<Vec<u8>> {
     if !verbatim::render(definition, version, &event.value, event.revision, &mut line) {
         return None;
     }
-    line.extend_from_slice(b"}\n");
-    Some(line)
+    line.extend_from_slice(CLOSING);
+    Some(Line::Rendered(line))
 }
 
 /// What a verbatim event line adds to the stored bytes, at most: `{"type":"MODIFIED","object":`,
@@ -400,21 +427,25 @@ impl Stream {
                 )
             }
         };
-        self.send_line(room, encode_event(kind, &rendered), events).await
+        self.send_line(room, Line::Rendered(encode_event(kind, &rendered)), events).await
     }
 
     async fn send_raw(&self, kind: &str, object: &Value, events: &store::Watch) -> bool {
-        self.send_line(None, encode_event(kind, object), events).await
+        self.send_line(None, Line::Rendered(encode_event(kind, object)), events).await
     }
 
     /// Hands an event to the connection once it has room (`pipe`): in `room` taken before it
     /// was rendered, or in room waited for now.
-    async fn send_line(&self, room: Option<pipe::Room>, line: Vec<u8>, events: &store::Watch) -> bool {
+    async fn send_line(&self, room: Option<pipe::Room>, line: Line, events: &store::Watch) -> bool {
         self.call.served.series.watch_event(line.len());
         let sent = async {
-            let sent = match room {
-                Some(room) => self.sink.send_in(room, line).await,
-                None => self.sink.send(line).await,
+            let room = match room {
+                Some(room) => room,
+                None => self.sink.room(line.len()).await?,
+            };
+            let sent = match line {
+                Line::Rendered(line) => self.sink.send_in(room, line).await,
+                Line::Pieces(pieces) => self.sink.send_pieces_in(room, pieces).await,
             };
             sent.then_some(())
         };

@@ -24,7 +24,7 @@ fn verbatim_lines_are_the_encoded_events() {
         for kind in [EventType::Added, EventType::Modified, EventType::Deleted] {
             let revision = i as u64 + 1;
             let event = store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
-            let Some(line) = verbatim_line(&call, &event) else { continue };
+            let Some(Line::Rendered(line)) = verbatim_line(&call, &event) else { continue };
             // A stalled watch holds its line: reserved once, never grown (and doubled).
             assert!(line.capacity() <= bytes.len() + VERBATIM_FRAMING_BYTES, "{} for {}", line.capacity(), line.len());
             let object = present::from_storage(&call, &bytes, revision).unwrap();
@@ -38,6 +38,34 @@ fn verbatim_lines_are_the_encoded_events() {
         }
     }
     assert_eq!(written, 6, "the defaulted objects are written from their bytes");
+}
+
+#[test]
+fn verbatim_lines_of_large_objects_share_the_stored_bytes() {
+    let call = call();
+    let padding = "x".repeat(SHARED_FROM_BYTES);
+    let mut written = 0;
+    for (i, bytes) in stored().into_iter().enumerate() {
+        // The stored objects with a long member added where pruning keeps it.
+        let mut object: Value = serde_json::from_slice(&bytes).unwrap();
+        object["metadata"]["annotations"] = json!({"padding": padding});
+        let value = Bytes::from(crate::core::json::to_vec(&object).unwrap());
+        let revision = i as u64 + 1;
+        let event = store::Event { kind: EventType::Modified, key: String::new(), revision, value, prev: None };
+        let Some(line) = verbatim_line(&call, &event) else { continue };
+        let Line::Pieces(pieces) = line else { panic!("a line of {} bytes was copied", event.value.len()) };
+        let expected = encode_event("MODIFIED", &present::from_storage(&call, &event.value, revision).unwrap());
+        assert_eq!(pieces.concat(), expected);
+        // Every byte of the stored object is a slice of the stored value; what was written
+        // besides is the framing and the resourceVersion.
+        let stored = event.value.as_ptr_range();
+        let (shared, copied): (Vec<&Bytes>, Vec<&Bytes>) =
+            pieces.iter().partition(|piece| stored.contains(&piece.as_ptr()));
+        assert_eq!(shared.iter().map(|piece| piece.len()).sum::<usize>(), event.value.len(), "{pieces:?}");
+        assert!(copied.iter().map(|piece| piece.len()).sum::<usize>() <= VERBATIM_FRAMING_BYTES);
+        written += 1;
+    }
+    assert_eq!(written, 2, "the defaulted objects are written from their bytes");
 }
 
 /// The CronTabs of namespace `ns`.
@@ -78,14 +106,26 @@ async fn settle() {
     }
 }
 
-/// The frames the body has ready now, kept (as a connection that has not written them yet
-/// keeps them).
-fn ready_frames(body: &mut RespBody) -> Vec<Bytes> {
-    let mut frames = Vec::new();
+/// The lines the body has ready now, each as the frames it came in, kept (as a connection
+/// that has not written them yet keeps them).
+fn ready_lines(body: &mut RespBody) -> Vec<Vec<Bytes>> {
+    let mut lines = Vec::new();
+    let mut line = Vec::new();
     while let Some(Some(frame)) = futures_util::FutureExt::now_or_never(body.frame()) {
-        frames.push(frame.unwrap().into_data().unwrap());
+        let frame = frame.unwrap().into_data().unwrap();
+        let ends = frame.ends_with(b"\n");
+        line.push(frame);
+        if ends {
+            lines.push(std::mem::take(&mut line));
+        }
     }
-    frames
+    assert!(line.is_empty(), "a line was handed over in part: {line:?}");
+    lines
+}
+
+/// The lines the body has ready now, each joined from its frames.
+fn ready_frames(body: &mut RespBody) -> Vec<Bytes> {
+    ready_lines(body).into_iter().map(|frames| Bytes::from(frames.concat())).collect()
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -101,20 +141,27 @@ async fn the_initial_state_is_rendered_only_as_the_connection_takes_it() {
         assert_eq!(created.status(), StatusCode::CREATED);
     }
     let target = format!("{}?watch=1&timeoutSeconds=3600", collection());
-    let mut body = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    let response = serve(&api, http::Method::GET, &target, String::new()).await;
+    // Marked for the connection, which seals its TLS records small (`server::connection`).
+    assert!(response.extensions().get::<crate::api::body::Streamed>().is_some());
+    let mut body = response.into_body();
     let mut names = Vec::new();
     let mut most_held = 0;
     while names.len() < objects {
         settle().await;
         // What the watch handed over while the connection kept everything before: never more
         // than its budget, and at least one line (each line here is over half the budget).
-        let held = ready_frames(&mut body);
+        let held = ready_lines(&mut body);
         assert!(!held.is_empty(), "the watch stalled after {} objects", names.len());
-        let bytes: usize = held.iter().map(Bytes::len).sum();
+        let bytes: usize = held.iter().flatten().map(Bytes::len).sum();
         assert!(bytes <= pipe::BUDGET, "{} lines of {bytes} bytes handed over at once", held.len());
         most_held = most_held.max(held.len());
-        for line in &held {
-            let event: Value = serde_json::from_slice(line).unwrap();
+        for frames in &held {
+            // A 20 KB object comes in pieces (slices of the stored bytes, checked by
+            // `verbatim_lines_of_large_objects_share_the_stored_bytes`) around what was rendered.
+            assert!(frames.len() > 1, "a 20 KB object copied into one line");
+            let line = frames.concat();
+            let event: Value = serde_json::from_slice(&line).unwrap();
             assert_eq!(event["type"], "ADDED");
             names.push(event["object"]["metadata"]["name"].as_str().unwrap().to_string());
         }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::api::body::bytes_response;
+use crate::api::watch::pipe;
 use crate::server::filters::endpoint;
 
 const HEADER: Duration = Duration::from_secs(32);
@@ -36,7 +37,7 @@ fn connect_watched() -> (DuplexStream, Arc<Activity>) {
     let settings = Arc::new(ConnectionSettings::default());
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move {
-        serve_stream(server, info, handler, settings, shutdown).await;
+        serve_stream(server, info, handler, settings, shutdown, Streaming::default()).await;
         drop(stop);
     });
     (client, activity)
@@ -138,12 +139,44 @@ async fn an_evicted_connection_goes_at_once_when_idle_and_after_its_request_when
 const TRANSIT: usize = 8 << 10;
 
 /// A watch body over TLS that a client stopped reading: the server holds no more of it than
-/// the watch's line budget and one TLS record, whatever it had to say.
+/// the watch's line budget and one small TLS record, whatever it had to say.
 #[tokio::test(start_paused = true)]
-async fn a_watch_whose_client_stops_reading_holds_its_line_budget_and_one_tls_record() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+async fn a_watch_whose_client_stops_reading_holds_its_line_budget_and_one_small_tls_record() {
+    let held = held_for_a_client_that_stops_reading(true).await;
+    assert!(
+        held <= pipe::BUDGET + TLS_STREAMING_SEND_BUFFER_BYTES,
+        "{held} bytes held by the server (budget {}, TLS record {TLS_STREAMING_SEND_BUFFER_BYTES})",
+        pipe::BUDGET
+    );
+}
 
-    use crate::api::watch::pipe;
+/// The same body not marked as trickling out (a long list, say) is sealed in full records:
+/// the bound above is what the small records bring.
+#[tokio::test(start_paused = true)]
+async fn a_body_not_marked_as_streamed_is_sealed_in_full_records() {
+    let held = held_for_a_client_that_stops_reading(false).await;
+    assert!(held > pipe::BUDGET + TLS_STREAMING_SEND_BUFFER_BYTES, "{held} bytes held by the server");
+    assert!(
+        held <= pipe::BUDGET + TLS_SEND_BUFFER_BYTES,
+        "{held} bytes held by the server (budget {}, TLS record {TLS_SEND_BUFFER_BYTES})",
+        pipe::BUDGET
+    );
+}
+
+#[test]
+fn a_streaming_response_ends_with_its_body() {
+    let streaming = Streaming::default();
+    let response = streaming.start();
+    assert!(streaming.now());
+    drop(response);
+    assert!(!streaming.now());
+}
+
+/// Plaintext of a watch-like body (4 KiB lines under the watch's budget) that the server took
+/// but did not get through to a client that stopped reading; `streamed`: its response is
+/// marked as trickling out.
+async fn held_for_a_client_that_stops_reading(streamed: bool) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert = certified.cert.der().clone();
@@ -177,7 +210,11 @@ async fn a_watch_whose_client_stops_reading_holds_its_line_budget_and_one_tls_re
                         queued.fetch_add(LINE, Ordering::SeqCst);
                     }
                 });
-                http::Response::new(body)
+                let mut response = http::Response::new(body);
+                if streamed {
+                    response.extensions_mut().insert(Streamed);
+                }
+                response
             }
         })
     };
@@ -202,11 +239,7 @@ async fn a_watch_whose_client_stops_reading_holds_its_line_budget_and_one_tls_re
     let queued = queued.load(Ordering::SeqCst);
     // What left the server is in transit (plaintext is no longer than its ciphertext).
     let held = queued.saturating_sub(TRANSIT);
-    assert!(queued > TRANSIT + pipe::BUDGET, "the watch filled its budget: {queued} bytes queued");
-    assert!(
-        held <= pipe::BUDGET + TLS_SEND_BUFFER_BYTES,
-        "{held} bytes held by the server (budget {}, TLS record {TLS_SEND_BUFFER_BYTES})",
-        pipe::BUDGET
-    );
+    assert!(queued >= TRANSIT + pipe::BUDGET, "the watch filled its budget: {queued} bytes queued");
     drop(client);
+    held
 }
