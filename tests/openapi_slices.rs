@@ -87,3 +87,38 @@ fn each_apiservice_downloads_only_its_groups_slice_and_then_304s() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// kube-aggregator's proxy for an APIService dials its own Service, and its discovery manager
+/// fetches `/apis` once per Service and keeps each answer whole: a group's Service name gets
+/// that group's aggregated discovery alone (not every group's, kept once per Service), and a
+/// list through it answers as through the main Service.
+#[test]
+fn requests_and_discovery_go_through_each_groups_own_service() {
+    let Sliced { plane, server } = start();
+    let (status, discovery) = plane.aggregated_discovery();
+    assert_eq!(status, 200);
+    let listed: Vec<&str> =
+        discovery["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    for group in ["stable.example.com", "platform.example.com", "crd-apiserver.io"] {
+        assert!(listed.contains(&group), "{group} missing from {listed:?}");
+    }
+    let cached = plane.state().discovery_cache.lock().unwrap().clone();
+    assert_eq!(cached.len(), 3, "one fetch per Service: {:?}", cached.keys());
+    for group in ["stable.example.com", "platform.example.com"] {
+        let name = format!("{}.crd-apiserver.svc", slice_service(group));
+        let groups: Vec<&str> = cached[&name].1.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+        assert_eq!(groups, [group], "what {name} was answered");
+    }
+    let whole = &cached["crd-apiserver.crd-apiserver.svc"].1;
+    assert!(whole.len() >= 3, "the main Service gets every group: {whole:?}");
+
+    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
+    let out = kubectl_with(&admin, server.dir.path(), &["get", "crontabs", "-A", "-o", "name"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let via = plane.proxied_via();
+    let crontabs: Vec<&String> =
+        via.iter().filter(|(_, path)| path.starts_with("/apis/stable.example.com/v1/")).map(|(name, _)| name).collect();
+    assert!(!crontabs.is_empty(), "{via:?}");
+    let expected = format!("{}.crd-apiserver.svc", slice_service("stable.example.com"));
+    assert!(crontabs.iter().all(|name| **name == expected), "{crontabs:?}");
+}

@@ -251,13 +251,18 @@ impl Api {
         }
     }
 
-    /// `/apis`: the group list, or aggregated discovery when the client asks for it.
-    pub fn serve_apis(&self, accept: Option<&str>, if_none_match: Option<&str>) -> Response<RespBody> {
+    /// `/apis`: the group list, or aggregated discovery when the client asks for it (of one group
+    /// when the connection's TLS server name picks it: `Discovery::aggregated_for`).
+    pub fn serve_apis(
+        &self,
+        accept: Option<&str>,
+        if_none_match: Option<&str>,
+        server_name: Option<&str>,
+    ) -> Response<RespBody> {
         let catalog = self.catalog();
         match aggregated_version(accept) {
             Some(v) => {
-                let doc =
-                    if v == "v2" { &catalog.discovery.aggregated_v2 } else { &catalog.discovery.aggregated_v2beta1 };
+                let doc = catalog.discovery.aggregated_for(v, server_name);
                 // Kubernetes counts aggregated discovery, under its path, as a request.
                 crate::metrics::requests::claim(crate::metrics::requests::Route::Discovery(0));
                 aggregated_response(doc, v, if_none_match)

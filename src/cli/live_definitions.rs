@@ -233,7 +233,15 @@ impl LiveDefinitions {
         // A reload while serving yields the processor to requests (the first load has none).
         let planned = off_request_path(serving.is_some(), move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let scan = state.cache.scan(&paths);
+            // At the first load, a definition the store last accepted in the very form the file
+            // gives is not checked again (kube-apiserver does not check its stored
+            // CustomResourceDefinitions again when it starts).
+            let scan = match &records {
+                Some(records) => state.cache.scan_trusting(&paths, &|manifest, schemas| {
+                    crate::definitions::accepted::vouches_for(&records.accepted, manifest, schemas)
+                }),
+                None => state.cache.scan(&paths),
+            };
             let (scan, conflicts) = match &cluster {
                 Some(cluster) => state.cluster_cache.combine(scan, &cluster.definitions),
                 None => (scan, Vec::new()),
@@ -349,10 +357,9 @@ impl LiveDefinitions {
             .await
             .map_err(|e| format!("recording status.storedVersions failed: {e}"))?;
         let unaccepted = plan.served.values().filter(|served| {
-            let same = records
-                .accepted
-                .get(served.name())
-                .is_some_and(|a| a.same_spec(&served.loaded) && a.manifest.metadata == served.loaded.manifest.metadata);
+            let same = records.accepted.get(served.name()).is_some_and(|a| {
+                a.compact && a.same_spec(&served.loaded) && a.manifest.metadata == served.loaded.manifest.metadata
+            });
             newly(served.name()) && !same
         });
         accepted::record(&self.store, unaccepted)

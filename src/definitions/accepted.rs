@@ -31,13 +31,16 @@ pub struct Accepted {
     pub file: PathBuf,
     /// Its source as problems name it (the file, and the document of a multi-document file).
     pub source: String,
+    /// Whether the store keeps it in its compact form (schemas as text, compressed): a record
+    /// in the earlier form is written again, once, though it says the same.
+    pub compact: bool,
 }
 
 impl Accepted {
     /// The accepted form of a whole manifest (with its schemas, as the store records it).
     pub fn new(mut manifest: CustomResourceDefinition, file: PathBuf, source: String) -> Accepted {
         let schemas = take_schema_texts(&mut manifest);
-        Accepted { manifest: Arc::new(manifest), schemas, file, source }
+        Accepted { manifest: Arc::new(manifest), schemas, file, source, compact: false }
     }
 
     /// Whether `loaded` has this spec: the manifest's and every version's schema.
@@ -45,10 +48,27 @@ impl Accepted {
         self.manifest.spec == loaded.manifest.spec && self.schemas == loaded.schema_texts()
     }
 
+    /// Whether a decoded, defaulted manifest without schemas (`manifest`) and its schemas'
+    /// texts are this form: the same metadata, spec and schemas.
+    pub fn is_form(&self, manifest: &CustomResourceDefinition, schemas: &[Option<Arc<str>>]) -> bool {
+        self.schemas == schemas && self.manifest.spec == manifest.spec && self.manifest.metadata == manifest.metadata
+    }
+
     /// The whole manifest, with its schemas.
     pub fn full_manifest(&self) -> CustomResourceDefinition {
         with_schema_texts(&self.manifest, &self.schemas)
     }
+}
+
+/// Whether `manifest` (decoded, defaulted, without schemas) with `schemas` is the last accepted
+/// form of its name: a start does not check it again (`load::Trusted`).
+pub fn vouches_for(
+    accepted: &HashMap<String, Accepted>,
+    manifest: &CustomResourceDefinition,
+    schemas: &[Option<Arc<str>>],
+) -> bool {
+    let name = manifest.metadata.name.as_deref().unwrap_or_default();
+    accepted.get(name).is_some_and(|a| a.is_form(manifest, schemas))
 }
 
 /// What a start plans from as served before (`reload::plan`'s `previous`): the accepted form of

@@ -241,10 +241,26 @@ pub fn definition_from_value(raw: Value, source: &str) -> Result<Definition, Pro
     Ok(Arc::unwrap_or_clone(loaded.definition))
 }
 
+/// Whether a decoded, defaulted manifest (without its versions' schemas) and its schemas' texts
+/// are a form the server already accepted: the store's record of the definition says the same.
+/// Such a definition is not checked again, as kube-apiserver does not check a stored
+/// CustomResourceDefinition again when it starts: only a change is checked.
+pub type Trusted<'a> = dyn Fn(&CustomResourceDefinition, &[Option<Arc<str>>]) -> bool + Sync + 'a;
+
+/// Trusts nothing: every definition is checked.
+pub fn trust_none(_: &CustomResourceDefinition, _: &[Option<Arc<str>>]) -> bool {
+    false
+}
+
 /// [`definition_from_value`], keeping the manifest.
 pub fn loaded_from_value(raw: Value, source: &str) -> Result<Loaded, Problem> {
+    loaded_from_value_trusting(raw, source, &trust_none)
+}
+
+/// [`loaded_from_value`], not checking again a form `trusted` vouches for.
+pub fn loaded_from_value_trusting(raw: Value, source: &str, trusted: &Trusted) -> Result<Loaded, Problem> {
     let name = raw.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
-    checked_from_value(raw, source).map_err(|refusal| match refusal {
+    checked_from_value_trusting(raw, source, trusted).map_err(|refusal| match refusal {
         Refusal::NotADefinition(why) => Problem::new(source, None, vec![why]).because(reason::NOT_A_DEFINITION),
         refusal => Problem::new(source, name, refusal.messages()),
     })
@@ -285,6 +301,12 @@ impl Refusal {
 /// defaulting it) and builds its served model, or says why not with structured errors (for a
 /// 422 with field paths).
 pub fn checked_from_value(raw: Value, source: &str) -> Result<Loaded, Refusal> {
+    checked_from_value_trusting(raw, source, &trust_none)
+}
+
+/// [`checked_from_value`], without the create checks for a form `trusted` vouches for (it was
+/// accepted before; decoding, the fields of the wrong type and unknown fields are still checked).
+pub fn checked_from_value_trusting(raw: Value, source: &str, trusted: &Trusted) -> Result<Loaded, Refusal> {
     let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
     if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
@@ -311,17 +333,26 @@ pub fn checked_from_value(raw: Value, source: &str) -> Result<Loaded, Refusal> {
     // Each version's schema as a value once, for the checks and the schema text (defaulting
     // leaves schemas alone).
     let schemas = take_version_schemas(&mut decoded, crd.spec.versions.len());
-    let invalid = validate::check_with_schemas(&crd, &raw, &schemas);
-    let mut errors = misfits;
-    errors.extend(invalid);
-    if !errors.is_empty() {
-        return Err(Refusal::Invalid(errors));
+    let texts: Vec<Option<Arc<str>>> =
+        schemas.iter().map(|s| s.as_ref().and_then(|s| serde_json::to_string(s).ok()).map(Arc::from)).collect();
+    // The manifest as it is kept (without schemas), to ask whether it was accepted before; the
+    // checks see it whole.
+    let typed_schemas: Vec<_> = crd.spec.versions.iter_mut().map(|v| v.schema.take()).collect();
+    if !(misfits.is_empty() && trusted(&crd, &texts)) {
+        for (version, schema) in crd.spec.versions.iter_mut().zip(typed_schemas) {
+            version.schema = schema;
+        }
+        let invalid = validate::check_with_schemas(&crd, &raw, &schemas);
+        let mut errors = misfits;
+        errors.extend(invalid);
+        if !errors.is_empty() {
+            return Err(Refusal::Invalid(errors));
+        }
+        for version in &mut crd.spec.versions {
+            version.schema = None;
+        }
     }
-    let texts = schemas.iter().map(|s| s.as_ref().and_then(|s| serde_json::to_string(s).ok()).map(Arc::from)).collect();
     drop(schemas);
-    for version in &mut crd.spec.versions {
-        version.schema = None;
-    }
     let mut definition = super::build::build_with_schemas(&crd, source.to_string(), texts);
     let raw_schemas = raw.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
     definition.warnings = raw_schemas
@@ -380,7 +411,13 @@ fn load_file(file: &Path) -> Vec<Result<Loaded, Problem>> {
 /// The definitions of a file's contents, and its problems, in document order. Loaded on one
 /// thread with the stack CEL compilation needs, shared by every rule of the file.
 pub fn load_text(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
-    crate::cel::on_compile_stack(|| load_text_here(file, bytes)).unwrap_or_else(|| not_compiled(file))
+    crate::cel::on_compile_stack(|| load_text_here(file, bytes, &trust_none)).unwrap_or_else(|| not_compiled(file))
+}
+
+/// [`load_text`] on this thread (which has the compile stack), not checking again the forms
+/// `trusted` vouches for.
+pub fn load_text_trusting(file: &Path, bytes: &[u8], trusted: &Trusted) -> Vec<Result<Loaded, Problem>> {
+    crate::cel::on_compile_stack(|| load_text_here(file, bytes, trusted)).unwrap_or_else(|| not_compiled(file))
 }
 
 /// What a file whose loading failed on its compile thread gave.
@@ -389,7 +426,7 @@ pub fn not_compiled(file: &Path) -> Vec<Result<Loaded, Problem>> {
     vec![Err(Problem::new(file.display().to_string(), None, vec![problem]))]
 }
 
-fn load_text_here(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
+fn load_text_here(file: &Path, bytes: &[u8], trusted: &Trusted) -> Vec<Result<Loaded, Problem>> {
     let shown = file.display().to_string();
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
@@ -411,7 +448,7 @@ fn load_text_here(file: &Path, bytes: &[u8]) -> Vec<Result<Loaded, Problem>> {
         .enumerate()
         .map(|(i, doc)| {
             let source = if many { format!("{shown} (document {})", i + 1) } else { shown.clone() };
-            loaded_from_value(doc, &source)
+            loaded_from_value_trusting(doc, &source, trusted)
         })
         .collect()
 }

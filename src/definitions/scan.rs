@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::load::{Loaded, Problem, load_text, manifest_files, not_compiled};
+use super::load::{Loaded, Problem, Trusted, load_text_trusting, manifest_files, not_compiled, trust_none};
 
 /// Each document's definition or problem, in document order.
 pub type Documents = Vec<Result<Loaded, Problem>>;
@@ -128,6 +128,12 @@ impl FileCache {
     /// Reads every manifest under `paths` whose metadata does not vouch for what was read
     /// before; changed files are loaded on every core.
     pub fn scan(&mut self, paths: &[PathBuf]) -> Scan {
+        self.scan_trusting(paths, &trust_none)
+    }
+
+    /// [`FileCache::scan`], not checking again the definitions `trusted` vouches for (a start's,
+    /// that the store's records say were accepted in the same form).
+    pub fn scan_trusting(&mut self, paths: &[PathBuf], trusted: &Trusted) -> Scan {
         let files = match manifest_files(paths) {
             Ok(files) => files,
             Err(problem) => return Scan::Failed(problem),
@@ -161,7 +167,7 @@ impl FileCache {
             })
             .collect();
         let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes)| match bytes {
-            Ok(bytes) => load_text(path, bytes),
+            Ok(bytes) => load_text_trusting(path, bytes, trusted),
             Err(message) => {
                 let problem = Problem::new(path.display().to_string(), None, vec![message.clone()]);
                 vec![Err(problem.because(super::load::reason::UNREADABLE))]

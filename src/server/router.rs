@@ -178,7 +178,11 @@ impl Router {
                 Err(e) => body::error_response(&ApiError::internal(format!("encoding JSON: {e}")), encoding),
             },
             Endpoint::LegacyRoot => self.api.serve_legacy_root(accept.as_deref(), if_none_match.as_deref()),
-            Endpoint::Apis => self.api.serve_apis(accept.as_deref(), if_none_match.as_deref()),
+            Endpoint::Apis => {
+                // kube-aggregator's fetch for one Service: with one Service per group, that group's.
+                let server_name = request.extensions().get::<ConnInfo>().and_then(|c| c.server_name.clone());
+                self.api.serve_apis(accept.as_deref(), if_none_match.as_deref(), server_name.as_deref())
+            }
             Endpoint::Group(group) => self.api.serve_group(&group, encoding),
             Endpoint::GroupVersion(group, version) => self.api.serve_group_version(&group, &version, encoding),
             Endpoint::OpenApiV2 => {

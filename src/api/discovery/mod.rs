@@ -2,6 +2,11 @@
 //! v2/v2beta1), `/apis/<group>` and `/apis/<group>/<version>`. A group's documents (and its
 //! encoded items of the documents of every group) are kept across registries for as long as the
 //! group's definitions are the same `Arc`s.
+//!
+//! Aggregated `/apis` is also served by group, as `/openapi/v2` is (`openapi::slices`):
+//! kube-aggregator fetches it once per Service its APIServices name and keeps the whole answer
+//! for each, so with one Service per group a connection whose TLS server name picks a group
+//! gets the aggregated document of that group alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,6 +60,7 @@ pub struct Discovery {
     pub aggregated_v2: Document,
     pub aggregated_v2beta1: Document,
     groups: HashMap<String, Arc<GroupDocuments>>,
+    slice_names: crate::api::openapi::slices::SliceNames,
 }
 
 /// The documents of one group and its parts of the documents of every group, built from the
@@ -70,6 +76,8 @@ struct GroupDocuments {
     list_item: Vec<u8>,
     /// Its item of the aggregated documents, encoded.
     aggregated_item: Vec<u8>,
+    /// The aggregated documents (v2, v2beta1) of this group alone.
+    aggregated_alone: [Document; 2],
 }
 
 impl GroupDocuments {
@@ -105,13 +113,18 @@ impl GroupDocuments {
         }
         // Each group is encoded once, for both aggregated documents.
         let item = ApiGroupDiscovery { metadata: NameOnly { name: group }, versions: aggregated_versions };
+        let aggregated_item = serde_json::to_vec(&item).unwrap_or_default();
         GroupDocuments {
             definitions: registry.definitions_of(group).to_vec(),
             group: Document::new(&api_group("APIGroup", "v1")),
             versions: documents,
             // The group list's items carry no kind or apiVersion.
             list_item: serde_json::to_vec(&api_group("", "")).unwrap_or_default(),
-            aggregated_item: serde_json::to_vec(&item).unwrap_or_default(),
+            aggregated_alone: [
+                aggregated_doc("v2", &[aggregated_item.as_slice()]),
+                aggregated_doc("v2beta1", &[aggregated_item.as_slice()]),
+            ],
+            aggregated_item,
         }
     }
 }
@@ -154,6 +167,22 @@ impl Discovery {
             aggregated_v2: aggregated_doc("v2", &aggregated),
             aggregated_v2beta1: aggregated_doc("v2beta1", &aggregated),
             groups,
+            slice_names: crate::api::openapi::slices::SliceNames::new(registry.groups().map(|(group, _)| group)),
+        }
+    }
+
+    /// The aggregated document (`version`: v2 or v2beta1) a connection that sent `server_name`
+    /// in TLS is served: the group the name picks alone, or every group.
+    pub fn aggregated_for(&self, version: &str, server_name: Option<&str>) -> &Document {
+        let alone = server_name
+            .and_then(|name| self.slice_names.group(name))
+            .and_then(|group| self.groups.get(group))
+            .map(|g| &g.aggregated_alone);
+        match (version, alone) {
+            ("v2", Some([v2, _])) => v2,
+            (_, Some([_, v2beta1])) => v2beta1,
+            ("v2", None) => &self.aggregated_v2,
+            (_, None) => &self.aggregated_v2beta1,
         }
     }
 

@@ -171,3 +171,33 @@ fn a_custom_resource_has_no_action_subresource() {
     let list = text(discovery.group_version("stable.example.com", "v1").unwrap());
     assert!(!list.contains("migrate"), "{list}");
 }
+
+#[test]
+fn a_groups_service_name_gets_the_aggregated_document_of_that_group_alone() {
+    let tenants = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tenants.platform.example.com"},
+        "spec": {"group": "platform.example.com", "scope": "Cluster",
+            "names": {"plural": "tenants", "singular": "tenant", "kind": "Tenant"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    let mut definitions: Vec<_> = registry().definitions().to_vec();
+    definitions.push(Arc::new(definition_from_value(tenants, "test").unwrap()));
+    let (registry, problems) = Registry::build_shared(definitions);
+    assert!(problems.is_empty(), "{problems:?}");
+    let discovery = Discovery::build(&registry);
+    let name = |group: &str| format!("crd-apiserver-{}.crd-apiserver.svc", crate::api::openapi::slices::suffix(group));
+    let groups = |document: &Document| -> Vec<String> {
+        let value: serde_json::Value = serde_json::from_slice(&document.body).unwrap();
+        value["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    for version in ["v2", "v2beta1"] {
+        let alone = discovery.aggregated_for(version, Some(&name("platform.example.com")));
+        assert_eq!(groups(alone), ["platform.example.com"]);
+        assert!(text(alone).contains(&format!("\"apiVersion\":\"apidiscovery.k8s.io/{version}\"")));
+        let whole = discovery.aggregated_for(version, Some("crd-apiserver.crd-apiserver.svc"));
+        assert_eq!(groups(whole), ["platform.example.com", "stable.example.com"]);
+        assert_eq!(whole.etag, discovery.aggregated_for(version, None).etag);
+        assert_ne!(alone.etag, whole.etag);
+    }
+    assert_eq!(groups(discovery.aggregated_for("v2", Some(&name("stable.example.com")))), ["stable.example.com"]);
+}

@@ -20,7 +20,7 @@ pub fn suffix(group: &str) -> String {
 }
 
 /// The served groups by their slice suffix.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SliceNames {
     groups: HashMap<String, String>,
 }

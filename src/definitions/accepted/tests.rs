@@ -119,3 +119,58 @@ fn a_file_whose_schema_alone_changed_while_stopped_is_compiled_from_the_record()
     assert!(records["widgets.example.com"].same_spec(served));
     assert!(served.definition.storage.schema().is_some());
 }
+
+/// A start trusts the form the store last accepted, as kube-apiserver trusts its stored
+/// CustomResourceDefinitions: a definition the create checks refuse (here a name that is not
+/// `<plural>.<group>`, as a stricter build might refuse what an earlier one accepted) is loaded
+/// when its record says the same, and refused when the form differs in any part (metadata,
+/// spec, a schema) or has a field of the wrong type.
+#[test]
+fn a_start_does_not_check_again_the_form_the_store_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.yaml");
+    let misnamed = |description: &str| {
+        let mut raw = widgets("v1beta1", "Namespaced");
+        raw["metadata"]["name"] = json!("gadgets.example.com");
+        raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!(description);
+        raw
+    };
+    let refusal = crate::definitions::load::checked_from_value(misnamed("One."), "w.yaml").unwrap_err();
+    assert!(refusal.messages().iter().any(|m| m.contains("must be spec.names.plural")), "{refusal:?}");
+    // The record of that form, as an earlier build accepted it.
+    let record = {
+        let mut raw = misnamed("One.");
+        raw["metadata"]["name"] = json!("widgets.example.com");
+        let loaded = loaded_from_value(raw, "w.yaml").unwrap();
+        let mut manifest = loaded.full_manifest();
+        manifest.metadata.name = Some("gadgets.example.com".into());
+        Accepted::new(manifest, file.clone(), "w.yaml".into())
+    };
+    let records = HashMap::from([("gadgets.example.com".to_string(), record)]);
+    let trusted = |manifest: &_, schemas: &[_]| vouches_for(&records, manifest, schemas);
+    let load = |raw: Value| {
+        std::fs::write(&file, serde_json::to_vec(&raw).unwrap()).unwrap();
+        match crate::definitions::scan::FileCache::default().scan_trusting(std::slice::from_ref(&file), &trusted) {
+            Scan::Files(files) => files[0].documents[0].clone(),
+            Scan::Failed(problem) => panic!("{problem}"),
+        }
+    };
+    let loaded = load(misnamed("One.")).unwrap();
+    assert_eq!(loaded.definition.name, "gadgets.example.com");
+    assert!(loaded.schema_texts()[0].as_deref().is_some_and(|s| s.contains("\"One.\"")));
+    // Without the records, or in any other form, the create checks apply.
+    match crate::definitions::scan::FileCache::default().scan(std::slice::from_ref(&file)) {
+        Scan::Files(files) => assert!(files[0].documents[0].is_err(), "checked without the records"),
+        Scan::Failed(problem) => panic!("{problem}"),
+    }
+    assert!(load(misnamed("Two.")).is_err(), "another schema");
+    let mut labelled = misnamed("One.");
+    labelled["metadata"]["labels"] = json!({"team": "a"});
+    assert!(load(labelled).is_err(), "other metadata");
+    let mut rescoped = misnamed("One.");
+    rescoped["spec"]["scope"] = json!("Cluster");
+    assert!(load(rescoped).is_err(), "another spec");
+    let mut misfit = misnamed("One.");
+    misfit["metadata"]["labels"] = json!("not a map");
+    assert!(load(misfit).is_err(), "a field of the wrong type");
+}

@@ -228,7 +228,25 @@ pub struct Caller<'a> {
     pub remote: Option<SocketAddr>,
 }
 
-/// Proxies one request to the backend through the project's own Service.
+/// The TLS server name of the Service of the APIService that `/apis/<g>/<v>...` (or its
+/// OpenAPI v3 document, `/openapi/v3/apis/<g>/<v>`) belongs to, if one is registered:
+/// kube-aggregator's proxy for an APIService dials that APIService's own Service
+/// (`remote.BuildTransportConfig` sets `ServerName` to `<service>.<namespace>.svc`), so with
+/// one Service per group each group's requests arrive under its own name.
+pub fn server_name_for(state: &State, path: &str) -> Option<String> {
+    let path = path.strip_prefix("/openapi/v3").unwrap_or(path);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["apis", group, version, ..] => lock(&state.services)
+            .iter()
+            .find(|s| s.group == *group && s.version == *version)
+            .map(|s| s.server_name.clone()),
+        _ => None,
+    }
+}
+
+/// Proxies one request to the backend through the Service of the APIService its path belongs
+/// to (`server_name_for`), else the project's own Service.
 pub async fn forward(
     state: &State,
     backend: &Backend,
@@ -236,7 +254,8 @@ pub async fn forward(
     body: Body,
     caller: Caller<'_>,
 ) -> Result<http::Response<Body>, String> {
-    forward_via(state, backend, &backend.server_name, parts, body, caller).await
+    let server_name = server_name_for(state, parts.uri.path()).unwrap_or_else(|| backend.server_name.clone());
+    forward_via(state, backend, &server_name, parts, body, caller).await
 }
 
 /// Proxies one request to the backend through the Service whose TLS server name is
@@ -292,6 +311,7 @@ pub async fn forward_via(
         set("x-forwarded-host".into(), host);
     }
     let request = request.body(body).map_err(|e| e.to_string())?;
+    lock(&state.proxied_via).push((server_name.to_string(), path.to_string()));
     lock(&state.proxied).push(
         request
             .headers()

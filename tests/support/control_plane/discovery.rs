@@ -263,21 +263,68 @@ pub async fn apis(state: &State, backend: Option<&Backend>, accept: &str, if_non
     aggregated(items, version, if_none_match)
 }
 
-/// The backend's groups as aggregated discovery describes them: its `/apis` in v2 (with
-/// `If-None-Match`; 304 keeps what was fetched), else each registered `/apis/<g>/<v>`.
+/// The backend's groups as aggregated discovery describes them, as kube-aggregator's discovery
+/// manager gathers them: `/apis` in v2 fetched once per Service the APIServices name (through
+/// that Service, so with its TLS server name; `If-None-Match` with the Service's last entity
+/// tag, a 304 keeps what it gave), and each APIService's group version taken from its own
+/// Service's answer; a Service whose answer is unusable is asked `/apis/<g>/<v>` per group
+/// version instead.
 pub async fn backend_groups(state: &State, backend: &Backend, services: &[ApiService]) -> Vec<Value> {
     let aggregator = User::new("system:kube-aggregator", &["system:masters"]);
-    let cached = lock(&state.discovery_cache).clone();
+    let mut names: Vec<&str> = Vec::new();
+    for service in services {
+        if !names.contains(&service.server_name.as_str()) {
+            names.push(&service.server_name);
+        }
+    }
+    let mut items: Vec<Value> = Vec::new();
+    for name in names {
+        let using: Vec<ApiService> = services.iter().filter(|s| s.server_name == name).cloned().collect();
+        let fetched = match service_discovery(state, backend, name, &aggregator).await {
+            Some(fetched) => fetched,
+            None => legacy_groups(state, backend, &using, &aggregator).await,
+        };
+        for item in fetched {
+            let group = item["metadata"]["name"].as_str().unwrap_or_default();
+            let versions: Vec<Value> = item["versions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| using.iter().any(|s| s.group == group && v["version"] == s.version.as_str()))
+                .cloned()
+                .collect();
+            if versions.is_empty() {
+                continue;
+            }
+            match items.iter_mut().find(|i| i["metadata"]["name"] == group) {
+                Some(known) => {
+                    if let Some(list) = known["versions"].as_array_mut() {
+                        list.extend(versions);
+                    }
+                }
+                None => {
+                    let mut item = item.clone();
+                    item["versions"] = Value::Array(versions);
+                    items.push(item);
+                }
+            }
+        }
+    }
+    items
+}
+
+/// `/apis` (aggregated v2) of the backend through the Service whose TLS server name is
+/// `server_name`: its items, or `None` when the answer is not aggregated discovery.
+async fn service_discovery(state: &State, backend: &Backend, server_name: &str, user: &User) -> Option<Vec<Value>> {
+    let cached = lock(&state.discovery_cache).get(server_name).cloned();
     let mut headers = vec![("accept", AGGREGATED_V2)];
     if let Some((etag, _)) = &cached {
         headers.push(("if-none-match", etag.as_str()));
     }
-    let registered =
-        |item: &Value| item["metadata"]["name"].as_str().is_some_and(|g| services.iter().any(|s| s.group == g));
-    match aggregator::fetch(state, backend, "/apis", &headers, &aggregator).await {
+    match aggregator::fetch_via(state, backend, server_name, "/apis", &headers, user).await {
         Ok(f) if f.status == 304 && cached.is_some() => {
             state.discovery_not_modified.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            cached.map(|(_, items)| items).unwrap_or_default()
+            cached.map(|(_, items)| items)
         }
         Ok(f)
             if f.status == 200
@@ -285,21 +332,15 @@ pub async fn backend_groups(state: &State, backend: &Backend, services: &[ApiSer
                 && f.content_type.contains("v=v2") =>
         {
             let document: Value = serde_json::from_slice(&f.body).unwrap_or_default();
-            let items: Vec<Value> = document["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|i| registered(i))
-                .collect();
+            let items: Vec<Value> = document["items"].as_array().cloned().unwrap_or_default();
             if let Some(etag) = f.etag {
-                *lock(&state.discovery_cache) = Some((etag, items.clone()));
+                lock(&state.discovery_cache).insert(server_name.to_string(), (etag, items.clone()));
             }
-            items
+            Some(items)
         }
         other => {
             eprintln!("control plane: backend aggregated discovery unusable ({other:?}); asking each group version");
-            legacy_groups(state, backend, services, &aggregator).await
+            None
         }
     }
 }
@@ -309,7 +350,10 @@ async fn legacy_groups(state: &State, backend: &Backend, services: &[ApiService]
     let mut items: Vec<Value> = Vec::new();
     for service in services {
         let path = format!("/apis/{}/{}", service.group, service.version);
-        let Ok(f) = aggregator::fetch(state, backend, &path, &[("accept", "application/json")], user).await else {
+        let Ok(f) =
+            aggregator::fetch_via(state, backend, &service.server_name, &path, &[("accept", "application/json")], user)
+                .await
+        else {
             continue;
         };
         let list: Value = serde_json::from_slice(&f.body).unwrap_or_default();

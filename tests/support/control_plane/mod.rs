@@ -459,6 +459,12 @@ impl ControlPlane {
         lock(&self.state().proxied).clone()
     }
 
+    /// The TLS server name (`<service>.<namespace>.svc`) and path of every request sent to the
+    /// backend so far, the aggregator's own downloads included.
+    pub fn proxied_via(&self) -> Vec<(String, String)> {
+        lock(&self.state().proxied_via).clone()
+    }
+
     /// `GET /apis` at the double asking for aggregated discovery, as kubectl does; the status
     /// and the document.
     pub fn aggregated_discovery(&self) -> (u16, Value) {

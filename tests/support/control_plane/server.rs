@@ -53,17 +53,6 @@ fn authenticate(plane: &Plane, headers: &http::HeaderMap, peer: &[CertificateDer
     Ok(user)
 }
 
-/// Whether `/apis/<g>/<v>...` belongs to a registered APIService.
-fn aggregated(state: &State, path: &str) -> bool {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
-        ["apis", group, version, ..] => {
-            lock(&state.services).iter().any(|s| s.group == *group && s.version == *version)
-        }
-        _ => false,
-    }
-}
-
 async fn handle(
     plane: Arc<Plane>,
     request: http::Request<Incoming>,
@@ -96,13 +85,14 @@ async fn handle(
         Err(response) => return response,
     };
     let backend = plane.backend.read().await.clone();
-    if aggregated(&plane.state, &path) {
+    if let Some(server_name) = aggregator::server_name_for(&plane.state, &path) {
         let Some(backend) = backend else { return aggregator::unavailable("no backend") };
         let (parts, body) = request.into_parts();
         let body = body.map_err(|e| Box::new(e) as respond::BoxError).boxed_unsync();
-        return match aggregator::forward(
+        return match aggregator::forward_via(
             &plane.state,
             &backend,
+            &server_name,
             &parts,
             body,
             Caller { user: &user, remote: Some(remote) },

@@ -74,8 +74,9 @@ pub struct State {
     pub configmaps_held: AtomicBool,
     /// Every SubjectAccessReview spec received, in order.
     pub sar_log: Mutex<Vec<Value>>,
-    /// The backend's aggregated discovery as last fetched: its ETag and items.
-    pub discovery_cache: Mutex<Option<(String, Vec<Value>)>>,
+    /// The backend's aggregated discovery as last fetched through each Service (by its TLS
+    /// server name): its ETag and items.
+    pub discovery_cache: Mutex<HashMap<String, (String, Vec<Value>)>>,
     /// How often the backend answered the discovery fetch with 304 Not Modified.
     pub discovery_not_modified: AtomicUsize,
     /// Per APIService name, its slice of the backend's OpenAPI v2 document as last
@@ -85,6 +86,8 @@ pub struct State {
     pub openapi_v2_downloads: Mutex<Vec<V2Download>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
+    /// The TLS server name and path of every request sent to the backend, in order.
+    pub proxied_via: Mutex<Vec<(String, String)>>,
     /// The status of every answer the backend gave to a proxied request, in order.
     pub backend_statuses: Mutex<Vec<u16>>,
     /// How many status updates of stored objects (ResourceQuota) arrived.
@@ -131,11 +134,12 @@ impl State {
             sar_outage: AtomicBool::new(false),
             configmaps_held: AtomicBool::new(false),
             sar_log: Mutex::new(Vec::new()),
-            discovery_cache: Mutex::new(None),
+            discovery_cache: Mutex::new(HashMap::new()),
             discovery_not_modified: AtomicUsize::new(0),
             openapi_v2_cache: Mutex::new(HashMap::new()),
             openapi_v2_downloads: Mutex::new(Vec::new()),
             proxied: Mutex::new(Vec::new()),
+            proxied_via: Mutex::new(Vec::new()),
             backend_statuses: Mutex::new(Vec::new()),
             status_updates: AtomicUsize::new(0),
             status_races: AtomicUsize::new(0),
