@@ -126,33 +126,60 @@ fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 /// An event of a watch stream, as (type, resourceVersion, name).
 type Seen = (String, u64, String);
 
-/// Reads the events of a watch stream into `seen` until the server ends it (`true`) or
-/// `last` names the object of an event (`false`; the stream stays open while `lines` lives).
+/// Reads the events of a raw HTTP/1.1 watch response into `seen` until the server ends it
+/// (`true`) or `last` names the object of an event (`false`; the stream stays open while
+/// `reader` lives). The body is chunked and an event may span chunks (the server sends large
+/// objects as slices of the stored bytes), so chunks are joined before lines are split.
 async fn read_events<S: tokio::io::AsyncRead + Unpin>(
-    lines: &mut tokio::io::Lines<BufReader<S>>,
+    reader: &mut BufReader<S>,
     seen: &Mutex<Vec<Seen>>,
     last: Option<&str>,
 ) -> bool {
+    let guard = Duration::from_secs(60);
+    let mut line = String::new();
+    // The response head, up to its empty line.
     loop {
-        match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
-            Ok(Ok(Some(line))) => {
-                // The zero-length chunk ends a chunked body: the server ended the watch.
-                if line.trim() == "0" {
-                    return true;
-                }
-                let Some(start) = line.find('{') else { continue };
-                let event: Value = serde_json::from_str(&line[start..]).unwrap();
-                let object = &event["object"]["metadata"];
-                let revision = object["resourceVersion"].as_str().unwrap().parse().unwrap();
-                let name = object["name"].as_str().unwrap().to_string();
-                let done = last == Some(name.as_str());
-                seen.lock().unwrap().push((event["type"].as_str().unwrap().to_string(), revision, name));
-                if done {
-                    return false;
-                }
-            }
-            Ok(Ok(None)) | Ok(Err(_)) => return true,
+        line.clear();
+        match tokio::time::timeout(guard, reader.read_line(&mut line)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) if line == "\r\n" => break,
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("the watch sent no head for a minute"),
+        }
+    }
+    let mut body = Vec::new();
+    loop {
+        line.clear();
+        let size = match tokio::time::timeout(guard, reader.read_line(&mut line)).await {
+            // A connection cut in the middle of a size line ends the watch as well.
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) if !line.ends_with('\n') => return true,
+            Ok(Ok(_)) => usize::from_str_radix(line.trim().split(';').next().unwrap_or_default(), 16).unwrap(),
             Err(_) => panic!("the watch neither sent nor ended for a minute"),
+        };
+        // The zero-length chunk ends a chunked body: the server ended the watch.
+        if size == 0 {
+            return true;
+        }
+        let mut chunk = vec![0u8; size + 2];
+        match tokio::time::timeout(guard, reader.read_exact(&mut chunk)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return true,
+            Err(_) => panic!("a chunk of the watch did not arrive for a minute"),
+        }
+        assert_eq!(&chunk[size..], b"\r\n", "a chunk ends with CRLF");
+        body.extend_from_slice(&chunk[..size]);
+        while let Some(end) = body.iter().position(|b| *b == b'\n') {
+            let event: Value = serde_json::from_slice(&body[..end]).unwrap();
+            body.drain(..=end);
+            let object = &event["object"]["metadata"];
+            let revision = object["resourceVersion"].as_str().unwrap().parse().unwrap();
+            let name = object["name"].as_str().unwrap().to_string();
+            let done = last == Some(name.as_str());
+            seen.lock().unwrap().push((event["type"].as_str().unwrap().to_string(), revision, name));
+            if done {
+                return false;
+            }
         }
     }
 }
@@ -173,9 +200,9 @@ pub fn check_a_watcher_that_stops_reading_is_closed(server: &TestServer, most: u
         let reading = client.raw_get(&watch_path).await;
         let seen = seen.clone();
         let reader = tokio::spawn(async move {
-            let mut lines = BufReader::new(reading).lines();
-            let ended = read_events(&mut lines, &seen, Some("last")).await;
-            (ended, lines)
+            let mut reader = BufReader::new(reading);
+            let ended = read_events(&mut reader, &seen, Some("last")).await;
+            (ended, reader)
         });
         (stalled, reader)
     });
@@ -224,7 +251,7 @@ pub fn check_a_watcher_that_stops_reading_is_closed(server: &TestServer, most: u
         let mut stalled = stalled;
         let mut head = [0u8; 1];
         stalled.read_exact(&mut head).await.unwrap();
-        read_events(&mut BufReader::new(stalled).lines(), &stalled_seen, None).await
+        read_events(&mut BufReader::new(stalled), &stalled_seen, None).await
     });
     let stalled_seen = stalled_seen.into_inner().unwrap();
     assert!(ended, "the server ended the stalled watch");
