@@ -27,7 +27,7 @@ echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($
 echo "definitions: $definitions ($(find "$definitions" -type f | wc -l) files, $(du -sh "$definitions" | cut -f1))"
 
 get() { # URL [ACCEPT]: "seconds bytes" of one GET
-  curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" \
+  curl -s -A crd-apiserver-bench --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" \
     -H "Accept: ${2:-application/json}" -o /dev/null -w '%{time_total} %{size_download}\n' "$1"
 }
 
@@ -44,7 +44,7 @@ for binary in "$@"; do
   echo "discovery aggregated  $(get "$base/apis" 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList' | awk '{printf "%8.2f s %10d bytes", $1, $2}')"
   echo "openapi v2 (whole)    $(get "$base/openapi/v2" | awk '{printf "%8.2f s %10d bytes", $1, $2}')"
   echo "openapi v2 again      $(get "$base/openapi/v2" | awk '{printf "%8.2f s %10d bytes", $1, $2}')"
-  index=$(curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" "$base/openapi/v3")
+  index=$(curl -s -A crd-apiserver-bench --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" "$base/openapi/v3")
   echo "openapi v3 index      $(get "$base/openapi/v3" | awk '{printf "%8.2f s %10d bytes", $1, $2}')"
   urls=$(echo "$index" | python3 -c 'import json,sys; p=json.load(sys.stdin)["paths"]; print("\n".join([v["serverRelativeURL"] for k,v in sorted(p.items()) if k.startswith("apis/")][:20]))')
   total=0
@@ -58,7 +58,7 @@ for binary in "$@"; do
     started=$(date +%s.%N) count=0 bytes=0
     for group in $groups; do
       name="crd-apiserver-$(printf %s "$group" | sha256sum | cut -c1-10).crd-apiserver.svc"
-      size=$(curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" \
+      size=$(curl -s -A crd-apiserver-bench --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" \
         -k --resolve "$name:$port:127.0.0.1" -o /dev/null -w '%{size_download}' "https://$name:$port/openapi/v2")
       count=$((count + 1)) bytes=$((bytes + size))
     done

@@ -20,7 +20,7 @@ port=$((20000 + RANDOM % 20000))
 # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
 start() { dev_server "$work" "$@" "$binary" -- ${SERVE_FLAGS:-}; }
 certs="$work/certs/dev"
-client=(curl -s --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key")
+client=(curl -s -A crd-apiserver-bench --cacert "$certs/serving-ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key")
 coll="https://127.0.0.1:$port/apis/stable.example.com/v1/namespaces/bench/crontabs"
 body() { echo "{\"apiVersion\":\"stable.example.com/v1\",\"kind\":\"CronTab\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"app\":\"bench\"}},\"spec\":{\"cronSpec\":\"*/5 * * * *\",\"image\":\"registry.example.com/team/cron-runner:1.2.3\",\"replicas\":3}}"; }
 creates() { # creates objects $1..$2 over one connection

@@ -220,6 +220,61 @@ fn json_documents_end_with_a_newline_as_kube_apiserver_writes_them() {
     assert!(deleted.text().ends_with("}\n"), "{}", deleted.text());
 }
 
+/// kube-apiserver indents JSON for `?pretty=true` and for curl, Wget and browsers, with no
+/// newline after it; a 404's Status as the real v1.36.2 wrote it for the same request.
+#[test]
+fn pretty_output_is_kube_apiservers() {
+    let server = TestServer::start(&[CRONTAB_CRD]);
+    let client = Client::admin(&server);
+    let coll = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    let crontab = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "pp"}, "spec": {"image": "x", "replicas": 1}});
+    assert_eq!(client.send_json("POST", coll, &crontab).status, 201);
+    let missing = "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"crontabs.stable.example.com \\\"nope\\\" not found\",\n  \"reason\": \"NotFound\",\n  \"details\": {\n    \"name\": \"nope\",\n    \"group\": \"stable.example.com\",\n    \"kind\": \"crontabs\"\n  },\n  \"code\": 404\n}";
+    let as_curl = Client::admin(&server).header("user-agent", "curl/8.5.0").get(&format!("{coll}/nope")).unwrap();
+    assert_eq!(as_curl.status, 404);
+    assert_eq!(as_curl.text(), missing);
+    let asked = client.get(&format!("{coll}/nope?pretty=true")).unwrap();
+    assert_eq!(asked.text(), missing);
+    // The object and the list: the compact document, indented, in the same order.
+    for path in [format!("{coll}/pp"), coll.to_string()] {
+        let compact = client.get(&path).unwrap().text();
+        let pretty = Client::admin(&server).header("user-agent", "Wget/1.21").get(&path).unwrap().text();
+        assert!(pretty.starts_with("{\n  \"") && pretty.ends_with("\n}"), "{pretty}");
+        // Without the whitespace between tokens it is the compact document, byte for byte.
+        let (mut squeezed, mut in_string, mut escaped) = (String::new(), false, false);
+        for c in pretty.chars() {
+            if in_string {
+                (escaped, in_string) = (!escaped && c == '\\', escaped || c != '"');
+            } else if c == '"' {
+                in_string = true;
+            } else if c.is_ascii_whitespace() {
+                continue;
+            }
+            squeezed.push(c);
+        }
+        assert_eq!(squeezed + "\n", compact);
+        assert!(
+            pretty.contains("\n    \"name\": \"pp\",\n") || pretty.contains("\n        \"name\": \"pp\",\n"),
+            "{pretty}"
+        );
+    }
+    // Not pretty: kubectl's agent, pretty=false even for curl, and a watch stream.
+    let plain =
+        Client::admin(&server).header("user-agent", "curl/8.5.0").get(&format!("{coll}/pp?pretty=false")).unwrap();
+    assert!(plain.text().starts_with("{\"") && plain.text().ends_with("}\n"), "{}", plain.text());
+    let kubectl = Client::admin(&server)
+        .header("user-agent", "kubectl/v1.32.0 (linux/amd64)")
+        .get(&format!("{coll}/pp"))
+        .unwrap();
+    assert!(kubectl.text().starts_with("{\"apiVersion\""), "{}", kubectl.text());
+    let watched = Client::admin(&server)
+        .header("user-agent", "curl/8.5.0")
+        .get(&format!("{coll}?watch=1&resourceVersion=0&timeoutSeconds=1"))
+        .unwrap()
+        .text();
+    assert!(watched.starts_with("{\"type\":\"ADDED\"") && watched.ends_with("}\n"), "{watched}");
+}
+
 #[test]
 fn discovery_documents() {
     let server = TestServer::start(&[CRONTAB_CRD, WIDGET_CRD]);

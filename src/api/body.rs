@@ -23,6 +23,11 @@ pub type RespBody = UnsyncBoxBody<Bytes, Infallible>;
 #[derive(Debug, Clone, Copy)]
 pub struct Streamed;
 
+/// Marks a response whose body is one whole encoded JSON document (an object, list, Table,
+/// `Status` or discovery document), which the pretty-print filter may indent.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonDocument;
+
 /// An error while reading a request body.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -63,8 +68,12 @@ pub async fn read_limited(mut body: ReqBody) -> Result<Bytes, ApiError> {
 /// end with a newline (OpenAPI, `/version`), go through [`document_response`] instead.
 pub fn bytes_response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<RespBody> {
     let body = body.into();
-    let body = if is_json(content_type) && !body.is_empty() { newline_terminated(body) } else { full(body) };
-    with_head(Response::new(body), status, content_type)
+    if is_json(content_type) && !body.is_empty() {
+        let mut response = with_head(Response::new(newline_terminated(body)), status, content_type);
+        response.extensions_mut().insert(JsonDocument);
+        return response;
+    }
+    with_head(Response::new(full(body)), status, content_type)
 }
 
 /// A response whose body is sent exactly as given, whatever its type.

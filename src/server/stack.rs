@@ -15,6 +15,7 @@ use super::filters::inflight::MaxInFlight;
 use super::filters::log::RequestLog;
 use super::filters::metrics::RequestMetrics;
 use super::filters::panic::PanicGuard;
+use super::filters::pretty::PrettyPrint;
 use super::filters::request_info::RequestInfoFilter;
 use super::filters::termination::Termination;
 use super::filters::timeout::Timeout;
@@ -43,6 +44,8 @@ pub fn build(config: StackConfig, router: Arc<Router>) -> Next {
         // Outermost: gives every request its audit ID and logs it, whatever answers it below
         // (a panic's 500 included), as WithAuditInit and WithHTTPLogging wrap the chain.
         .layer(FilterLayer(RequestLog::new(config.slow_request_threshold)))
+        // Indents the JSON documents of requests that ask for it, every error's included.
+        .layer(FilterLayer(PrettyPrint))
         // Whatever goes wrong below becomes a 500, never a dropped connection.
         .layer(FilterLayer(PanicGuard))
         // Parse the path once; limits, authorization and routing read the result.

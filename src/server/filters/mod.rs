@@ -11,6 +11,7 @@ pub mod log;
 pub mod metrics;
 pub mod on_end;
 pub mod panic;
+pub mod pretty;
 pub mod request_info;
 pub mod termination;
 pub mod timeout;
