@@ -7,8 +7,8 @@
 //! thousands of definitions must not pay for documents nobody reads. Their hashes (used in the
 //! index and as entity tags) come from the definitions, so the index is cheap. A group's
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
-//! `/openapi/v2` is also served by group (`slices`): each group's slice is built on first
-//! request and kept with the group, so a change to one group leaves every other slice alone.
+//! `/openapi/v2` is also served by group version and by group (`slices`): each slice is built on
+//! first request and kept with its group, so a change to one group leaves every other slice alone.
 //! A v2 document (whole or slice) built again after a reload copies the members of the
 //! resources that did not change from the previous one (`v2::Encoded`), and until it is built
 //! the previous one is served, as kube-apiserver serves its last OpenAPI spec while the next
@@ -66,6 +66,8 @@ struct GroupVersionDocs {
     /// Hash of what the document is built from.
     hash: String,
     v3: OnceLock<Document>,
+    /// This group version's slice of the v2 document (its paths and the definitions they use).
+    v2: V2Lazy,
 }
 
 /// A v2 document and where its resources' members are.
@@ -174,16 +176,21 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
 }
 
 impl GroupDocs {
-    fn build(registry: &Registry, group: &str, versions: &[String], previous: Option<Arc<V2Built>>) -> GroupDocs {
+    /// The documents of `group`; its v2 slices built again from those of `before` (the group's
+    /// documents in the previous registry), which are served until they are.
+    fn build(registry: &Registry, group: &str, versions: &[String], before: Option<&GroupDocs>) -> GroupDocs {
         let versions = versions
             .iter()
             .map(|version| {
                 let resources: Vec<Served> = registry.resources(group, version).into_iter().cloned().collect();
                 let hash = source_hash(group, version, &resources);
-                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new() })
+                let previous = before.and_then(|b| b.versions.get(version)).and_then(|e| e.v2.latest());
+                let v2 = V2Lazy::new(previous);
+                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new(), v2 })
             })
             .collect();
-        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2: V2Lazy::new(previous) }
+        let v2 = V2Lazy::new(before.and_then(|b| b.v2.latest()));
+        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2 }
     }
 }
 
@@ -203,7 +210,7 @@ impl Documents {
             let before = previous.and_then(|p| p.groups.get(group));
             let docs = match before {
                 Some(docs) if same_definitions(&docs.definitions, registry.definitions_of(group)) => docs.clone(),
-                _ => Arc::new(GroupDocs::build(registry, group, versions, before.and_then(|b| b.v2.latest()))),
+                _ => Arc::new(GroupDocs::build(registry, group, versions, before.map(|b| &**b))),
             };
             // In the order of version priority.
             for version in versions {
@@ -221,7 +228,7 @@ impl Documents {
             v3_index: encode(&json!({"paths": index})),
             v2: V2Lazy::new(previous.and_then(|p| p.v2.latest())),
             v2_protobuf: OnceLock::new(),
-            slice_names: slices::SliceNames::new(registry.groups().map(|(group, _)| group)),
+            slice_names: slices::SliceNames::new(registry.groups()),
             hold: previous.and_then(|p| p.hold.clone()),
         }
     }
@@ -234,6 +241,11 @@ impl Documents {
         for (group, docs) in &self.groups {
             if docs.v2.pending() {
                 self.v2_slice(group);
+            }
+            for (version, entry) in &docs.versions {
+                if entry.v2.pending() {
+                    self.v2_version_slice(group, version);
+                }
             }
         }
         if self.v2.pending() {
@@ -272,12 +284,13 @@ impl Documents {
     }
 
     /// The v2 document a connection that sent `server_name` in TLS is served: the slice of the
-    /// group the name picks (`slices`), or the whole document.
+    /// group version or group the name picks (`slices`), or the whole document.
     pub fn v2_for(&self, server_name: Option<&str>) -> Document {
-        server_name
-            .and_then(|name| self.slice_names.group(name))
-            .and_then(|group| self.v2_slice(group))
-            .unwrap_or_else(|| self.v2())
+        let slice = server_name.and_then(|name| self.slice_names.slice(name)).and_then(|slice| match slice {
+            slices::Slice::Group(group) => self.v2_slice(group),
+            slices::Slice::GroupVersion(group, version) => self.v2_version_slice(group, version),
+        });
+        slice.unwrap_or_else(|| self.v2())
     }
 
     /// The v2 document of one group's versions, with the same entity-tag rule as the whole.
@@ -287,6 +300,14 @@ impl Documents {
             let versions: Vec<(&str, &str, &[Served])> =
                 docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
             v2::document(&versions, shared(), previous)
+        }))
+    }
+
+    /// The v2 document of one group version, with the same entity-tag rule as the whole.
+    pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<Document> {
+        let entry = self.groups.get(group)?.versions.get(version)?;
+        Some(entry.v2.get(self.hold.as_ref(), |previous| {
+            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous)
         }))
     }
 
@@ -594,6 +615,34 @@ mod tests {
             assert_eq!(docs.v2_for(whole).body, docs.v2().body, "{whole:?}");
         }
         assert_ne!(docs.v2().etag(), docs.v2_slice("a.example.com").unwrap().etag());
+    }
+
+    #[test]
+    fn a_group_versions_slice_has_that_versions_paths_only() {
+        use crate::definitions::load::definition_from_value;
+        let version = |name: &str, storage: bool| json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": {"type": "object"}}});
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "foos.a.example.com"},
+            "spec": {"group": "a.example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Thing"},
+                "versions": [version("v1", true), version("v2", false)]}});
+        let (registry, _) = Registry::build_shared(vec![Arc::new(definition_from_value(raw, "test").unwrap())]);
+        let docs = Documents::build(&registry);
+        let sni = |suffix: String| format!("crd-apiserver-{suffix}.crd-apiserver.svc");
+        let v2 = docs.v2_for(Some(&sni(slices::version_suffix("a.example.com", "v2"))));
+        let value: Value = serde_json::from_slice(&v2.body).unwrap();
+        let paths: Vec<&String> = value["paths"].as_object().unwrap().keys().collect();
+        assert!(!paths.is_empty() && paths.iter().all(|p| p.starts_with("/apis/a.example.com/v2/")), "{paths:?}");
+        assert!(value["definitions"]["com.example.a.v2.Thing"].is_object());
+        assert!(value["definitions"].get("com.example.a.v1.Thing").is_none());
+        assert_eq!(v2.etag(), docs.v2_version_slice("a.example.com", "v2").unwrap().etag());
+        let v1 = docs.v2_for(Some(&sni(slices::version_suffix("a.example.com", "v1"))));
+        assert_ne!(v1.etag(), v2.etag());
+        // The group's own name still gets both versions.
+        let group: Value =
+            serde_json::from_slice(&docs.v2_for(Some(&sni(slices::suffix("a.example.com")))).body).unwrap();
+        assert!(group["definitions"]["com.example.a.v1.Thing"].is_object());
+        assert!(group["definitions"]["com.example.a.v2.Thing"].is_object());
+        assert!(docs.v2_version_slice("a.example.com", "v3").is_none());
     }
 
     #[test]
