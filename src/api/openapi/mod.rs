@@ -489,6 +489,47 @@ mod tests {
     }
 
     #[test]
+    fn v2_shares_parameters_under_kube_apiservers_names() {
+        use crate::definitions::load::definition_from_value;
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "foos.a.example.com"},
+            "spec": {"group": "a.example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let (registry, _) = Registry::build_shared(vec![Arc::new(definition_from_value(raw, "test").unwrap())]);
+        let docs = Documents::build(&registry);
+        let whole: Value = serde_json::from_slice(&docs.v2().body).unwrap();
+        let item = &whole["paths"]["/apis/a.example.com/v1/namespaces/{namespace}/foos/{name}"];
+        let refs: Vec<&str> =
+            item["parameters"].as_array().unwrap().iter().filter_map(|p| p["$ref"].as_str()).collect();
+        // The names kube-apiserver v1.36.2's own /openapi/v2 gives these two parameters.
+        assert_eq!(refs, ["#/parameters/namespace-vgWSWtn3", "#/parameters/pretty-tJGM1-ng"], "{item}");
+        assert_eq!(
+            whole["parameters"]["pretty-tJGM1-ng"],
+            json!({"uniqueItems": true, "type": "string", "name": "pretty", "in": "query",
+                "description": "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."})
+        );
+        // The object's name, dryRun, fieldValidation and the kind's own body stay inline.
+        let name = item["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "name");
+        assert_eq!(name.map(|p| p["in"].clone()), Some(json!("path")), "{item}");
+        for parameter in item["put"]["parameters"].as_array().unwrap() {
+            let inline =
+                ["body", "dryRun", "fieldValidation"].contains(&parameter["name"].as_str().unwrap_or_default());
+            assert_eq!(inline, parameter.get("$ref").is_none(), "{parameter}");
+        }
+        // Every reference of every document resolves, slices included.
+        let sni = format!("crd-apiserver-{}.x.svc", slices::version_suffix("a.example.com", "v1"));
+        for document in [&docs.v2().body, &docs.v2_for(Some(&sni)).body] {
+            let text = String::from_utf8_lossy(document);
+            let value: Value = serde_json::from_slice(document).unwrap();
+            for reference in text.split("\"#/parameters/").skip(1) {
+                let name = reference.split('"').next().unwrap();
+                assert!(value["parameters"][name].is_object(), "{name}");
+            }
+        }
+    }
+
+    #[test]
     fn shared_schemas_include_object_meta() {
         let shared = shared();
         assert!(shared.definitions.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));

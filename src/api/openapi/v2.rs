@@ -173,46 +173,160 @@ fn parameter(p: &Value) -> Value {
 /// The v2 document of every served group version, encoded. Paths and definitions are encoded
 /// group version by group version and written in key order, as serde_json writes the whole
 /// document: the value of the whole (many times the size of its text) never exists at once.
+/// Parameters that kube-openapi shares are written once, under `parameters` (`shared_parameter`).
 pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Vec<u8> {
     let mut paths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut definitions: BTreeMap<String, Vec<u8>> =
         shared.definitions_v2.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
+    let mut parameters: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     // Group versions are encoded on every core, then merged in their order.
     for part in crate::core::parallel::map(group_versions, |gv| group_version(gv, shared)) {
         paths.extend(part.paths);
         definitions.extend(part.definitions);
+        parameters.extend(part.parameters);
     }
-    let size = paths.iter().chain(&definitions).map(|(k, v)| k.len() + v.len() + 4).sum::<usize>() + 256;
+    let size =
+        paths.iter().chain(&definitions).chain(&parameters).map(|(k, v)| k.len() + v.len() + 4).sum::<usize>() + 256;
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(b"{\"definitions\":");
     write_members(&mut out, &definitions);
     out.extend_from_slice(b",\"info\":");
     out.extend_from_slice(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
+    if !parameters.is_empty() {
+        out.extend_from_slice(b",\"parameters\":");
+        write_members(&mut out, &parameters);
+    }
     out.extend_from_slice(b",\"paths\":");
     write_members(&mut out, &paths);
     out.extend_from_slice(b",\"swagger\":\"2.0\"}");
     out
 }
 
+/// The members of `spec.Parameter` in the order Go's encoding/json writes them (its
+/// CommonValidations, SimpleSchema, ParamProps): the order the name's hash is taken over.
+const GO_PARAMETER_ORDER: &[&str] = &[
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "multipleOf",
+    "enum",
+    "type",
+    "nullable",
+    "format",
+    "items",
+    "collectionFormat",
+    "default",
+    "example",
+    "description",
+    "name",
+    "in",
+    "required",
+    "schema",
+    "allowEmptyValue",
+];
+
+/// kube-openapi's shared parameters (builder/parameters.go, `deduplicateParameters`): a
+/// parameter kube-apiserver's own documents write once under `parameters` and refer to as
+/// `#/parameters/<name>-<hash>`, the hash being the first six bytes of the FNV-1 64 of its Go
+/// JSON, URL-safe base64. Not shared, as there: `name` in path or query, `fieldValidation` and
+/// `dryRun` in query (kubectl reads them inline), a body whose schema is the kind's own. Its
+/// name and its encoding, or `None`.
+fn shared_parameter(parameter: &Map<String, Value>) -> Option<(String, Vec<u8>)> {
+    let name = parameter.get("name").and_then(Value::as_str).unwrap_or_default();
+    let place = parameter.get("in").and_then(Value::as_str).unwrap_or_default();
+    let generic_body = parameter
+        .get("schema")
+        .and_then(|s| s.get("$ref"))
+        .and_then(Value::as_str)
+        .is_some_and(|r| r.starts_with("#/definitions/io.k8s.apimachinery"));
+    let kept_inline = ((place == "query" || place == "path") && name == "name")
+        || (place == "query" && (name == "fieldValidation" || name == "dryRun"))
+        || (place == "body" && name == "body" && !generic_body);
+    if kept_inline || parameter.keys().any(|k| !GO_PARAMETER_ORDER.contains(&k.as_str())) {
+        return None;
+    }
+    let mut text = vec![b'{'];
+    for key in GO_PARAMETER_ORDER.iter().filter(|k| parameter.contains_key(**k)) {
+        if text.len() > 1 {
+            text.push(b',');
+        }
+        text.extend_from_slice(&encoded(&Value::String((*key).to_string())));
+        text.push(b':');
+        text.extend_from_slice(&encoded(&parameter[*key]));
+    }
+    text.push(b'}');
+    let hash = fnv1_64(&go_html_escaped(text)).to_be_bytes();
+    use base64::Engine;
+    let label = if name.is_empty() { "param" } else { name };
+    let encoding = encoded(&Value::Object(parameter.clone()));
+    Some((format!("{label}-{}", base64::engine::general_purpose::URL_SAFE.encode(&hash[..6])), encoding))
+}
+
+/// JSON text with `<`, `>`, `&`, U+2028 and U+2029 escaped as Go's encoding/json writes them
+/// (they only occur inside strings, so the text stays the same JSON).
+fn go_html_escaped(text: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = String::from_utf8(text) else { return Vec::new() };
+    text.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+        .into_bytes()
+}
+
+/// Go's hash/fnv `New64` (FNV-1, 64 bits).
+fn fnv1_64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash: u64, b| hash.wrapping_mul(0x0000_0100_0000_01b3) ^ u64::from(*b))
+}
+
+/// `parameters` (a path item's or an operation's) with each shared one replaced by its
+/// reference, recorded in `shared`.
+fn share_parameters(parameters: &mut Value, shared: &mut Vec<(String, Vec<u8>)>) {
+    for parameter in parameters.as_array_mut().into_iter().flatten() {
+        let Some((name, text)) = parameter.as_object().and_then(shared_parameter) else { continue };
+        *parameter = json!({"$ref": format!("#/parameters/{name}")});
+        shared.push((name, text));
+    }
+}
+
 /// The encoded paths and definitions one group version contributes.
 struct Part {
     paths: Vec<(String, Vec<u8>)>,
     definitions: Vec<(String, Vec<u8>)>,
+    /// The shared parameters its paths refer to.
+    parameters: Vec<(String, Vec<u8>)>,
 }
 
 fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared: &SharedSchemas) -> Part {
-    let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
+    let mut part = Part { paths: Vec::new(), definitions: Vec::new(), parameters: Vec::new() };
     let refs: Vec<&Served> = resources.iter().collect();
     let v3_doc = v3::document(group, version, &refs, shared);
     for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
         let Value::Object(item) = item else { continue };
-        let converted: Map<String, Value> = item
+        let mut converted: Map<String, Value> = item
             .iter()
             .map(|(k, v)| match k.as_str() {
                 "parameters" => (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect())),
                 _ => (k.clone(), operation(v)),
             })
             .collect();
+        for (key, value) in converted.iter_mut() {
+            match key.as_str() {
+                "parameters" => share_parameters(value, &mut part.parameters),
+                _ => {
+                    if let Some(parameters) = value.get_mut("parameters") {
+                        share_parameters(parameters, &mut part.parameters);
+                    }
+                }
+            }
+        }
         part.paths.push((path.clone(), encoded(&Value::Object(converted))));
     }
     for served in resources {
