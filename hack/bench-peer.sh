@@ -3,11 +3,12 @@
 # and what each side pays (hack/peer_experiment.py says what is measured).
 #
 #   hack/bench-peer.sh DEFINITIONS_DIR [BINARY]      with the real control plane: PEER_DIR (default
-#       /work/peer) built and started by ../shared/kube-apiserver (kas_up); runs once with one
-#       Service per group (OpenAPI v2 slices) and once with one Service for all (the whole
-#       document per APIService), and prints both (MODES="slices" runs the first alone: the whole
-#       document per APIService takes kube-apiserver to 8-14 GiB). BINARY defaults to
-#       target/release/crd-apiserver.
+#       /work/peer) built and started by ../shared/kube-apiserver (kas_up); runs once per mode of
+#       MODES (default "slices whole"): slices = one Service per group version (each APIService's
+#       OpenAPI v2 download and /apis fetch get its group version's part), group-slices = one
+#       Service per group (as the chart made them before), whole = one Service for all (the whole
+#       documents per APIService: takes kube-apiserver to 8-16 GiB, never on a shared peer).
+#       BINARY defaults to target/release/crd-apiserver.
 #   hack/bench-peer.sh --double                       the same path, reduced, against the
 #       control-plane double (CI runs it as the test tests/peer_experiment.rs).
 #
@@ -31,6 +32,11 @@ echo "crd-apiserver: $binary ($(git rev-parse --short HEAD)); kube-apiserver: $(
 echo "definitions: $definitions ($(find "$definitions" -type f | wc -l) files, $(du -sh "$definitions" | cut -f1))"
 for mode in ${MODES:-slices whole}; do
   echo
-  flag=(); [ "$mode" = slices ] && flag=(--slices)
-  python3 hack/peer_experiment.py "${flag[@]}" --kas-pid "$kas_pid" --kubectl "$kubectl" "$definitions" "$binary"
+  case $mode in
+    slices) services=version ;;
+    group-slices) services=group ;;
+    whole) services=one ;;
+    *) echo "unknown mode $mode (slices, group-slices, whole)" >&2; exit 2 ;;
+  esac
+  python3 hack/peer_experiment.py --services "$services" --kas-pid "$kas_pid" --kubectl "$kubectl" "$definitions" "$binary"
 done

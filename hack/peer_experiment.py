@@ -12,13 +12,15 @@ labelled crd-apiserver.io/bench=peer, and measures:
 - Available -> usable: when each APIService turned Available and when a list of each kind
   through kube-apiserver first answered 200, and which statuses (404, 503) came before;
 - `kubectl api-resources`, `kubectl explain` and `kubectl create` of a VPC through it;
-- a live change of one definition among them: how long until its group's OpenAPI v2 slice has a
-  new entity tag, whether every other slice kept its tag, and that each /openapi/v2 asked while
-  the change was being built answered 200.
+- a live change of one definition among them: how long until its group version's OpenAPI v2
+  slice has a new entity tag, whether every other group's slices kept their tags, and that each
+  /openapi/v2 asked while the change was being built answered 200.
 
-With --slices every group has its own Service (`peer-<10 hex of sha256(group)>`, the server
-answers that name's downloads with the group's slice: api::openapi::slices); without, one
-Service (`peer-crd-apiserver`) for all. Deletes everything it created at the end.
+--services says how APIServices reach the server: `version` gives every APIService a Service of
+its own (`peer-<10 hex of sha256("<group>/<version>")>`: the server answers that name's OpenAPI v2
+downloads and /apis fetches with the group version's part, api::openapi::slices), `group` one
+Service per group (`peer-<10 hex of sha256(group)>`: the group's part), `one` a single Service
+(`peer-crd-apiserver`: the whole documents). Deletes everything it created at the end.
 """
 
 import argparse
@@ -45,8 +47,17 @@ def log(*args):
     print(*args, flush=True)
 
 
-def slice_suffix(group):
-    return hashlib.sha256(group.encode()).hexdigest()[:10]
+def slice_suffix(text):
+    """The first ten hex digits of sha256(text): of "<group>/<version>" or of a group."""
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def service_name(services, group, version):
+    if services == "version":
+        return f"peer-{slice_suffix(f'{group}/{version}')}"
+    if services == "group":
+        return f"peer-{slice_suffix(group)}"
+    return "peer-crd-apiserver"
 
 
 class Proc:
@@ -129,10 +140,10 @@ def served_resources(ours):
     return out
 
 
-def kube_objects(group_versions, port, ca_bundle, slices):
+def kube_objects(group_versions, port, ca_bundle, how):
     services, apiservices = {}, []
     for group, version in group_versions:
-        service = f"peer-{slice_suffix(group)}" if slices else "peer-crd-apiserver"
+        service = service_name(how, group, version)
         services[service] = {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": service, "namespace": NAMESPACE, "labels": {LABEL: LABEL_VALUE}},
@@ -206,7 +217,7 @@ def percentile(values, p):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--slices", action="store_true")
+    parser.add_argument("--services", choices=["version", "group", "one"], default="one")
     parser.add_argument("--peer-dir", default=os.environ.get("PEER_DIR", "/work/peer"))
     parser.add_argument("--kas-pid", type=int, required=True)
     parser.add_argument("--kubectl", required=True)
@@ -224,7 +235,8 @@ def main():
     server = None
     try:
         cleanup(kubectl)
-        log(f"mode: {'one Service per group (slices)' if args.slices else 'one Service (whole document)'}")
+        log("mode: " + {"version": "one Service per group version (slices)", "group": "one Service per group (group slices)",
+                        "one": "one Service (whole document)"}[args.services])
         log(f"load before: {load()}")
         log(f"kube-apiserver before: rss {kas_proc.rss()} MiB, heap {heap_mib(kas)} MiB, cpu {kas_proc.cpu():.1f} s")
 
@@ -273,7 +285,7 @@ def main():
         with open(os.path.join(pki, "backend-ca.crt"), "rb") as f:
             import base64
             ca_bundle = base64.b64encode(f.read()).decode()
-        services, apiservices = kube_objects(group_versions, port, ca_bundle, args.slices)
+        services, apiservices = kube_objects(group_versions, port, ca_bundle, args.services)
         create_all(kas, services, lambda o: f"/api/v1/namespaces/{NAMESPACE}/services")
         log(f"created {len(services)} Services")
 
@@ -386,22 +398,28 @@ def main():
         log(f"crd-apiserver rss after aggregation and explain: {ours_proc.rss()} MiB, cpu {ours_proc.cpu():.1f} s; "
             f"kube-apiserver rss {kas_proc.rss()} MiB, heap {heap_mib(kas)} MiB")
 
-        # A live change among them: one definition's description.
+        # A live change among them: one definition's description. The slices compared are those
+        # of this mode's Service names (one Service: the whole document, one name).
+        slices = sorted({service_name(args.services, g, v): g for g, v in group_versions}.items())
+
         def slice_etags():
-            def etag(group):
-                client = Client("127.0.0.1", port, *admin, server_name=f"peer-{slice_suffix(group)}.{NAMESPACE}.svc")
+            def etag(name):
+                client = Client("127.0.0.1", port, *admin, server_name=f"{name}.{NAMESPACE}.svc")
                 status, headers, _ = client.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
-                return group, (status, headers.get("etag"))
+                return name, (status, headers.get("etag"))
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                return dict(pool.map(etag, groups))
+                return dict(pool.map(etag, [name for name, _ in slices]))
         before = slice_etags()
         changed_group = args.change.split("_")[0]
+        changed_version = next(v for g, v in group_versions if g == changed_group)
+        changed_name = service_name(args.services, changed_group, changed_version)
+        others = [name for name, g in slices if g != changed_group]
         path = os.path.join(definitions, args.change)
         with open(path) as f:
             text = f.read()
         marker = "VPC is the Schema for the VPCs API."
         assert marker in text, f"{marker!r} not in {args.change}"
-        probe = Client("127.0.0.1", port, *admin, server_name=f"peer-{slice_suffix(changed_group)}.{NAMESPACE}.svc")
+        probe = Client("127.0.0.1", port, *admin, server_name=f"{changed_name}.{NAMESPACE}.svc")
         with open(path + ".new", "w") as f:
             f.write(text.replace(marker, marker + " Changed live by hack/bench-peer.sh."))
         statuses = {}
@@ -411,14 +429,14 @@ def main():
         while time.time() - changed_at < 30:
             status, headers, _ = probe.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
             statuses[status] = statuses.get(status, 0) + 1
-            if status == 200 and headers.get("etag") != before[changed_group][1]:
+            if status == 200 and headers.get("etag") != before[changed_name][1]:
                 served_after = time.time() - changed_at
                 break
         after = slice_etags()
-        kept = sum(1 for g in groups if g != changed_group and after[g] == before[g])
+        kept = sum(1 for name in others if after[name] == before[name])
         log(f"live change of {args.change}: its slice's new ETag served after "
             f"{'%.0f ms' % (served_after * 1000) if served_after is not None else 'NOT within 30 s'}; "
-            f"other slices' ETags unchanged: {kept}/{len(groups) - 1}; "
+            f"other groups' slices' ETags unchanged: {kept}/{len(others)}; "
             f"answers to its /openapi/v2 while it was rebuilt: {statuses}")
         stop_sampling.set()
         sampler.join()

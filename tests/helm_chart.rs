@@ -177,18 +177,26 @@ fn apiservices_trust_the_generated_serving_certificate() {
 }
 
 #[test]
-fn openapi_slices_give_each_group_its_own_service() {
+fn openapi_slices_give_each_group_version_its_own_service() {
     let objects = render(&["--set", "apiService.openAPISlices=true"]);
     let main = find(&objects, "Service", "demo-crd-apiserver");
-    for api in apiservices(&objects) {
+    let apis = apiservices(&objects);
+    for api in &apis {
         let group = api["spec"]["group"].as_str().unwrap();
-        // The name the server reads the group's slice from (api::openapi::slices).
-        let name = format!("demo-crd-apiserver-{}", crd_apiserver::api::openapi::slices::suffix(group));
+        let version = api["spec"]["version"].as_str().unwrap();
+        // The name the server reads the group version's slice from (api::openapi::slices).
+        let name =
+            format!("demo-crd-apiserver-{}", crd_apiserver::api::openapi::slices::version_suffix(group, version));
         assert_eq!(api["spec"]["service"], json!({"name": name, "namespace": "crd-apiserver", "port": 443}));
         let service = find(&objects, "Service", &name);
-        assert_eq!(service["spec"]["selector"], main["spec"]["selector"], "{group}: the same pods");
+        assert_eq!(service["spec"]["selector"], main["spec"]["selector"], "{group}/{version}: the same pods");
         assert_eq!(service["spec"]["ports"], main["spec"]["ports"]);
+        assert_eq!(
+            service["metadata"]["annotations"]["crd-apiserver.io/openapi-slice-of"],
+            format!("{group}/{version}")
+        );
     }
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "Service").count(), apis.len() + 1, "one per APIService");
     // The serving certificate is valid for every Service of the namespace.
     let secret = find(&objects, "Secret", "demo-crd-apiserver-serving");
     let pem = base64::engine::general_purpose::STANDARD.decode(secret["data"]["tls.crt"].as_str().unwrap()).unwrap();

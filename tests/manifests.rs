@@ -332,10 +332,10 @@ fn the_high_availability_manifests_differ_from_the_statefulset_only_in_storage_a
     assert_eq!(ha_pod, sled_pod);
 }
 
-/// `--openapi-slices`: one Service per group selecting the server's pods, as the chart's
-/// `apiService.openAPISlices` makes them, and each group's APIServices through it.
+/// `--openapi-slices`: one Service per group version selecting the server's pods, as the
+/// chart's `apiService.openAPISlices` makes them, and each APIService through its own.
 #[test]
-fn the_manifests_command_can_give_each_group_its_own_service() {
+fn the_manifests_command_can_give_each_group_version_its_own_service() {
     let examples_dir = root().join("manifests/examples");
     let (ok, printed, err) = manifests(&["--definitions", examples_dir.to_str().unwrap(), "--openapi-slices"]);
     assert!(ok, "{err}");
@@ -345,19 +345,21 @@ fn the_manifests_command_can_give_each_group_its_own_service() {
     let services: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Service").collect();
     for apiservice in &apiservices {
         let group = apiservice["spec"]["group"].as_str().unwrap();
-        let name = format!("crd-apiserver-{}", crd_apiserver::api::openapi::slices::suffix(group));
+        let version = apiservice["spec"]["version"].as_str().unwrap();
+        let name = format!("crd-apiserver-{}", crd_apiserver::api::openapi::slices::version_suffix(group, version));
         assert_eq!(apiservice["spec"]["service"]["name"], name.as_str(), "{apiservice}");
         let service =
             services.iter().find(|s| s["metadata"]["name"] == name.as_str()).unwrap_or_else(|| panic!("{name}"));
         assert_eq!(service["metadata"]["namespace"], "crd-apiserver");
-        assert_eq!(service["metadata"]["annotations"]["crd-apiserver.io/openapi-slice-of"], group);
+        assert_eq!(
+            service["metadata"]["annotations"]["crd-apiserver.io/openapi-slice-of"],
+            format!("{group}/{version}")
+        );
         assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], "crd-apiserver");
         assert_eq!(service["spec"]["ports"][0]["port"], 443);
         assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
     }
-    let groups: std::collections::BTreeSet<&str> =
-        apiservices.iter().map(|a| a["spec"]["group"].as_str().unwrap()).collect();
-    assert_eq!(services.len(), groups.len(), "one Service per group");
+    assert_eq!(services.len(), apiservices.len(), "one Service per group version");
     // Without the flag, every APIService goes through the server's own Service.
     let (ok, printed, err) = manifests(&["--definitions", examples_dir.to_str().unwrap()]);
     assert!(ok, "{err}");

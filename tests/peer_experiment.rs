@@ -1,10 +1,10 @@
 //! The reduced form of `hack/bench-peer.sh` (issue 32) through the control-plane double as
 //! kube-aggregator: generated groups (every other one with two versions) served by the
-//! project's server, each group registered through its own Service (`<name>-<10 hex of
-//! sha256(group)>`, as the chart's `apiService.openAPISlices` does), one APIService per group
-//! version. What the real experiment measures is checked here: once the APIServices exist every
+//! project's server, one APIService per group version, each registered through its own Service
+//! (`<name>-<10 hex of sha256("<group>/<version>")>`, as the chart's `apiService.openAPISlices`
+//! does). What the real experiment measures is checked here: once the APIServices exist every
 //! kind answers a list through the aggregator; each APIService's OpenAPI v2 download and each
-//! Service's discovery fetch carry its group alone; `kubectl api-resources` lists every
+//! Service's discovery fetch carry its group version alone; `kubectl api-resources` lists every
 //! resource, `kubectl explain` and `kubectl create` work; a live change of one definition gives
 //! its group's slice a new entity tag while every other APIService's re-download is a 304.
 //! Prints `BENCH` lines (what `hack/bench-peer.sh --double` shows); `PEER_GROUPS` enlarges it.
@@ -14,7 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use crd_apiserver::api::openapi::slices::suffix;
+use crd_apiserver::api::openapi::slices::version_suffix;
 use support::control_plane::ControlPlane;
 use support::control_plane::rbac::User;
 use support::http::Client;
@@ -28,8 +28,8 @@ fn versions(i: usize) -> &'static [&'static str] {
     if i % 2 == 0 { &["v1", "v1beta1"] } else { &["v1"] }
 }
 
-fn slice_service(group: &str) -> String {
-    format!("crd-apiserver-{}", suffix(group))
+fn slice_service(group: &str, version: &str) -> String {
+    format!("crd-apiserver-{}", version_suffix(group, version))
 }
 
 /// Group `i`'s definition: kind `Thing`, namespaced for even `i`, with a described field.
@@ -66,7 +66,7 @@ fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 }
 
 #[test]
-fn many_groups_behind_the_aggregator_each_through_its_own_service() {
+fn many_groups_behind_the_aggregator_each_version_through_its_own_service() {
     let groups: usize = std::env::var("PEER_GROUPS").ok().and_then(|n| n.parse().ok()).unwrap_or(12);
     let texts: Vec<String> = (0..groups).map(|i| definition(i, "How big.")).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -82,7 +82,7 @@ fn many_groups_behind_the_aggregator_each_through_its_own_service() {
     let created = Instant::now();
     for i in 0..groups {
         for version in versions(i) {
-            plane.register_via(&group(i), version, &slice_service(&group(i)));
+            plane.register_via(&group(i), version, &slice_service(&group(i), version));
         }
     }
     let kinds: Vec<String> =
@@ -92,7 +92,7 @@ fn many_groups_behind_the_aggregator_each_through_its_own_service() {
     }
     println!("BENCH kinds={} usable_seconds={:.2}", kinds.len(), created.elapsed().as_secs_f64());
 
-    // kube-apiserver's first /openapi/v2: one download per APIService, each its group's slice.
+    // kube-apiserver's first /openapi/v2: one download per APIService, each its group version's slice.
     let (status, etag, merged) = plane.openapi_v2(None);
     assert_eq!(status, 200);
     let merged = merged.unwrap();
@@ -100,9 +100,9 @@ fn many_groups_behind_the_aggregator_each_through_its_own_service() {
     assert_eq!(first.len(), kinds.len(), "{first:?}");
     for download in &first {
         let (version, group) = download.api_service.split_once('.').unwrap();
-        assert_eq!(download.server_name, format!("{}.crd-apiserver.svc", slice_service(group)));
+        assert_eq!(download.server_name, format!("{}.crd-apiserver.svc", slice_service(group, version)));
         assert_eq!(download.status, 200);
-        let prefix = format!("/apis/{group}/");
+        let prefix = format!("/apis/{group}/{version}/");
         assert!(download.paths.iter().all(|p| p.starts_with(&prefix)), "{download:?}");
         assert!(merged["paths"][format!("/apis/{group}/{version}/things")].is_object(), "{group}/{version}");
     }
@@ -114,22 +114,33 @@ fn many_groups_behind_the_aggregator_each_through_its_own_service() {
     assert_eq!(status, 200);
     println!("BENCH v2_downloads={} v2_downloaded_bytes={downloaded} merged_v2_bytes={whole}", first.len());
 
-    // Discovery: one fetch per Service, each answered with its group alone.
+    // Discovery: one fetch per Service, each answered with its group version alone.
     let (status, discovery) = plane.aggregated_discovery();
     assert_eq!(status, 200);
     let cached = plane.state().discovery_cache.lock().unwrap().clone();
-    assert_eq!(cached.len(), groups, "{:?}", cached.keys());
+    assert_eq!(cached.len(), kinds.len(), "{:?}", cached.keys());
     for i in 0..groups {
-        let name = format!("{}.crd-apiserver.svc", slice_service(&group(i)));
-        let items: Vec<&str> = cached[&name].1.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
-        assert_eq!(items, [group(i).as_str()], "{name}");
+        for version in versions(i) {
+            let name = format!("{}.crd-apiserver.svc", slice_service(&group(i), version));
+            let items: Vec<(&str, Vec<&str>)> = cached[&name]
+                .1
+                .iter()
+                .map(|i| {
+                    let versions = i["versions"].as_array().unwrap().iter().filter_map(|v| v["version"].as_str());
+                    (i["metadata"]["name"].as_str().unwrap(), versions.collect())
+                })
+                .collect();
+            assert_eq!(items, [(group(i).as_str(), vec![*version])], "{name}");
+        }
     }
     let discovered = discovery["items"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|i| i["metadata"]["name"].as_str().is_some_and(|n| n.ends_with(".peer.example.com")));
-    assert_eq!(discovered.count(), groups);
+    assert_eq!(discovered.clone().count(), groups);
+    let both = discovered.filter(|i| i["versions"].as_array().is_some_and(|v| v.len() == 2));
+    assert_eq!(both.count(), groups.div_ceil(2), "the merged document has every version of a group");
 
     // Clients: api-resources lists every kind, explain and create work.
     let admin = plane.cert_kubeconfig("admin", &["system:masters"]);

@@ -3,10 +3,11 @@
 //! encoded items of the documents of every group) are kept across registries for as long as the
 //! group's definitions are the same `Arc`s.
 //!
-//! Aggregated `/apis` is also served by group, as `/openapi/v2` is (`openapi::slices`):
-//! kube-aggregator fetches it once per Service its APIServices name and keeps the whole answer
-//! for each, so with one Service per group a connection whose TLS server name picks a group
-//! gets the aggregated document of that group alone.
+//! Aggregated `/apis` is also served by group version and by group, as `/openapi/v2` is
+//! (`openapi::slices`): kube-aggregator fetches it once per Service its APIServices name and
+//! keeps the whole answer for each, so with one Service per group version a connection whose
+//! TLS server name picks a group version gets the aggregated document of it alone (its group's
+//! item with that version only).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,6 +79,8 @@ struct GroupDocuments {
     aggregated_item: Vec<u8>,
     /// The aggregated documents (v2, v2beta1) of this group alone.
     aggregated_alone: [Document; 2],
+    /// The aggregated documents (v2, v2beta1) of each version of this group alone, by version.
+    aggregated_by_version: HashMap<String, [Document; 2]>,
 }
 
 impl GroupDocuments {
@@ -96,6 +99,7 @@ impl GroupDocuments {
         };
         let mut documents = HashMap::new();
         let mut aggregated_versions = Vec::new();
+        let mut aggregated_by_version = HashMap::new();
         for version in versions {
             let served = registry.resources(group, version);
             let list = ApiResourceList {
@@ -105,25 +109,40 @@ impl GroupDocuments {
                 resources: served.iter().flat_map(|s| api_resources(s)).collect(),
             };
             documents.insert(version.clone(), Document::new(&list));
-            aggregated_versions.push(ApiVersionDiscovery {
+            let entry = ApiVersionDiscovery {
                 version,
                 resources: served.iter().map(|s| aggregated_resource(s)).collect(),
                 freshness: "Current",
-            });
+            };
+            if versions.len() > 1 {
+                let alone = ApiGroupDiscovery { metadata: NameOnly { name: group }, versions: vec![entry.clone()] };
+                let item = serde_json::to_vec(&alone).unwrap_or_default();
+                aggregated_by_version.insert(
+                    version.clone(),
+                    [aggregated_doc("v2", &[item.as_slice()]), aggregated_doc("v2beta1", &[item.as_slice()])],
+                );
+            }
+            aggregated_versions.push(entry);
         }
         // Each group is encoded once, for both aggregated documents.
         let item = ApiGroupDiscovery { metadata: NameOnly { name: group }, versions: aggregated_versions };
         let aggregated_item = serde_json::to_vec(&item).unwrap_or_default();
+        let aggregated_alone = [
+            aggregated_doc("v2", &[aggregated_item.as_slice()]),
+            aggregated_doc("v2beta1", &[aggregated_item.as_slice()]),
+        ];
+        // A group of one version: that version alone is the group alone (the bytes are shared).
+        if let [version] = versions {
+            aggregated_by_version.insert(version.clone(), aggregated_alone.clone());
+        }
         GroupDocuments {
             definitions: registry.definitions_of(group).to_vec(),
             group: Document::new(&api_group("APIGroup", "v1")),
             versions: documents,
             // The group list's items carry no kind or apiVersion.
             list_item: serde_json::to_vec(&api_group("", "")).unwrap_or_default(),
-            aggregated_alone: [
-                aggregated_doc("v2", &[aggregated_item.as_slice()]),
-                aggregated_doc("v2beta1", &[aggregated_item.as_slice()]),
-            ],
+            aggregated_alone,
+            aggregated_by_version,
             aggregated_item,
         }
     }
@@ -167,17 +186,21 @@ impl Discovery {
             aggregated_v2: aggregated_doc("v2", &aggregated),
             aggregated_v2beta1: aggregated_doc("v2beta1", &aggregated),
             groups,
-            slice_names: crate::api::openapi::slices::SliceNames::new(registry.groups().map(|(group, _)| group)),
+            slice_names: crate::api::openapi::slices::SliceNames::new(registry.groups()),
         }
     }
 
     /// The aggregated document (`version`: v2 or v2beta1) a connection that sent `server_name`
-    /// in TLS is served: the group the name picks alone, or every group.
+    /// in TLS is served: the group version or group the name picks alone, or every group.
     pub fn aggregated_for(&self, version: &str, server_name: Option<&str>) -> &Document {
-        let alone = server_name
-            .and_then(|name| self.slice_names.group(name))
-            .and_then(|group| self.groups.get(group))
-            .map(|g| &g.aggregated_alone);
+        use crate::api::openapi::slices::Slice;
+        let alone = server_name.and_then(|name| self.slice_names.slice(name)).and_then(|slice| {
+            let documents = self.groups.get(slice.group())?;
+            match slice {
+                Slice::Group(_) => Some(&documents.aggregated_alone),
+                Slice::GroupVersion(_, v) => documents.aggregated_by_version.get(v),
+            }
+        });
         match (version, alone) {
             ("v2", Some([v2, _])) => v2,
             (_, Some([_, v2beta1])) => v2beta1,

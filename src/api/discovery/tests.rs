@@ -201,3 +201,57 @@ fn a_groups_service_name_gets_the_aggregated_document_of_that_group_alone() {
     }
     assert_eq!(groups(discovery.aggregated_for("v2", Some(&name("stable.example.com")))), ["stable.example.com"]);
 }
+
+#[test]
+fn a_group_versions_service_name_gets_that_version_of_its_group_alone() {
+    use crate::api::openapi::slices::{suffix, version_suffix};
+    let widgets = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.shop.example.com"},
+        "spec": {"group": "shop.example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    let mut definitions: Vec<_> = registry().definitions().to_vec();
+    definitions.push(Arc::new(definition_from_value(widgets, "test").unwrap()));
+    let (registry, problems) = Registry::build_shared(definitions);
+    assert!(problems.is_empty(), "{problems:?}");
+    let discovery = Discovery::build(&registry);
+    let service = |suffix: String| format!("crd-apiserver-{suffix}.crd-apiserver.svc");
+    // (group, its versions) of each item.
+    let items = |document: &Document| -> Vec<(String, Vec<String>)> {
+        let value: serde_json::Value = serde_json::from_slice(&document.body).unwrap();
+        value["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let versions = i["versions"].as_array().unwrap().iter();
+                (
+                    i["metadata"]["name"].as_str().unwrap().to_string(),
+                    versions.map(|v| v["version"].as_str().unwrap().to_string()).collect(),
+                )
+            })
+            .collect()
+    };
+    let shop =
+        |versions: &[&str]| vec![("shop.example.com".to_string(), versions.iter().map(|v| v.to_string()).collect())];
+    for version in ["v2", "v2beta1"] {
+        let v1 = discovery.aggregated_for(version, Some(&service(version_suffix("shop.example.com", "v1"))));
+        assert_eq!(items(v1), shop(&["v1"]));
+        assert!(text(v1).contains(r#""resource":"widgets""#), "{}", text(v1));
+        assert!(text(v1).contains(&format!("\"apiVersion\":\"apidiscovery.k8s.io/{version}\"")));
+        let v2 = discovery.aggregated_for(version, Some(&service(version_suffix("shop.example.com", "v2"))));
+        assert_eq!(items(v2), shop(&["v2"]));
+        assert_ne!(v1.etag, v2.etag);
+        // The group's own name (installs made with a Service per group) still gets every version,
+        // in priority order.
+        let group = discovery.aggregated_for(version, Some(&service(suffix("shop.example.com"))));
+        assert_eq!(items(group), shop(&["v2", "v1"]));
+        // A group of one version: its version's name gets the group alone.
+        let stable = discovery.aggregated_for(version, Some(&service(version_suffix("stable.example.com", "v1"))));
+        assert_eq!(items(stable), vec![("stable.example.com".to_string(), vec!["v1".to_string()])]);
+        let unserved = discovery.aggregated_for(version, Some(&service(version_suffix("shop.example.com", "v3"))));
+        assert_eq!(unserved.etag, discovery.aggregated_for(version, None).etag, "not served: the whole document");
+    }
+}

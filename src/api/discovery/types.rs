@@ -92,7 +92,7 @@ pub struct NameOnly<'a> {
 }
 
 /// `APIVersionDiscovery`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ApiVersionDiscovery<'a> {
     pub version: &'a str,
     #[serde(skip_serializing_if = "is_empty")]
@@ -101,7 +101,7 @@ pub struct ApiVersionDiscovery<'a> {
 }
 
 /// `APIResourceDiscovery`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ApiResourceDiscovery<'a> {
     pub resource: &'a str,
     #[serde(rename = "responseKind")]
@@ -119,7 +119,7 @@ pub struct ApiResourceDiscovery<'a> {
 }
 
 /// `APISubresourceDiscovery`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ApiSubresourceDiscovery<'a> {
     pub subresource: &'static str,
     #[serde(rename = "responseKind")]

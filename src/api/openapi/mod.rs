@@ -7,8 +7,8 @@
 //! thousands of definitions must not pay for documents nobody reads. Their hashes (used in the
 //! index and as entity tags) come from the definitions, so the index is cheap. A group's
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
-//! `/openapi/v2` is also served by group (`slices`): each group's slice is built on first
-//! request and kept with the group, so a change to one group leaves every other slice alone.
+//! `/openapi/v2` is also served by group version and by group (`slices`): each slice is built on
+//! first request and kept with its group, so a change to one group leaves every other slice alone.
 
 mod kubernetes_types;
 pub mod slices;
@@ -50,6 +50,13 @@ fn hex_sha512(bytes: &[u8]) -> String {
     digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect()
 }
 
+/// The v2 document of `(group, version, resources)`, its entity tag the hash of its body.
+fn v2_document(versions: &[(&str, &str, &[Served])]) -> Document {
+    let body = Bytes::from(v2::document(versions, shared()));
+    let hash = hex_sha512(&body);
+    Document { body, hash }
+}
+
 fn encode(value: &Value) -> Document {
     let body = Bytes::from(crate::core::json::to_vec(value).unwrap_or_default());
     let hash = hex_sha512(&body);
@@ -61,6 +68,8 @@ struct GroupVersionDocs {
     /// Hash of what the document is built from.
     hash: String,
     v3: OnceLock<Document>,
+    /// This group version's slice of the v2 document (its paths and the definitions they use).
+    v2: OnceLock<Document>,
 }
 
 /// The group versions of one group, kept across registries (with the v3 documents built so far)
@@ -112,7 +121,7 @@ impl GroupDocs {
             .map(|version| {
                 let resources: Vec<Served> = registry.resources(group, version).into_iter().cloned().collect();
                 let hash = source_hash(group, version, &resources);
-                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new() })
+                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new(), v2: OnceLock::new() })
             })
             .collect();
         GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2: OnceLock::new() }
@@ -154,7 +163,7 @@ impl Documents {
             v3_index: encode(&json!({"paths": index})),
             v2: OnceLock::new(),
             v2_protobuf: OnceLock::new(),
-            slice_names: slices::SliceNames::new(registry.groups().map(|(group, _)| group)),
+            slice_names: slices::SliceNames::new(registry.groups()),
         }
     }
 
@@ -184,19 +193,18 @@ impl Documents {
                     docs.versions.iter().map(move |(v, e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
                 })
                 .collect();
-            let body = Bytes::from(v2::document(&all, shared()));
-            let hash = hex_sha512(&body);
-            Document { body, hash }
+            v2_document(&all)
         })
     }
 
     /// The v2 document a connection that sent `server_name` in TLS is served: the slice of the
-    /// group the name picks (`slices`), or the whole document.
+    /// group version or group the name picks (`slices`), or the whole document.
     pub fn v2_for(&self, server_name: Option<&str>) -> &Document {
-        server_name
-            .and_then(|name| self.slice_names.group(name))
-            .and_then(|group| self.v2_slice(group))
-            .unwrap_or_else(|| self.v2())
+        let slice = server_name.and_then(|name| self.slice_names.slice(name)).and_then(|slice| match slice {
+            slices::Slice::Group(group) => self.v2_slice(group),
+            slices::Slice::GroupVersion(group, version) => self.v2_version_slice(group, version),
+        });
+        slice.unwrap_or_else(|| self.v2())
     }
 
     /// The v2 document of one group's versions, with the same entity-tag rule as the whole.
@@ -205,10 +213,14 @@ impl Documents {
         Some(docs.v2.get_or_init(|| {
             let versions: Vec<(&str, &str, &[Served])> =
                 docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
-            let body = Bytes::from(v2::document(&versions, shared()));
-            let hash = hex_sha512(&body);
-            Document { body, hash }
+            v2_document(&versions)
         }))
+    }
+
+    /// The v2 document of one group version, with the same entity-tag rule as the whole.
+    pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<&Document> {
+        let entry = self.groups.get(group)?.versions.get(version)?;
+        Some(entry.v2.get_or_init(|| v2_document(&[(group, version, entry.resources.as_slice())])))
     }
 
     /// The v2 document in the protobuf form older kubectl releases read, transcoded from the
@@ -446,6 +458,34 @@ mod tests {
             assert_eq!(docs.v2_for(whole).body, docs.v2().body, "{whole:?}");
         }
         assert_ne!(docs.v2().etag(), docs.v2_slice("a.example.com").unwrap().etag());
+    }
+
+    #[test]
+    fn a_group_versions_slice_has_that_versions_paths_only() {
+        use crate::definitions::load::definition_from_value;
+        let version = |name: &str, storage: bool| json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": {"type": "object"}}});
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "foos.a.example.com"},
+            "spec": {"group": "a.example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Thing"},
+                "versions": [version("v1", true), version("v2", false)]}});
+        let (registry, _) = Registry::build_shared(vec![Arc::new(definition_from_value(raw, "test").unwrap())]);
+        let docs = Documents::build(&registry);
+        let sni = |suffix: String| format!("crd-apiserver-{suffix}.crd-apiserver.svc");
+        let v2 = docs.v2_for(Some(&sni(slices::version_suffix("a.example.com", "v2"))));
+        let value: Value = serde_json::from_slice(&v2.body).unwrap();
+        let paths: Vec<&String> = value["paths"].as_object().unwrap().keys().collect();
+        assert!(!paths.is_empty() && paths.iter().all(|p| p.starts_with("/apis/a.example.com/v2/")), "{paths:?}");
+        assert!(value["definitions"]["com.example.a.v2.Thing"].is_object());
+        assert!(value["definitions"].get("com.example.a.v1.Thing").is_none());
+        assert_eq!(v2.etag(), docs.v2_version_slice("a.example.com", "v2").unwrap().etag());
+        let v1 = docs.v2_for(Some(&sni(slices::version_suffix("a.example.com", "v1"))));
+        assert_ne!(v1.etag(), v2.etag());
+        // The group's own name still gets both versions.
+        let group: Value =
+            serde_json::from_slice(&docs.v2_for(Some(&sni(slices::suffix("a.example.com")))).body).unwrap();
+        assert!(group["definitions"]["com.example.a.v1.Thing"].is_object());
+        assert!(group["definitions"]["com.example.a.v2.Thing"].is_object());
+        assert!(docs.v2_version_slice("a.example.com", "v3").is_none());
     }
 
     #[test]

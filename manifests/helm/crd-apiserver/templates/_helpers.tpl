@@ -66,16 +66,16 @@ true
 {{- end -}}
 
 {{/*
-The Service an APIService of a group goes through: with apiService.openAPISlices, the group's
-own Service, named by the first ten hex digits of the group's SHA-256 (the server serves that
-group's slice of /openapi/v2 to a TLS server name ending so; api::openapi::slices), else the
-main one. Call with (list $ $group).
+The Service the APIService of a group version goes through: with apiService.openAPISlices, its
+own Service, named by the first ten hex digits of the SHA-256 of "<group>/<version>" (the server
+serves that group version's part of /openapi/v2 and aggregated /apis to a TLS server name ending
+so; api::openapi::slices), else the main one. Call with (list $ $group $version).
 */}}
 {{- define "crd-apiserver.apiServiceService" -}}
-{{- $root := index . 0 -}}{{- $group := index . 1 -}}
+{{- $root := index . 0 -}}{{- $group := index . 1 -}}{{- $version := index . 2 -}}
 {{- $fullname := include "crd-apiserver.fullname" $root -}}
 {{- if $root.Values.apiService.openAPISlices -}}
-{{- printf "%s-%s" ($fullname | trunc 52 | trimSuffix "-") (sha256sum $group | trunc 10) -}}
+{{- printf "%s-%s" ($fullname | trunc 52 | trimSuffix "-") (printf "%s/%s" $group $version | sha256sum | trunc 10) -}}
 {{- else -}}
 {{- $fullname -}}
 {{- end -}}
