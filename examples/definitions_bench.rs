@@ -73,12 +73,21 @@ fn reload(dir: &std::path::Path, rounds: usize) {
     let mut cache = FileCache::default();
     let mut plan = reload::first_plan(&cache.scan(&paths), &context);
     let mut catalog = Catalog::new(std::mem::take(&mut plan.registry));
-    let file = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).min().unwrap();
+    // The file to change: DEFINITIONS_BENCH_FILE in DIR, or the first by name.
+    let file = match std::env::var("DEFINITIONS_BENCH_FILE") {
+        Ok(name) => dir.join(name),
+        Err(_) => std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).min().unwrap(),
+    };
     let original = std::fs::read(&file).unwrap();
+    // JSON or YAML; written back as JSON (YAML too).
+    let parsed: serde_json::Value = serde_saphyr::from_str(std::str::from_utf8(&original).unwrap()).unwrap();
+    let group = parsed["spec"]["group"].as_str().unwrap().to_string();
+    // Its group's OpenAPI v2 slice, built as the aggregator's download builds it.
+    step("  its group's v2 slice", || catalog.openapi.v2_slice(&group).unwrap());
     println!("-- reloads, {} changed each time:", file.display());
     for round in 0..rounds {
         // A version added, then taken away again.
-        let mut manifest: serde_json::Value = serde_json::from_slice(&original).unwrap();
+        let mut manifest = parsed.clone();
         if round % 2 == 0 {
             let mut extra = manifest["spec"]["versions"][0].clone();
             extra["name"] = "v1alpha9".into();
@@ -93,6 +102,7 @@ fn reload(dir: &std::path::Path, rounds: usize) {
         let registry = std::mem::take(&mut next.registry);
         catalog = step("  catalog", || Catalog::next(&catalog, registry));
         println!("  reload {round}: {:.1} ms", start.elapsed().as_secs_f64() * 1000.0);
+        step("  its group's v2 slice", || catalog.openapi.v2_slice(&group).unwrap());
         plan = next;
     }
     std::fs::write(&file, original).unwrap();

@@ -155,6 +155,7 @@ impl LiveDefinitions {
         };
         let served = catalog.registry.definitions().iter().filter(|d| !d.read_only).count();
         api.replace_catalog(catalog);
+        warm_openapi(api.catalog());
         self.cluster_served();
         tracing::info!(
             added = plan.added.len(),
@@ -470,6 +471,20 @@ async fn off_request_path<R: Send + 'static>(
         })
         .map_err(|e| format!("starting the reload's thread: {e}"))?;
     result.await.map_err(|_| "the reload's thread panicked".to_string())
+}
+
+/// Builds again, on a thread of its own below the requests' priority, the OpenAPI v2 documents
+/// the previous catalog had built (the aggregator downloads them again when their entity tags
+/// change): until each is built, its previous one is served.
+fn warm_openapi(catalog: Arc<Catalog>) {
+    let started = std::thread::Builder::new().name("openapi-warm".into()).spawn(move || {
+        crate::core::priority::lower_this_thread();
+        catalog.openapi.warm();
+    });
+    if let Err(e) = started {
+        // Then the first request for each builds it.
+        tracing::warn!(error = %e, "starting the OpenAPI warm-up thread failed");
+    }
 }
 
 /// Waits for a change among the cluster's definitions (forever without any).

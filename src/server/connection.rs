@@ -21,8 +21,9 @@ use http::Request;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -118,9 +119,12 @@ pub async fn serve<S>(
     tls_stream.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
     let streaming = Streaming::default();
     let session = tls_stream.get_ref().1;
-    if session.alpn_protocol() == Some(b"h2") {
+    let protocol = if session.alpn_protocol() == Some(b"h2") {
         activity.set_http2();
-    }
+        Protocol::Http2
+    } else {
+        Protocol::Http1
+    };
     let peer_certificates: Vec<_> = session
         .peer_certificates()
         .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
@@ -128,19 +132,30 @@ pub async fn serve<S>(
     let server_name = session.server_name().map(Arc::from);
     let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
     let sealing = Sealing { inner: tls_stream, streaming: streaming.clone(), limit: TLS_SEND_BUFFER_BYTES };
-    serve_stream(sealing, info, handler, settings, shutdown, streaming).await;
+    serve_stream(sealing, protocol, info, handler, settings, shutdown, streaming).await;
 }
 
-/// Serves HTTP/1.1 or HTTP/2 (by the client's first bytes) on an established, decrypted
-/// stream until it ends, it times out (`info.activity` keeps the time), or `shutdown` turns
-/// true. `streaming` is set while an HTTP/1.1 response that trickles out is sent (the stream
-/// seals small TLS records then).
+/// The protocol a connection speaks, as its TLS handshake settled it: HTTP/2 when the client
+/// asked for `h2` (ALPN), HTTP/1.1 otherwise, whatever its first bytes are (as Go's server
+/// decides). Known before the first read, so that hyper reads a client's first bytes into a
+/// buffer of its own size: behind a look at the first 24 bytes (to tell an HTTP/2 preface)
+/// hyper's HTTP/1.1 read buffer doubled to 16 KiB, which every open watch kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Serves `protocol` on an established, decrypted stream until it ends, it times out
+/// (`info.activity` keeps the time), or `shutdown` turns true. `streaming` is set while an
+/// HTTP/1.1 response that trickles out is sent (the stream seals small TLS records then).
 pub async fn serve_stream<S>(
     stream: S,
+    protocol: Protocol,
     info: ConnInfo,
     handler: Next,
     settings: Arc<ConnectionSettings>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     streaming: Streaming,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -187,47 +202,75 @@ pub async fn serve_stream<S>(
             }
         })
     };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // No header read timeout of hyper's (it has one by default): it runs from the end of the
-    // previous request (so a kept-alive connection would get 32 s of idleness instead of 90),
-    // and not at all before the first. The connection's `Activity` keeps Go's timeouts.
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(settings.http2_max_concurrent_streams)
-        .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
-        .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-        .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
     let io = TokioIo::new(WithRefusalBodies::new(Watched { inner: stream, activity: activity.clone() }));
-    let connection = builder.serve_connection_with_upgrades(io, service);
-    tokio::pin!(connection);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            result = connection.as_mut() => {
-                if let Err(e) = result {
-                    tracing::trace!(remote = %remote, error = %e, "connection ended with an error");
-                }
-                return;
-            }
-            expiry = activity.expired(settings.header_read_timeout, settings.idle_timeout), if !closing => {
-                match expiry {
-                    Expiry::Drop => {
-                        tracing::trace!(remote = %remote, "dropping a connection that sent no complete request head");
-                        return;
+    let ends = Ends { remote, activity, settings: settings.clone(), shutdown };
+    match protocol {
+        Protocol::Http1 => {
+            // No header read timeout of hyper's (it has one by default): it runs from the end
+            // of the previous request (so a kept-alive connection would get 32 s of idleness
+            // instead of 90), and not at all before the first. The connection's `Activity`
+            // keeps Go's timeouts.
+            let mut http1 = http1::Builder::new();
+            http1.timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
+            ends.drive(Box::pin(http1.serve_connection(io, service))).await;
+        }
+        Protocol::Http2 => {
+            let mut http2 = http2::Builder::new(TokioExecutor::new());
+            http2
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(settings.http2_max_concurrent_streams)
+                .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
+                .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+                .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+            ends.drive(Box::pin(http2.serve_connection(io, service))).await;
+        }
+    }
+}
+
+/// hyper's connection serving one protocol, on the heap.
+type Served = Pin<Box<dyn GracefulConnection<Error = hyper::Error, Output = Result<(), hyper::Error>> + Send>>;
+
+/// What ends a served connection besides its client: its timeouts and the server's shutdown.
+struct Ends {
+    remote: SocketAddr,
+    activity: Arc<Activity>,
+    settings: Arc<ConnectionSettings>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Ends {
+    /// Runs hyper's `connection` until it ends, closing it gracefully when it has been idle
+    /// too long or the server shuts down, and dropping it when it never sent a request head.
+    /// (Each protocol's connection on the heap, in its own size: a task serving HTTP/1.1,
+    /// one per watch, carries no room for HTTP/2's larger state.)
+    async fn drive(mut self, mut connection: Served) {
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::trace!(remote = %self.remote, error = %e, "connection ended with an error");
                     }
-                    Expiry::Close => {
-                        tracing::trace!(remote = %remote, "closing an idle connection");
-                        connection.as_mut().graceful_shutdown();
-                        closing = true;
+                    return;
+                }
+                expiry = self.activity.expired(self.settings.header_read_timeout, self.settings.idle_timeout), if !closing => {
+                    match expiry {
+                        Expiry::Drop => {
+                            tracing::trace!(remote = %self.remote, "dropping a connection that sent no complete request head");
+                            return;
+                        }
+                        Expiry::Close => {
+                            tracing::trace!(remote = %self.remote, "closing an idle connection");
+                            connection.as_mut().graceful_shutdown();
+                            closing = true;
+                        }
                     }
                 }
-            }
-            _ = shutdown.wait_for(|stop| *stop), if !closing => {
-                connection.as_mut().graceful_shutdown();
-                closing = true;
+                _ = self.shutdown.wait_for(|stop| *stop), if !closing => {
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
             }
         }
     }

@@ -191,7 +191,7 @@ impl Router {
                     Some(V2Encoding::Json) => {
                         // kube-aggregator's download for one APIService: that group's slice.
                         let server_name = request.extensions().get::<ConnInfo>().and_then(|c| c.server_name.clone());
-                        openapi_response(catalog.openapi.v2_for(server_name.as_deref()), if_none_match.as_deref())
+                        openapi_response(&catalog.openapi.v2_for(server_name.as_deref()), if_none_match.as_deref())
                     }
                     Some(V2Encoding::Protobuf) => {
                         let mut response = openapi_response(catalog.openapi.v2_protobuf(), if_none_match.as_deref());

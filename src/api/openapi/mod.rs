@@ -9,6 +9,10 @@
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
 //! `/openapi/v2` is also served by group version and by group (`slices`): each slice is built on
 //! first request and kept with its group, so a change to one group leaves every other slice alone.
+//! A v2 document (whole or slice) built again after a reload copies the members of the
+//! resources that did not change from the previous one (`v2::Encoded`), and until it is built
+//! the previous one is served, as kube-apiserver serves its last OpenAPI spec while the next
+//! is built; `Documents::warm` builds, off the request path, those the previous registry had.
 
 mod kubernetes_types;
 pub mod slices;
@@ -18,7 +22,8 @@ mod v3;
 mod v3_parameters;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use schemars::generate::SchemaSettings;
@@ -50,13 +55,6 @@ fn hex_sha512(bytes: &[u8]) -> String {
     digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect()
 }
 
-/// The v2 document of `(group, version, resources)`, its entity tag the hash of its body.
-fn v2_document(versions: &[(&str, &str, &[Served])]) -> Document {
-    let body = Bytes::from(v2::document(versions, shared()));
-    let hash = hex_sha512(&body);
-    Document { body, hash }
-}
-
 fn encode(value: &Value) -> Document {
     let body = Bytes::from(crate::core::json::to_vec(value).unwrap_or_default());
     let hash = hex_sha512(&body);
@@ -69,8 +67,70 @@ struct GroupVersionDocs {
     hash: String,
     v3: OnceLock<Document>,
     /// This group version's slice of the v2 document (its paths and the definitions they use).
-    v2: OnceLock<Document>,
+    v2: V2Lazy,
 }
+
+/// A v2 document and where its resources' members are.
+struct V2Built {
+    document: Document,
+    encoded: v2::Encoded,
+}
+
+/// A v2 document built on first request. One that replaces a document of the previous
+/// registry (a reload changed what it is built from) has that one to serve while it is built,
+/// and to copy the unchanged resources' members from.
+struct V2Lazy {
+    built: OnceLock<Arc<V2Built>>,
+    /// The previous registry's document, until this one is built.
+    previous: Mutex<Option<Arc<V2Built>>>,
+    /// Whether a build began (the others serve `previous` meanwhile).
+    building: AtomicBool,
+}
+
+impl V2Lazy {
+    fn new(previous: Option<Arc<V2Built>>) -> V2Lazy {
+        V2Lazy { built: OnceLock::new(), previous: Mutex::new(previous), building: AtomicBool::new(false) }
+    }
+
+    /// The document as served now: built, or the previous one; `None` when neither is.
+    fn latest(&self) -> Option<Arc<V2Built>> {
+        self.built.get().cloned().or_else(|| self.previous.lock().ok().and_then(|p| p.clone()))
+    }
+
+    /// Whether a previous document waits for this one to be built.
+    fn pending(&self) -> bool {
+        self.built.get().is_none() && self.previous.lock().is_ok_and(|p| p.is_some())
+    }
+
+    /// The document, built now unless another caller builds it while the previous one can be
+    /// served.
+    fn get(&self, hold: Option<&BuildHold>, build: impl FnOnce(Option<&v2::Encoded>) -> v2::Encoded) -> Document {
+        if let Some(done) = self.built.get() {
+            return done.document.clone();
+        }
+        let previous = self.previous.lock().ok().and_then(|p| p.clone());
+        if let Some(previous) = &previous
+            && self.building.swap(true, Ordering::AcqRel)
+        {
+            return previous.document.clone();
+        }
+        let done = self.built.get_or_init(|| {
+            if let Some(hold) = hold {
+                hold();
+            }
+            let encoded = build(previous.as_deref().map(|p| &p.encoded));
+            let document = Document { hash: hex_sha512(&encoded.body), body: encoded.body.clone() };
+            Arc::new(V2Built { document, encoded })
+        });
+        if let Ok(mut previous) = self.previous.lock() {
+            *previous = None;
+        }
+        done.document.clone()
+    }
+}
+
+/// Called before a v2 document is built (tests hold a build with it).
+type BuildHold = Arc<dyn Fn() + Send + Sync>;
 
 /// The group versions of one group, kept across registries (with the v3 documents built so far)
 /// while the group's definitions are the same `Arc`s.
@@ -79,7 +139,7 @@ struct GroupDocs {
     /// By version.
     versions: BTreeMap<String, GroupVersionDocs>,
     /// The group's slice of the v2 document (its paths and the definitions they use).
-    v2: OnceLock<Document>,
+    v2: V2Lazy,
 }
 
 /// The OpenAPI documents of one registry.
@@ -87,9 +147,10 @@ pub struct Documents {
     /// By group.
     groups: BTreeMap<String, Arc<GroupDocs>>,
     v3_index: Document,
-    v2: OnceLock<Document>,
+    v2: V2Lazy,
     v2_protobuf: OnceLock<Document>,
     slice_names: slices::SliceNames,
+    hold: Option<BuildHold>,
 }
 
 /// What a group version's documents depend on, hashed.
@@ -115,16 +176,21 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
 }
 
 impl GroupDocs {
-    fn build(registry: &Registry, group: &str, versions: &[String]) -> GroupDocs {
+    /// The documents of `group`; its v2 slices built again from those of `before` (the group's
+    /// documents in the previous registry), which are served until they are.
+    fn build(registry: &Registry, group: &str, versions: &[String], before: Option<&GroupDocs>) -> GroupDocs {
         let versions = versions
             .iter()
             .map(|version| {
                 let resources: Vec<Served> = registry.resources(group, version).into_iter().cloned().collect();
                 let hash = source_hash(group, version, &resources);
-                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new(), v2: OnceLock::new() })
+                let previous = before.and_then(|b| b.versions.get(version)).and_then(|e| e.v2.latest());
+                let v2 = V2Lazy::new(previous);
+                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new(), v2 })
             })
             .collect();
-        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2: OnceLock::new() }
+        let v2 = V2Lazy::new(before.and_then(|b| b.v2.latest()));
+        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2 }
     }
 }
 
@@ -135,17 +201,16 @@ impl Documents {
 
     /// The documents of `registry`, reusing those of `previous` (hashes and the v3 documents
     /// built so far) for every group whose definitions are the same; the index and the v2
-    /// document are those of the whole registry.
+    /// document are those of the whole registry, the v2 documents of changed groups and the
+    /// whole one built again from the previous ones.
     pub fn build_from(registry: &Registry, previous: Option<&Documents>) -> Documents {
         let mut groups = BTreeMap::new();
         let mut index = Map::new();
         for (group, versions) in registry.groups() {
-            let kept = previous
-                .and_then(|p| p.groups.get(group))
-                .filter(|p| same_definitions(&p.definitions, registry.definitions_of(group)));
-            let docs = match kept {
-                Some(docs) => docs.clone(),
-                None => Arc::new(GroupDocs::build(registry, group, versions)),
+            let before = previous.and_then(|p| p.groups.get(group));
+            let docs = match before {
+                Some(docs) if same_definitions(&docs.definitions, registry.definitions_of(group)) => docs.clone(),
+                _ => Arc::new(GroupDocs::build(registry, group, versions, before.map(|b| &**b))),
             };
             // In the order of version priority.
             for version in versions {
@@ -161,9 +226,30 @@ impl Documents {
         Documents {
             groups,
             v3_index: encode(&json!({"paths": index})),
-            v2: OnceLock::new(),
+            v2: V2Lazy::new(previous.and_then(|p| p.v2.latest())),
             v2_protobuf: OnceLock::new(),
             slice_names: slices::SliceNames::new(registry.groups()),
+            hold: previous.and_then(|p| p.hold.clone()),
+        }
+    }
+
+    /// Builds the v2 documents the previous registry had built (clients read them: the
+    /// aggregator downloads them again when their entity tags change) and this one has not:
+    /// until each is built its previous one is served. A reload calls it after the swap, off
+    /// the request path.
+    pub fn warm(&self) {
+        for (group, docs) in &self.groups {
+            if docs.v2.pending() {
+                self.v2_slice(group);
+            }
+            for (version, entry) in &docs.versions {
+                if entry.v2.pending() {
+                    self.v2_version_slice(group, version);
+                }
+            }
+        }
+        if self.v2.pending() {
+            self.v2();
         }
     }
 
@@ -184,8 +270,8 @@ impl Documents {
     }
 
     /// The v2 document of everything served.
-    pub fn v2(&self) -> &Document {
-        self.v2.get_or_init(|| {
+    pub fn v2(&self) -> Document {
+        self.v2.get(self.hold.as_ref(), |previous| {
             let all: Vec<(&str, &str, &[Served])> = self
                 .groups
                 .iter()
@@ -193,13 +279,13 @@ impl Documents {
                     docs.versions.iter().map(move |(v, e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
                 })
                 .collect();
-            v2_document(&all)
+            v2::document(&all, shared(), previous)
         })
     }
 
     /// The v2 document a connection that sent `server_name` in TLS is served: the slice of the
     /// group version or group the name picks (`slices`), or the whole document.
-    pub fn v2_for(&self, server_name: Option<&str>) -> &Document {
+    pub fn v2_for(&self, server_name: Option<&str>) -> Document {
         let slice = server_name.and_then(|name| self.slice_names.slice(name)).and_then(|slice| match slice {
             slices::Slice::Group(group) => self.v2_slice(group),
             slices::Slice::GroupVersion(group, version) => self.v2_version_slice(group, version),
@@ -208,19 +294,21 @@ impl Documents {
     }
 
     /// The v2 document of one group's versions, with the same entity-tag rule as the whole.
-    pub fn v2_slice(&self, group: &str) -> Option<&Document> {
+    pub fn v2_slice(&self, group: &str) -> Option<Document> {
         let docs = self.groups.get(group)?;
-        Some(docs.v2.get_or_init(|| {
+        Some(docs.v2.get(self.hold.as_ref(), |previous| {
             let versions: Vec<(&str, &str, &[Served])> =
                 docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
-            v2_document(&versions)
+            v2::document(&versions, shared(), previous)
         }))
     }
 
     /// The v2 document of one group version, with the same entity-tag rule as the whole.
-    pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<&Document> {
+    pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<Document> {
         let entry = self.groups.get(group)?.versions.get(version)?;
-        Some(entry.v2.get_or_init(|| v2_document(&[(group, version, entry.resources.as_slice())])))
+        Some(entry.v2.get(self.hold.as_ref(), |previous| {
+            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous)
+        }))
     }
 
     /// The v2 document in the protobuf form older kubectl releases read, transcoded from the
@@ -409,6 +497,8 @@ mod tests {
         let foos = definition("foos", "a.example.com", "v1");
         let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", "b.example.com", "v1")]);
         let previous = Documents::build(&before);
+        // The whole v2 document built: the next one copies the unchanged resources from it.
+        let whole_before = previous.v2();
         let kept = previous.v3("a.example.com", "v1").unwrap().body.as_ptr();
         let kept_slice = previous.v2_slice("a.example.com").unwrap().clone();
         let changed_slice = previous.v2_slice("b.example.com").unwrap().clone();
@@ -416,7 +506,8 @@ mod tests {
         let rebuilt = Documents::build_from(&after, Some(&previous));
         let full = Documents::build(&after);
         assert_eq!(rebuilt.v3_index().body, full.v3_index().body);
-        assert_eq!(rebuilt.v2().body, full.v2().body);
+        assert_eq!(rebuilt.v2().body, full.v2().body, "copied from the previous document, byte for byte the same");
+        assert_ne!(rebuilt.v2().etag(), whole_before.etag());
         assert_eq!(rebuilt.v3("a.example.com", "v1").unwrap().body.as_ptr(), kept, "built once, kept");
         assert_eq!(
             rebuilt.v3("b.example.com", "v1beta1").unwrap().body,
@@ -430,6 +521,72 @@ mod tests {
         let changed = rebuilt.v2_slice("b.example.com").unwrap();
         assert_ne!(changed.etag(), changed_slice.etag());
         assert_eq!(changed.body, full.v2_slice("b.example.com").unwrap().body);
+    }
+
+    #[test]
+    fn a_document_built_again_is_served_as_before_until_it_is_built() {
+        use crate::definitions::load::definition_from_value;
+        use std::sync::mpsc;
+        let definition = |plural: &str, version: &str| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.b.example.com")},
+                "spec": {"group": "b.example.com", "scope": "Namespaced", "names": {"plural": plural, "kind": plural.to_uppercase()},
+                    "versions": [{"name": version, "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        let foos = definition("foos", "v1");
+        let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", "v1")]);
+        let (after, _) = Registry::build_shared(vec![foos, definition("bars", "v2")]);
+        let previous = Documents::build(&before);
+        let (old_slice, old_whole) = (previous.v2_slice("b.example.com").unwrap(), previous.v2());
+        let mut next = Documents::build_from(&after, Some(&previous));
+        drop(previous);
+        // Every build waits, once it began, until the test lets it go on.
+        let (began, building) = mpsc::channel::<()>();
+        let (go_on, release) = mpsc::channel::<()>();
+        let release = Mutex::new(release);
+        next.hold = Some(Arc::new(move || {
+            began.send(()).unwrap();
+            release.lock().unwrap().recv().unwrap();
+        }));
+        let full = Arc::new(Documents::build(&after));
+        let next = Arc::new(next);
+        let sni = format!("crd-apiserver-{}.crd-apiserver.svc", slices::suffix("b.example.com"));
+        // What `ask` gets, asked on a thread of its own: a request that waited for the build (held
+        // until the test lets it go on) would never answer (the 60 s bound only guards a hang).
+        let served_at_once = |ask: Box<dyn FnOnce(&Documents) -> Document + Send>| {
+            let (answer, answered) = mpsc::channel();
+            let documents = next.clone();
+            std::thread::spawn(move || answer.send(ask(&documents)));
+            answered.recv_timeout(std::time::Duration::from_secs(60)).expect("served while the new one is built")
+        };
+        let same = |served: Document, expected: &Document| {
+            assert_eq!((served.etag(), &served.body), (expected.etag(), &expected.body));
+        };
+        // The reload's warm-up builds the group's slice, then the whole document.
+        let warming = {
+            let next = next.clone();
+            std::thread::spawn(move || next.warm())
+        };
+        building.recv().unwrap();
+        // While the slice is built, the previous one is served.
+        same(served_at_once(Box::new(|d| d.v2_slice("b.example.com").unwrap())), &old_slice);
+        let name = sni.clone();
+        same(served_at_once(Box::new(move |d| d.v2_for(Some(&name)))), &old_slice);
+        go_on.send(()).unwrap();
+        building.recv().unwrap();
+        // The slice is built; while the whole document is, the previous one is served.
+        same(next.v2_for(Some(&sni)), &full.v2_slice("b.example.com").unwrap());
+        same(served_at_once(Box::new(|d| d.v2())), &old_whole);
+        same(served_at_once(Box::new(|d| d.v2_for(None))), &old_whole);
+        go_on.send(()).unwrap();
+        warming.join().unwrap();
+        let (slice, whole) = (next.v2_slice("b.example.com").unwrap(), next.v2());
+        assert_ne!(slice.etag(), old_slice.etag());
+        assert_ne!(whole.etag(), old_whole.etag());
+        assert_eq!(slice.body, full.v2_slice("b.example.com").unwrap().body);
+        assert_eq!(whole.body, full.v2().body);
     }
 
     #[test]

@@ -3,11 +3,16 @@
 //! (`ToStructuralOpenAPIV2`): no allOf/anyOf/oneOf/not, nullable fields untyped and not
 //! required, preserve-unknown-fields nodes without properties or items, int-or-string untyped.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, v3};
+use crate::definitions::Definition;
 use crate::definitions::registry::Served;
 
 const V3_REFS: &str = "#/components/schemas/";
@@ -170,41 +175,108 @@ fn parameter(p: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The v2 document of every served group version, encoded. Paths and definitions are encoded
-/// group version by group version and written in key order, as serde_json writes the whole
-/// document: the value of the whole (many times the size of its text) never exists at once.
-pub fn document(group_versions: &[(&str, &str, &[Served])], shared: &SharedSchemas) -> Vec<u8> {
-    let mut paths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut definitions: BTreeMap<String, Vec<u8>> =
-        shared.definitions_v2.iter().map(|(k, v)| (k.clone(), encoded(&rewrite_refs(v)))).collect();
-    // Group versions are encoded on every core, then merged in their order.
-    for part in crate::core::parallel::map(group_versions, |gv| group_version(gv, shared)) {
-        paths.extend(part.paths);
-        definitions.extend(part.definitions);
+/// An encoded v2 document and where each resource's members are in it, so that the next
+/// document of the same resources (after a reload changed some of them) copies the unchanged
+/// resources' members instead of building and encoding them again.
+pub struct Encoded {
+    pub body: Bytes,
+    /// By definition name: the resources (one per served version) it contributed.
+    layout: HashMap<String, Vec<Placed>>,
+}
+
+/// One resource's members in an encoded document.
+struct Placed {
+    version: String,
+    /// What they were built from: while a registry holds the same `Arc`, they hold for it.
+    definition: Arc<Definition>,
+    /// Each member's key and where its value is in the body, by the object it belongs to.
+    paths: Vec<(String, Range<usize>)>,
+    definitions: Vec<(String, Range<usize>)>,
+}
+
+impl Encoded {
+    /// The members `previous` holds for `served` in `version`, if built from the same definition.
+    fn reusable(&self, version: &str, served: &Served) -> Option<Part<'_>> {
+        let placed = self.layout.get(&served.definition.name)?.iter().find(|p| p.version == version)?;
+        if !Arc::ptr_eq(&placed.definition, &served.definition) {
+            return None;
+        }
+        let members = |list: &[(String, Range<usize>)]| -> Option<Vec<(String, Cow<'_, [u8]>)>> {
+            list.iter().map(|(key, range)| Some((key.clone(), Cow::Borrowed(self.body.get(range.clone())?)))).collect()
+        };
+        Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)? })
     }
-    let size = paths.iter().chain(&definitions).map(|(k, v)| k.len() + v.len() + 4).sum::<usize>() + 256;
+}
+
+/// The v2 document of every served group version, encoded. Paths and definitions are encoded
+/// resource by resource and written in key order, as serde_json writes the whole document: the
+/// value of the whole (many times the size of its text) never exists at once. The members of a
+/// resource `previous` was built from are copied from it.
+pub fn document(
+    group_versions: &[(&str, &str, &[Served])],
+    shared: &SharedSchemas,
+    previous: Option<&Encoded>,
+) -> Encoded {
+    let resources: Vec<(&str, &str, &Served)> = group_versions
+        .iter()
+        .flat_map(|&(group, version, served)| served.iter().map(move |s| (group, version, s)))
+        .collect();
+    // Resources are encoded on every core (only those `previous` does not hold), then merged
+    // in their order; a value remembers its resource, for the layout.
+    let parts = crate::core::parallel::map(&resources, |&(group, version, served)| {
+        previous
+            .and_then(|p| p.reusable(version, served))
+            .unwrap_or_else(|| resource_part(group, version, served, shared))
+    });
+    let mut paths: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> = BTreeMap::new();
+    let mut definitions: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> =
+        shared.definitions_v2.iter().map(|(k, v)| (k.clone(), (None, Cow::Owned(encoded(&rewrite_refs(v)))))).collect();
+    for (index, part) in parts.into_iter().enumerate() {
+        paths.extend(part.paths.into_iter().map(|(k, v)| (k, (Some(index), v))));
+        definitions.extend(part.definitions.into_iter().map(|(k, v)| (k, (Some(index), v))));
+    }
+    let size = paths.iter().chain(&definitions).map(|(k, (_, v))| k.len() + v.len() + 4).sum::<usize>() + 256;
     let mut out = Vec::with_capacity(size);
+    let mut placed: Vec<Placed> = resources
+        .iter()
+        .map(|&(_, version, served)| Placed {
+            version: version.to_string(),
+            definition: served.definition.clone(),
+            paths: Vec::new(),
+            definitions: Vec::new(),
+        })
+        .collect();
     out.extend_from_slice(b"{\"definitions\":");
-    write_members(&mut out, &definitions);
+    for (index, key, range) in write_members(&mut out, &definitions) {
+        if let Some(p) = placed.get_mut(index) {
+            p.definitions.push((key.to_string(), range));
+        }
+    }
     out.extend_from_slice(b",\"info\":");
     out.extend_from_slice(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
     out.extend_from_slice(b",\"paths\":");
-    write_members(&mut out, &paths);
+    for (index, key, range) in write_members(&mut out, &paths) {
+        if let Some(p) = placed.get_mut(index) {
+            p.paths.push((key.to_string(), range));
+        }
+    }
     out.extend_from_slice(b",\"swagger\":\"2.0\"}");
-    out
+    let mut layout: HashMap<String, Vec<Placed>> = HashMap::new();
+    for p in placed {
+        layout.entry(p.definition.name.clone()).or_default().push(p);
+    }
+    Encoded { body: Bytes::from(out), layout }
 }
 
-/// The encoded paths and definitions one group version contributes.
-struct Part {
-    paths: Vec<(String, Vec<u8>)>,
-    definitions: Vec<(String, Vec<u8>)>,
+/// The encoded paths and definitions one resource contributes.
+struct Part<'a> {
+    paths: Vec<(String, Cow<'a, [u8]>)>,
+    definitions: Vec<(String, Cow<'a, [u8]>)>,
 }
 
-fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared: &SharedSchemas) -> Part {
+fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &SharedSchemas) -> Part<'a> {
     let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
-    let refs: Vec<&Served> = resources.iter().collect();
-    let v3_doc = v3::document(group, version, &refs, shared);
-    for (path, item) in v3_doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
+    for (path, item) in v3::resource_paths(group, version, served) {
         let Value::Object(item) = item else { continue };
         let converted: Map<String, Value> = item
             .iter()
@@ -213,16 +285,14 @@ fn group_version(&(group, version, resources): &(&str, &str, &[Served]), shared:
                 _ => (k.clone(), operation(v)),
             })
             .collect();
-        part.paths.push((path.clone(), encoded(&Value::Object(converted))));
+        part.paths.push((path, Cow::Owned(encoded(&Value::Object(converted)))));
     }
-    for served in resources {
-        let d = &served.definition;
-        let item = definition_name(group, version, &d.kind);
-        part.definitions.push((item.clone(), encoded(&object_schema(served, shared))));
-        let list = v3::list_schema(d, version, &item, shared);
-        let list = super::kubernetes_types::v2_form(&list);
-        part.definitions.push((definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
-    }
+    let d = &served.definition;
+    let item = definition_name(group, version, &d.kind);
+    part.definitions.push((item.clone(), Cow::Owned(encoded(&object_schema(served, shared)))));
+    let list = v3::list_schema(d, version, &item, shared);
+    let list = super::kubernetes_types::v2_form(&list);
+    part.definitions.push((definition_name(group, version, &d.list_kind), Cow::Owned(encoded(&rewrite_refs(&list)))));
     part
 }
 
@@ -231,18 +301,28 @@ fn encoded(value: &Value) -> Vec<u8> {
     crate::core::json::to_vec(value).unwrap_or_default()
 }
 
-/// An object of already encoded members.
-fn write_members(out: &mut Vec<u8>, members: &BTreeMap<String, Vec<u8>>) {
+/// An object of already encoded members; gives back, for each member that came from a
+/// resource, the resource's index, the key and where its value was written.
+fn write_members<'k>(
+    out: &mut Vec<u8>,
+    members: &'k BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)>,
+) -> Vec<(usize, &'k str, Range<usize>)> {
+    let mut placed = Vec::new();
     out.push(b'{');
-    for (i, (key, value)) in members.iter().enumerate() {
+    for (i, (key, (resource, value))) in members.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.extend_from_slice(&encoded(&Value::String(key.clone())));
         out.push(b':');
+        let start = out.len();
         out.extend_from_slice(value);
+        if let Some(resource) = resource {
+            placed.push((*resource, key.as_str(), start..out.len()));
+        }
     }
     out.push(b'}');
+    placed
 }
 
 #[cfg(test)]
@@ -308,7 +388,7 @@ mod tests {
             .collect();
         let all: Vec<(&str, &str, &[Served])> =
             groups.iter().map(|(g, v, r)| (g.as_str(), v.as_str(), r.as_slice())).collect();
-        let bytes = document(&all, super::super::shared());
+        let bytes = document(&all, super::super::shared(), None).body;
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
         assert_eq!(value["swagger"], "2.0");

@@ -170,6 +170,33 @@ fn path_parameters(kind: &str, name: bool, namespaced: bool, more: &[&str]) -> V
 pub fn document(group: &str, version: &str, resources: &[&Served], shared: &SharedSchemas) -> Value {
     let mut paths = Map::new();
     let mut schemas: Map<String, Value> = shared.definitions.clone();
+    for served in resources {
+        let d = &served.definition;
+        let item = definition_name(group, version, &d.kind);
+        let list = definition_name(group, version, &d.list_kind);
+        schemas.insert(item.clone(), object_schema(d, served, shared));
+        schemas.insert(list, list_schema(d, version, &item, shared));
+        paths.extend(resource_paths(group, version, served));
+    }
+    // Kubernetes' builder publishes the schemas its routes refer to: the Scale types only when
+    // a resource of the document has the scale subresource.
+    if !resources.iter().any(|s| s.version.scale.is_some()) {
+        for scale in ["Scale", "ScaleSpec", "ScaleStatus"] {
+            schemas.remove(&format!("io.k8s.api.autoscaling.v1.{scale}"));
+        }
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+/// The paths of one resource of a group version: they depend on nothing else the document
+/// holds (the v2 document is assembled resource by resource from them).
+pub fn resource_paths(group: &str, version: &str, served: &Served) -> Map<String, Value> {
+    let mut paths = Map::new();
     let tag = format!(
         "{}_{}",
         upper_camel(group)
@@ -183,13 +210,11 @@ pub fn document(group: &str, version: &str, resources: &[&Served], shared: &Shar
     let status = reference(&format!("{META}.Status"));
     let patch_body = request_body(&reference(&format!("{META}.Patch")), PATCH_CONTENT, true);
     let delete_body = request_body(&reference(&format!("{META}.DeleteOptions")), JSON_AND_YAML, false);
-    for served in resources {
+    {
         let d = &served.definition;
         let kind = d.kind.as_str();
         let item = definition_name(group, version, kind);
         let list = definition_name(group, version, &d.list_kind);
-        schemas.insert(item.clone(), object_schema(d, served, shared));
-        schemas.insert(list.clone(), list_schema(d, version, &item, shared));
         let namespaced = d.namespaced();
         let o = Op { group, version, kind, tag: &tag, gv: &gv, scope: if namespaced { "Namespaced" } else { "" } };
         let gv_name = crate::core::gvr::GroupVersion::new(group, version);
@@ -255,19 +280,7 @@ pub fn document(group: &str, version: &str, resources: &[&Served], shared: &Shar
             paths.insert(format!("{item_path}/{sub}"), entry);
         }
     }
-    // Kubernetes' builder publishes the schemas its routes refer to: the Scale types only when
-    // a resource of the document has the scale subresource.
-    if !resources.iter().any(|s| s.version.scale.is_some()) {
-        for scale in ["Scale", "ScaleSpec", "ScaleStatus"] {
-            schemas.remove(&format!("io.k8s.api.autoscaling.v1.{scale}"));
-        }
-    }
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    })
+    paths
 }
 
 #[cfg(test)]

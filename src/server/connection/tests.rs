@@ -37,7 +37,7 @@ fn connect_watched() -> (DuplexStream, Arc<Activity>) {
     let settings = Arc::new(ConnectionSettings::default());
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move {
-        serve_stream(server, info, handler, settings, shutdown, Streaming::default()).await;
+        serve_stream(server, Protocol::Http1, info, handler, settings, shutdown, Streaming::default()).await;
         drop(stop);
     });
     (client, activity)
@@ -178,24 +178,6 @@ fn a_streaming_response_ends_with_its_body() {
 async fn held_for_a_client_that_stops_reading(streamed: bool) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = certified.cert.der().clone();
-    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
-    let provider = crate::server::tls::provider();
-    let server_tls = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).unwrap();
-    let client_tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-
     // The watch's task writes 4 KiB lines for as long as the connection takes them.
     const LINE: usize = 4 << 10;
     let queued = Arc::new(AtomicUsize::new(0));
@@ -218,20 +200,7 @@ async fn held_for_a_client_that_stops_reading(streamed: bool) -> usize {
             }
         })
     };
-    let (client, server) = tokio::io::duplex(TRANSIT);
-    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
-    let (_stop, shutdown) = watch::channel(false);
-    tokio::spawn(serve(
-        server,
-        info.remote,
-        TlsAcceptor::from(Arc::new(server_tls)),
-        handler,
-        Arc::new(ConnectionSettings::default()),
-        shutdown,
-        info.activity,
-    ));
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let mut client = tokio_rustls::TlsConnector::from(Arc::new(client_tls)).connect(name, client).await.unwrap();
+    let (mut client, _stop) = connect_tls(handler, TRANSIT, &[]).await;
     client.write_all(b"GET /watch HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     client.flush().await.unwrap();
     // Virtual time moves only once every task waits: the server is stalled on the transport.
@@ -242,4 +211,106 @@ async fn held_for_a_client_that_stops_reading(streamed: bool) -> usize {
     assert!(queued >= TRANSIT + pipe::BUDGET, "the watch filled its budget: {queued} bytes queued");
     drop(client);
     held
+}
+
+/// A TLS connection to `handler` served by `serve` over an in-memory transport holding
+/// `transit` bytes each way, the client asking for the `alpn` protocols; the client's end,
+/// and the server's shutdown switch.
+async fn connect_tls(
+    handler: Next,
+    transit: usize,
+    alpn: &[&[u8]],
+) -> (tokio_rustls::client::TlsStream<DuplexStream>, watch::Sender<bool>) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = certified.cert.der().clone();
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = crate::server::tls::provider();
+    let mut server_tls = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    server_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let mut client_tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client_tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+
+    let (client, server) = tokio::io::duplex(transit);
+    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(serve(
+        server,
+        info.remote,
+        TlsAcceptor::from(Arc::new(server_tls)),
+        handler,
+        Arc::new(ConnectionSettings::default()),
+        shutdown,
+        info.activity,
+    ));
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let client = tokio_rustls::TlsConnector::from(Arc::new(client_tls)).connect(name, client).await.unwrap();
+    (client, stop)
+}
+
+/// HTTP/2's connection preface, as a client that speaks it first sends it.
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What the server sends on `client` after the HTTP/2 preface until it closes the connection
+/// (at most 4 KiB).
+async fn answer_to_the_http2_preface(client: &mut tokio_rustls::client::TlsStream<DuplexStream>) -> Vec<u8> {
+    client.write_all(HTTP2_PREFACE).await.unwrap();
+    client.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // an empty SETTINGS frame
+    client.flush().await.unwrap();
+    let mut answer = vec![0; 4096];
+    let mut read = 0;
+    // An HTTP/2 server answers with its SETTINGS frame (9 bytes of header first).
+    while read < 9 {
+        match client.read(&mut answer[read..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n,
+        }
+    }
+    answer.truncate(read);
+    answer
+}
+
+/// The protocol is the one the TLS handshake agreed, as Go's server has it: a client that did
+/// not ask for `h2` speaks HTTP/1.1, whatever its first bytes; the HTTP/2 preface is no
+/// HTTP/1.1 request, and gets no HTTP/2 frame back.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_did_not_ask_for_h2_is_not_served_http2() {
+    let handler = endpoint(|_request: http::Request<_>| async move {
+        bytes_response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"))
+    });
+    for alpn in [&[][..], &[&b"http/1.1"[..]][..]] {
+        let (mut client, _stop) = connect_tls(handler.clone(), 1 << 16, alpn).await;
+        let answer = answer_to_the_http2_preface(&mut client).await;
+        assert!(
+            answer.len() < 9 || answer[3] != 4,
+            "an HTTP/2 SETTINGS frame for a client asking for {alpn:?}: {answer:?}"
+        );
+        let (mut client, _stop) = connect_tls(handler.clone(), 1 << 16, alpn).await;
+        client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        client.flush().await.unwrap();
+        let mut head = [0; 15];
+        client.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200 OK");
+    }
+}
+
+/// A client that asked for `h2` is served HTTP/2 from its first bytes.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_asked_for_h2_is_served_http2() {
+    let handler = endpoint(|_request: http::Request<_>| async move {
+        bytes_response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"))
+    });
+    let (mut client, _stop) = connect_tls(handler, 1 << 16, &[b"h2"]).await;
+    let answer = answer_to_the_http2_preface(&mut client).await;
+    assert!(answer.len() >= 9 && answer[3] == 4, "no HTTP/2 SETTINGS frame first: {answer:?}");
 }
