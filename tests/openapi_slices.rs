@@ -59,6 +59,12 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
     for definition in ["com.example.stable.v1.CronTab", "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"] {
         assert!(merged["definitions"][definition].is_object(), "{definition}");
     }
+    // Every shared parameter a merged path refers to is in the merged document.
+    let text = merged.to_string();
+    for reference in text.split("\"#/parameters/").skip(1) {
+        let name = reference.split('"').next().unwrap();
+        assert!(merged["parameters"][name].is_object(), "{name}");
+    }
 
     let downloads = plane.openapi_v2_downloads();
     assert_eq!(downloads.len(), 3, "{downloads:?}");

@@ -6,7 +6,9 @@
 //! Owns: the compiled rule tree and load-time errors. Must not touch: evaluation.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use cel::common::ast::{IdedExpr, SourceInfo};
 use cel::parser::Parser;
 
 use super::check::Checker;
@@ -550,6 +552,20 @@ pub fn compile_admission(
     compiled.unwrap_or_else(|| Err("compilation failed: the expression could not be compiled".into()))
 }
 
+/// CEL rules parsed, by their text: definitions repeat the same rules by the thousand (the
+/// parser's options never change, so a text always parses the same).
+static PARSED: crate::core::recall::Recall<Option<Arc<IdedExpr>>> = crate::core::recall::Recall::new(16384);
+
+/// Parses a rule as Kubernetes' CEL environment does.
+fn parse(source: &str) -> Result<(IdedExpr, SourceInfo), cel::parser::ParseErrors> {
+    Parser::new().enable_optional_syntax(true).max_recursion_depth(MAX_RECURSION_DEPTH).parse_with_source_info(source)
+}
+
+/// The positions of `source`'s parts: those of the parse just made, or of a new one.
+fn positions(info: Option<SourceInfo>, source: &str) -> SourceInfo {
+    info.unwrap_or_else(|| parse(source).map(|(_, info)| info).unwrap_or_default())
+}
+
 /// A compile error without a position, as cel-go renders one (`<input>:-1:0`).
 fn limit_error(message: &str) -> String {
     format!("compilation failed: ERROR: <input>:-1:0: {message}")
@@ -561,16 +577,32 @@ fn compile_here(
     optional_old_self: bool,
     want: Type,
 ) -> (Result<Program, String>, bool) {
-    let parsed = Parser::new()
-        .enable_optional_syntax(true)
-        .max_recursion_depth(MAX_RECURSION_DEPTH)
-        .parse_with_source_info(source);
-    let (expr, info) = match parsed {
-        Ok(p) => p,
-        Err(errs) if errs.errors.iter().any(|e| e.msg.contains("Recursion limit of")) => {
+    // The parse of a text seen before is the one remembered; only this parse's positions are
+    // needed, and only to word an error (the text is parsed again for them then).
+    let (mut info, mut refused) = (None, None);
+    let parsed = PARSED.get_or(
+        source,
+        |source| match parse(source) {
+            Ok((expr, positions)) => {
+                info = Some(positions);
+                Some(Arc::new(expr))
+            }
+            Err(errs) => {
+                refused = Some(errs);
+                None
+            }
+        },
+        Option::is_some,
+    );
+    let expr = match (parsed, refused) {
+        (Some(expr), _) => expr,
+        (None, Some(errs)) if errs.errors.iter().any(|e| e.msg.contains("Recursion limit of")) => {
             return (Err(limit_error(&format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"))), false);
         }
-        Err(errs) => return (Err(format!("compilation failed: {}", errors::parse_errors(source, &errs))), false),
+        (None, Some(errs)) => {
+            return (Err(format!("compilation failed: {}", errors::parse_errors(source, &errs))), false);
+        }
+        (None, None) => return (Err("compilation failed: the expression could not be parsed".into()), false),
     };
     let self_ty = decl.map_or(Type::Dyn, |d| d.ty.clone());
     let old_ty = if optional_old_self { Type::optional(self_ty.clone()) } else { self_ty.clone() };
@@ -585,7 +617,10 @@ fn compile_here(
     }
     if !checker.errors.is_empty() {
         return (
-            Err(format!("compilation failed: {}", errors::check_errors(source, &info, &checker.errors))),
+            Err(format!(
+                "compilation failed: {}",
+                errors::check_errors(source, &positions(info, source), &checker.errors)
+            )),
             checker.uses_old_self,
         );
     }

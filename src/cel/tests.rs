@@ -586,3 +586,29 @@ fn comprehension_costs_follow_their_macro_expansions() {
     // 8 x (accu 1 + [f] 10 + add 1 + `e * 2` 2) + range 2 + result 1, then size and `>`
     assert_eq!(cost("self.l.transformList(i, e, e * 2).size() > 0"), 117);
 }
+
+#[test]
+fn a_rule_seen_before_is_checked_again_against_each_schema() {
+    // The parse of a text is remembered across definitions (issue 32); its type check and its
+    // errors are each schema's own.
+    let rule = "self.replicasOfTheMemoTest > 1";
+    let on =
+        |replicas: Value| compile_errors(spec_rule(rule, json!({"replicasOfTheMemoTest": replicas, "other": int()})));
+    assert_eq!(on(int()), Vec::<String>::new());
+    let errs = on(string());
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].ends_with(
+            "compilation failed: ERROR: <input>:1:28: found no matching overload for '_>_' applied to '(string, int)'\n | self.replicasOfTheMemoTest > 1\n | ...........................^"
+        ),
+        "the error has its position though the text was not parsed for this schema: {errs:?}"
+    );
+    let errs = compile_errors(spec_rule(rule, json!({"other": int()})));
+    assert!(errs[0].contains("ERROR: <input>:1:5: undefined field 'replicasOfTheMemoTest'"), "{errs:?}");
+    assert_eq!(on(int()), Vec::<String>::new(), "and the text still compiles where it fits");
+    // A text that does not parse is refused every time, with its syntax error.
+    for _ in 0..2 {
+        let errs = compile_errors(spec_rule("self.true == 1", json!({"a": int()})));
+        assert!(errs[0].contains("Syntax error: mismatched input 'true' expecting IDENTIFIER"), "{errs:?}");
+    }
+}

@@ -18,6 +18,7 @@ pub mod parallel;
 pub mod paths;
 pub mod priority;
 pub mod random;
+pub mod recall;
 pub mod request_info;
 pub mod request_scope;
 pub mod sorted_map;

@@ -25,8 +25,16 @@ impl Pattern {
     }
 }
 
+/// Patterns compiled, by their Go text: definitions repeat the same ones by the thousand, and a
+/// compiled `Regex` is shared by cloning (its automata behind an `Arc`).
+static COMPILED: crate::core::recall::Recall<Result<Regex, String>> = crate::core::recall::Recall::new(8192);
+
 /// Compiles a Go regular expression; the error is Go's message.
 pub fn compile(go: &str) -> Result<Regex, String> {
+    COMPILED.get_or(go, compile_now, |_| true)
+}
+
+fn compile_now(go: &str) -> Result<Regex, String> {
     let rust = translate(go);
     Regex::new(&rust).map_err(|_| go_error(&rust))
 }

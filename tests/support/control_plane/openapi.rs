@@ -66,8 +66,9 @@ fn references(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// kube-openapi's `FilterSpecByPathsWithoutSideEffects`: the paths under `prefix` and the
-/// definitions they use, directly or through other definitions.
+/// kube-openapi's `FilterSpecByPathsWithoutSideEffects`: the paths under `prefix`, the shared
+/// parameters (kept whole, as there) and the definitions they use, directly or through other
+/// definitions.
 fn filter_by_path(document: &Value, prefix: &str) -> Value {
     let paths: serde_json::Map<String, Value> = document["paths"]
         .as_object()
@@ -76,8 +77,10 @@ fn filter_by_path(document: &Value, prefix: &str) -> Value {
         .filter(|(path, _)| path.starts_with(prefix))
         .map(|(path, item)| (path.clone(), item.clone()))
         .collect();
+    let parameters = document.get("parameters").cloned().unwrap_or_else(|| json!({}));
     let mut wanted = Vec::new();
     references(&Value::Object(paths.clone()), &mut wanted);
+    references(&parameters, &mut wanted);
     let mut definitions = serde_json::Map::new();
     while let Some(name) = wanted.pop() {
         if definitions.contains_key(&name) {
@@ -88,7 +91,7 @@ fn filter_by_path(document: &Value, prefix: &str) -> Value {
             definitions.insert(name, schema.clone());
         }
     }
-    json!({"paths": paths, "definitions": definitions})
+    json!({"paths": paths, "definitions": definitions, "parameters": parameters})
 }
 
 /// One APIService's part of the cluster's v2 document, as kube-aggregator's downloader gets
@@ -140,6 +143,7 @@ async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
         "info": {"title": "Kubernetes", "version": "v1.33.0"},
         "paths": {},
         "definitions": {},
+        "parameters": {},
     });
     let Some(backend) = backend else { return merged };
     let mut services = lock(&state.services).clone();
@@ -151,7 +155,7 @@ async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
     });
     for service in &services {
         let Some(part) = api_service_v2(state, backend, service).await else { continue };
-        for section in ["paths", "definitions"] {
+        for section in ["paths", "definitions", "parameters"] {
             let incoming = part[section].as_object().cloned().unwrap_or_default();
             if let Some(target) = merged[section].as_object_mut() {
                 for (name, value) in incoming {
