@@ -77,8 +77,10 @@ impl Catalog {
 
     fn build(registry: Registry, previous: Option<&Catalog>) -> Catalog {
         let registry = registry.with_builtin();
-        let discovery = Discovery::build_from(&registry, previous.map(|p| &p.discovery));
-        let openapi = openapi::Documents::build_from(&registry, previous.map(|p| &p.openapi));
+        // Which slice a TLS server name picks, for both kinds of documents.
+        let names = Arc::new(openapi::slices::SliceNames::new(registry.groups()));
+        let discovery = Discovery::build_named(&registry, previous.map(|p| &p.discovery), names.clone());
+        let openapi = openapi::Documents::build_named(&registry, previous.map(|p| &p.openapi), names);
         Catalog { registry, discovery, openapi }
     }
 }

@@ -65,6 +65,9 @@ impl Records {
     }
 }
 
+/// Changed definitions: the form served until a reload, and the one it serves.
+type Replaced = Vec<(Served, Served)>;
+
 /// What the reloads remember between them.
 #[derive(Default)]
 struct State {
@@ -125,7 +128,7 @@ impl LiveDefinitions {
     /// The first load: what the server starts serving.
     pub async fn load(&self) -> Registry {
         let registry = match self.plan_and_record(None).await {
-            Some((mut plan, _)) => std::mem::take(&mut plan.registry),
+            Some((mut plan, _, _)) => std::mem::take(&mut plan.registry),
             None => Registry::default(),
         };
         self.cluster_served();
@@ -144,12 +147,7 @@ impl LiveDefinitions {
     /// Reads the files again and serves what they say, if anything changed. `since` is when
     /// the file events that asked for it began.
     pub async fn reload(&self, api: &Api, since: std::time::Instant) {
-        // The forms served until now, for what the changed ones do to their objects.
-        let before = match &self.impacts {
-            Some(_) => self.state.lock().map(|s| s.served.clone()).unwrap_or_default(),
-            None => HashMap::new(),
-        };
-        let Some((plan, Some(catalog))) = self.plan_and_record(Some(api.catalog())).await else {
+        let Some((plan, Some(catalog), replaced)) = self.plan_and_record(Some(api.catalog())).await else {
             self.cluster_served();
             return;
         };
@@ -175,21 +173,20 @@ impl LiveDefinitions {
             tracing::info!(definition = %name, "no longer serving the definition; its objects stay in the store");
         }
         if let Some(impacts) = &self.impacts {
-            let now = self.state.lock().map(|s| s.served.clone()).unwrap_or_default();
-            let changed =
-                plan.changed.iter().filter_map(|name| Some((before.get(name)?.clone(), now.get(name)?.clone())));
-            impacts.after_reload(changed.collect());
+            impacts.after_reload(replaced);
         }
     }
 
     /// Scans, plans and, when the served set changes (or on the first load), records the
     /// accepted names and builds the catalog (when given the one served now, whose unchanged
-    /// parts it reuses), off the request path. `None` when nothing changed.
+    /// parts it reuses), off the request path. `None` when nothing changed. Also gives each
+    /// changed definition's form served until now and its form from now on (for what the change
+    /// does to its objects).
     ///
     /// The store's records are read whole at the first load only; a reload uses the ages kept
     /// since and reads the storedVersions of the definitions whose files changed, so that its
     /// cost follows what changed rather than how many definitions are served.
-    async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>)> {
+    async fn plan_and_record(&self, serving: Option<Arc<Catalog>>) -> Option<(Plan, Option<Catalog>, Replaced)> {
         let (loaded, provisional, kept_ages) =
             self.state.lock().map(|s| (s.loaded, s.provisional, s.ages.clone())).unwrap_or((true, false, None));
         let (ages, records, unread) = if !loaded || provisional {
@@ -222,9 +219,11 @@ impl LiveDefinitions {
             (ages, None, false)
         };
         let whole = records.is_some();
+        // What was served until now, when it is planned again as a first load.
+        let mut provisionally_served = None;
         if provisional && let Ok(mut state) = self.state.lock() {
             // Planned as a first load, with every check the records allow.
-            state.served.clear();
+            provisionally_served = Some(std::mem::take(&mut state.served));
             state.loaded = false;
             state.provisional = false;
         }
@@ -326,13 +325,19 @@ impl LiveDefinitions {
         let served = i64::try_from(registry.definitions().len()).unwrap_or(i64::MAX);
         crate::metrics::global().definitions_served.store(served, Ordering::Relaxed);
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let before = provisionally_served.as_ref().unwrap_or(&state.served);
+        let replaced = plan
+            .changed
+            .iter()
+            .filter_map(|name| Some((before.get(name)?.clone(), plan.served.get(name)?.clone())))
+            .collect();
         // What the caller needs of the plan is the rest of it.
         state.served = std::mem::take(&mut plan.served);
         state.loaded = true;
         state.provisional = unread;
         state.ages = Some(ages);
         drop(state);
-        Some((plan, catalog))
+        Some((plan, catalog, replaced))
     }
 
     /// Before any object can be written through a definition newly served (at the first load

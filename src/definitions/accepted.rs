@@ -84,6 +84,10 @@ pub fn accepted_forms(
     served_before: &dyn Fn(&str) -> bool,
 ) -> HashMap<String, Served> {
     let Scan::Files(files) = scan else { return HashMap::new() };
+    // (A reload among thousands of definitions reads the records of its newcomers only.)
+    if accepted.is_empty() {
+        return HashMap::new();
+    }
     let mut needed: Vec<&str> = Vec::new();
     for file in files {
         for document in &file.documents {

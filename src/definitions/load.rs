@@ -158,7 +158,8 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
                     (is_manifest(&path) && regular(&entry, &path)).then_some(path)
                 })
                 .collect();
-            found.sort();
+            // By name (the same parent for all: its bytes sort as its components would).
+            found.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
             files.extend(found);
         } else {
             files.push(path.clone());

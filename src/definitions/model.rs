@@ -52,6 +52,8 @@ struct Compiled {
     schema: OnceLock<Option<Arc<crate::schema::Schema>>>,
     cel_rules: OnceLock<Option<Arc<crate::cel::Rules>>>,
     field_schema: OnceLock<Arc<crate::fieldmanager::Schema>>,
+    /// SHA-256 of the schema's text.
+    digest: OnceLock<[u8; 32]>,
 }
 
 /// A version's fields but the compiled forms, for [`Version::new`].
@@ -132,6 +134,18 @@ impl Version {
         self.compiled.field_schema.get_or_init(|| {
             Arc::new(crate::fieldmanager::Schema::custom_resource(self.openapi_schema_value().as_ref()))
         })
+    }
+
+    /// SHA-256 of the version's `openAPIV3Schema` text (`None`: it has none), computed once
+    /// and kept with the compiled forms: documents built from many schemas (OpenAPI hashes)
+    /// tell them apart by it without reading their texts again at every reload.
+    pub fn schema_digest(&self) -> Option<&[u8; 32]> {
+        let text = self.openapi_schema.as_deref()?;
+        Some(self.compiled.digest.get_or_init(|| {
+            let mut out = [0; 32];
+            out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref());
+            out
+        }))
     }
 
     /// Whether `other` has this version's schema (the same text): then their compiled forms

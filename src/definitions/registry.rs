@@ -42,16 +42,20 @@ impl Served {
     }
 }
 
+/// A map of names: foldhash, as a registry of thousands of definitions is built again at every
+/// reload (and looked up on every request) with names from the definitions, not from clients.
+type Names<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Served resources by group, version and plural.
 #[derive(Debug, Default)]
 pub struct Registry {
     definitions: Vec<Arc<Definition>>,
-    by_group: BTreeMap<String, HashMap<String, HashMap<String, Served>>>,
+    by_group: BTreeMap<String, Names<String, Names<String, Served>>>,
     /// Served versions of each group, by Kubernetes version priority.
     group_versions: BTreeMap<String, Vec<String>>,
     /// The definitions of each group, in load order: what the group's discovery and OpenAPI
     /// documents are built from (the same `Arc`s, the same documents).
-    group_definitions: HashMap<String, Vec<Arc<Definition>>>,
+    group_definitions: Names<String, Vec<Arc<Definition>>>,
 }
 
 impl Registry {
@@ -69,9 +73,9 @@ impl Registry {
         // What is taken, borrowed from `definitions` (a reload among many definitions
         // allocates nothing per definition for it): the file of each name, and per group the
         // resource names (plural, singular, short names) and kinds in use.
-        let mut by_name: HashMap<&str, &str> = HashMap::with_capacity(definitions.len());
-        let mut resource_names: HashMap<&str, HashSet<&str>> = HashMap::new();
-        let mut kind_names: HashMap<&str, HashSet<&str>> = HashMap::new();
+        let mut by_name: Names<&str, &str> = Names::with_capacity_and_hasher(definitions.len(), Default::default());
+        let mut resource_names: Names<&str, HashSet<&str, foldhash::fast::RandomState>> = Names::default();
+        let mut kind_names: Names<&str, HashSet<&str, foldhash::fast::RandomState>> = Names::default();
         let mut accepted = Vec::with_capacity(definitions.len());
         for definition in &definitions {
             if let Some(first) = by_name.get(definition.name.as_str()) {
@@ -153,14 +157,30 @@ impl Registry {
             .collect();
         let mut series = crate::metrics::global().requests.resources(&names).into_iter();
         for definition in definitions {
-            let group = self.by_group.entry(definition.group.clone()).or_default();
+            // Keys are cloned only when first inserted.
+            if !self.by_group.contains_key(&definition.group) {
+                self.by_group.insert(definition.group.clone(), Names::default());
+                self.group_definitions.insert(definition.group.clone(), Vec::new());
+            }
             for version in definition.served_versions() {
                 let Some(series) = series.next() else { break };
                 let served = Served { definition: definition.clone(), version: version.clone(), series };
-                group.entry(version.name.clone()).or_default().insert(definition.plural.clone(), served);
-                self.group_versions.entry(definition.group.clone()).or_default().push(version.name.clone());
+                let Some(group) = self.by_group.get_mut(&definition.group) else { break };
+                match group.get_mut(&version.name) {
+                    Some(resources) => resources.insert(definition.plural.clone(), served),
+                    None => group.entry(version.name.clone()).or_default().insert(definition.plural.clone(), served),
+                };
+                match self.group_versions.get_mut(&definition.group) {
+                    Some(versions) if versions.contains(&version.name) => {}
+                    Some(versions) => versions.push(version.name.clone()),
+                    None => {
+                        self.group_versions.insert(definition.group.clone(), vec![version.name.clone()]);
+                    }
+                }
             }
-            self.group_definitions.entry(definition.group.clone()).or_default().push(definition.clone());
+            if let Some(definitions) = self.group_definitions.get_mut(&definition.group) {
+                definitions.push(definition.clone());
+            }
             self.definitions.push(definition.clone());
         }
     }
@@ -240,6 +260,26 @@ mod tests {
         assert!(registry.lookup("example.com", "v1", "foos").is_some());
         assert!(registry.lookup("example.com", "v2alpha1", "foos").is_none());
         assert!(registry.lookup("example.com", "v2", "foos").is_none());
+    }
+
+    #[test]
+    fn a_group_is_listed_with_its_served_versions_only() {
+        let (registry, problems) = Registry::build(vec![
+            def("foos", "Foo", &[], &[("v1", true), ("v2", true), ("v3alpha1", false)]),
+            def("bars", "Bar", &[], &[("v2", true), ("v1beta1", true)]),
+        ]);
+        assert!(problems.is_empty());
+        let groups: Vec<(&str, &[String])> = registry.groups().collect();
+        assert_eq!(groups, [("example.com", &["v2".to_string(), "v1".into(), "v1beta1".into()][..])]);
+        let names = |version| {
+            registry.resources("example.com", version).iter().map(|s| s.definition.plural.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names("v2"), ["bars", "foos"]);
+        assert_eq!(names("v1"), ["foos"]);
+        assert_eq!(names("v1beta1"), ["bars"]);
+        assert!(names("v3alpha1").is_empty());
+        let kinds: Vec<&str> = registry.definitions_of("example.com").iter().map(|d| d.kind.as_str()).collect();
+        assert_eq!(kinds, ["Foo", "Bar"], "in load order");
     }
 
     #[test]

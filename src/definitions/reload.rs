@@ -19,6 +19,10 @@ use super::load::{Loaded, Problem, reason};
 use super::registry::Registry;
 use super::scan::Scan;
 
+/// A set of names or pointers built at every reload: foldhash, as the names are the
+/// definitions' own.
+type Names<T> = HashSet<T, foldhash::fast::RandomState>;
+
 /// A served definition and the file it came from.
 #[derive(Debug, Clone)]
 pub struct Served {
@@ -81,19 +85,19 @@ pub fn plan(previous: &HashMap<String, Served>, scan: &Scan, context: &Context<'
         Scan::Failed(problem) => return keep_everything(previous, problem.clone()),
     };
     let mut problems = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut named: HashSet<String> = HashSet::new();
+    let mut candidates: Vec<Candidate> = Vec::with_capacity(previous.len() + 1);
+    let mut named: Names<&str> = Names::with_capacity_and_hasher(previous.len() + 1, Default::default());
     for file in files {
         for document in &file.documents {
             match document {
                 Ok(loaded) => {
-                    named.insert(loaded.definition.name.clone());
+                    named.insert(loaded.definition.name.as_str());
                     candidates.extend(candidate(previous, loaded, &file.path, context, &mut problems));
                 }
                 Err(problem) => {
                     problems.push(problem.clone());
                     let Some(name) = &problem.name else { continue };
-                    named.insert(name.clone());
+                    named.insert(name.as_str());
                     if let Some(old) = previous.get(name) {
                         candidates.push(Candidate { served: old.clone(), previous: None, was_served: true });
                     }
@@ -105,7 +109,7 @@ pub fn plan(previous: &HashMap<String, Served>, scan: &Scan, context: &Context<'
     let murky: HashSet<&Path> = files.iter().filter(|f| f.is_murky()).map(|f| f.path.as_path()).collect();
     let mut removed = Vec::new();
     for (name, old) in previous {
-        if named.contains(name) {
+        if named.contains(name.as_str()) {
             continue;
         }
         if murky.contains(old.file.as_path()) {
@@ -185,7 +189,7 @@ fn candidate(
     context: &Context<'_>,
     problems: &mut Vec<Problem>,
 ) -> Option<Candidate> {
-    let new = Served { loaded: loaded.clone(), file: file.to_path_buf() };
+    let new = || Served { loaded: loaded.clone(), file: file.to_path_buf() };
     let Some(old) = previous.get(&loaded.definition.name) else {
         if let Some(accepted) = (context.accepted)(&loaded.definition.name)
             && accepted.spec != loaded.manifest.spec
@@ -196,7 +200,7 @@ fn candidate(
                 return None;
             }
         }
-        return Some(Candidate { served: new, previous: None, was_served: false });
+        return Some(Candidate { served: new(), previous: None, was_served: false });
     };
     let same = Arc::ptr_eq(&old.loaded.definition, &loaded.definition) || old.loaded.same_spec(loaded);
     if same {
@@ -207,7 +211,7 @@ fn candidate(
     }
     let errors = update_errors(&old.loaded.manifest, loaded, context);
     if errors.is_empty() {
-        return Some(Candidate { served: new, previous: Some(old.clone()), was_served: true });
+        return Some(Candidate { served: new(), previous: Some(old.clone()), was_served: true });
     }
     problems.push(refused_update(loaded, errors));
     Some(Candidate { served: old.clone(), previous: None, was_served: true })
@@ -240,7 +244,7 @@ fn accept_names(
 ) -> (Registry, HashMap<String, Served>) {
     refuse_names_in_use(&mut candidates, problems);
     // A stable sort: newcomers keep their file order after every older definition.
-    candidates.sort_by_key(|c| (context.age)(c.served.name()).unwrap_or(u64::MAX));
+    candidates.sort_by_cached_key(|c| (context.age)(c.served.name()).unwrap_or(u64::MAX));
     loop {
         let definitions: Vec<_> = candidates.iter().map(|c| c.served.loaded.definition.clone()).collect();
         let (registry, clashes) = Registry::build_shared(definitions);
@@ -263,12 +267,11 @@ fn accept_names(
             continue;
         }
         problems.extend(clashes);
-        let accepted: HashSet<*const super::Definition> = registry.definitions().iter().map(Arc::as_ptr).collect();
-        let served = candidates
-            .into_iter()
-            .filter(|c| accepted.contains(&Arc::as_ptr(&c.served.loaded.definition)))
-            .map(|c| (c.served.name().to_string(), c.served))
-            .collect();
+        let accepted: Names<*const super::Definition> = registry.definitions().iter().map(Arc::as_ptr).collect();
+        let mut served = HashMap::with_capacity(accepted.len());
+        for c in candidates.into_iter().filter(|c| accepted.contains(&Arc::as_ptr(&c.served.loaded.definition))) {
+            served.insert(c.served.name().to_string(), c.served);
+        }
         return (registry, served);
     }
 }
@@ -285,7 +288,8 @@ fn names_of(definition: &super::Definition) -> impl Iterator<Item = (bool, &str)
 /// naming controller, the holder keeps it, and the change is refused.
 fn refuse_names_in_use(candidates: &mut [Candidate], problems: &mut Vec<Problem>) {
     // The names held now: the served forms of definitions served before.
-    let mut held: HashMap<(&str, bool, &str), &str> = HashMap::new();
+    let mut held: HashMap<(&str, bool, &str), &str, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(candidates.len() * 6, Default::default());
     for c in candidates.iter() {
         let before = c.previous.as_ref().unwrap_or(&c.served);
         if !c.was_served {

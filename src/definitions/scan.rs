@@ -7,6 +7,7 @@
 //! Owns the cache of loaded files. Must not decide what is served (`live::plan` does).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -103,12 +104,18 @@ struct Cached {
     stamp: Option<Stamp>,
     looked_at: SystemTime,
     documents: Documents,
+    /// The scan that last found it (`FileCache::scans`).
+    seen: u64,
 }
 
-/// The files seen at the last scan, by path, with their digests and what they gave.
+/// The files seen at the last scan, by path (its bytes: thousands are looked up at every
+/// scan, and the paths of one listing are written one way), with their digests and what they
+/// gave.
 #[derive(Debug, Default)]
 pub struct FileCache {
-    files: HashMap<PathBuf, Cached>,
+    files: HashMap<OsString, Cached, foldhash::fast::RandomState>,
+    /// How many scans there were.
+    scans: u64,
 }
 
 /// What a scan found of one file.
@@ -143,7 +150,7 @@ impl FileCache {
             .into_iter()
             .map(|path| {
                 let stamp = Stamp::of(&path);
-                let cached = self.files.get(&path);
+                let cached = self.files.get(path.as_os_str());
                 if let (Some(stamp), Some(cached)) = (stamp, cached)
                     && cached.stamp == Some(stamp)
                     && stamp.settled_at(cached.looked_at)
@@ -175,33 +182,49 @@ impl FileCache {
         });
         let loaded =
             changed.iter().zip(loaded).map(|((path, _), documents)| documents.unwrap_or_else(|| not_compiled(path)));
-        let fresh: HashMap<PathBuf, Documents> =
+        let fresh: HashMap<PathBuf, Documents, foldhash::fast::RandomState> =
             changed.iter().map(|(path, _)| path.to_path_buf()).zip(loaded).collect();
-        let mut previous = std::mem::take(&mut self.files);
+        // Every file found is marked seen; those not found are forgotten after.
+        self.scans += 1;
+        let scan = self.scans;
+        let mut seen = 0;
         let mut scanned = Vec::with_capacity(found.len());
         for (path, found) in found {
-            let documents = match fresh.get(&path) {
-                Some(documents) => documents.clone(),
-                // (A path given twice was moved on the first time.)
-                None => previous
-                    .get(&path)
-                    .or_else(|| self.files.get(&path))
-                    .map(|c| c.documents.clone())
-                    .unwrap_or_default(),
-            };
-            match found {
-                Found::Unchanged => {
-                    if let Some(cached) = previous.remove(&path) {
-                        self.files.insert(path.clone(), cached);
+            let key = path.as_os_str();
+            let documents = match found {
+                Found::Unchanged => self.files.get(key).map(|c| c.documents.clone()).unwrap_or_default(),
+                Found::Read { digest, stamp, .. } => {
+                    let documents = match fresh.get(&path) {
+                        Some(documents) => documents.clone(),
+                        None => self.files.get(key).map(|c| c.documents.clone()).unwrap_or_default(),
+                    };
+                    match digest {
+                        Some(digest) => {
+                            let cached = Cached { digest, stamp, looked_at, documents: documents.clone(), seen: 0 };
+                            match self.files.get_mut(key) {
+                                Some(entry) => *entry = Cached { seen: entry.seen, ..cached },
+                                None => {
+                                    self.files.insert(key.to_owned(), cached);
+                                }
+                            }
+                        }
+                        None => {
+                            self.files.remove(key);
+                        }
                     }
+                    documents
                 }
-                Found::Read { digest: Some(digest), stamp, .. } => {
-                    let cached = Cached { digest, stamp, looked_at, documents: documents.clone() };
-                    self.files.insert(path.clone(), cached);
-                }
-                Found::Read { digest: None, .. } => {}
+            };
+            if let Some(cached) = self.files.get_mut(key)
+                && cached.seen != scan
+            {
+                cached.seen = scan;
+                seen += 1;
             }
             scanned.push(ScannedFile { path, documents });
+        }
+        if self.files.len() > seen {
+            self.files.retain(|_, cached| cached.seen == scan);
         }
         Scan::Files(scanned)
     }
@@ -277,6 +300,31 @@ spec:
         let mut recent_ctime = stamp(now - Duration::from_secs(2));
         recent_ctime.ctime = at(now);
         assert!(!recent_ctime.settled_at(now), "mtime set back by a writer");
+    }
+
+    #[test]
+    fn files_gone_are_forgotten_and_a_file_given_twice_gives_the_same_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (crontab, other) = (dir.path().join("crontab.yaml"), dir.path().join("other.yaml"));
+        std::fs::write(&crontab, CRONTAB).unwrap();
+        std::fs::write(&other, CRONTAB.replace("crontabs", "others").replace("CronTab", "Other")).unwrap();
+        let mut cache = FileCache::default();
+        let both = [dir.path().to_path_buf(), crontab.clone()];
+        let first = cache.scan(&both);
+        let kinds = |scan: &Scan| definitions(scan).iter().map(|l| l.definition.kind.clone()).collect::<Vec<_>>();
+        assert_eq!(kinds(&first), ["CronTab", "Other", "CronTab"]);
+        let found = definitions(&first);
+        assert!(std::sync::Arc::ptr_eq(&found[0].definition, &found[2].definition), "loaded once");
+        assert_eq!(cache.files.len(), 2);
+        let again = cache.scan(&both);
+        assert!(std::sync::Arc::ptr_eq(&definitions(&again)[2].definition, &found[0].definition));
+        std::fs::remove_file(&other).unwrap();
+        assert_eq!(kinds(&cache.scan(&both)), ["CronTab", "CronTab"]);
+        assert_eq!(cache.files.len(), 1, "the file gone is forgotten");
+        // Back under the same path: read again, whatever its metadata says.
+        std::fs::write(&other, CRONTAB.replace("crontabs", "others").replace("CronTab", "Other")).unwrap();
+        assert_eq!(kinds(&cache.scan(&both)), ["CronTab", "Other", "CronTab"]);
+        assert_eq!(cache.files.len(), 2);
     }
 
     #[test]

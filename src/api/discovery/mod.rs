@@ -61,7 +61,7 @@ pub struct Discovery {
     pub aggregated_v2: Document,
     pub aggregated_v2beta1: Document,
     groups: HashMap<String, Arc<GroupDocuments>>,
-    slice_names: crate::api::openapi::slices::SliceNames,
+    slice_names: Arc<crate::api::openapi::slices::SliceNames>,
 }
 
 /// The documents of one group and its parts of the documents of every group, built from the
@@ -157,6 +157,17 @@ impl Discovery {
     /// definitions are the same (a reload changes one definition among many: only its group's
     /// documents and the documents of every group are encoded again).
     pub fn build_from(registry: &Registry, previous: Option<&Discovery>) -> Discovery {
+        let names = crate::api::openapi::slices::SliceNames::new(registry.groups());
+        Discovery::build_named(registry, previous, Arc::new(names))
+    }
+
+    /// [`Discovery::build_from`] with the registry's slice names (`Catalog` makes them once for
+    /// its discovery and OpenAPI documents).
+    pub fn build_named(
+        registry: &Registry,
+        previous: Option<&Discovery>,
+        slice_names: Arc<crate::api::openapi::slices::SliceNames>,
+    ) -> Discovery {
         let mut groups = HashMap::new();
         let mut list_items = Vec::new();
         let mut aggregated = Vec::new();
@@ -186,7 +197,7 @@ impl Discovery {
             aggregated_v2: aggregated_doc("v2", &aggregated),
             aggregated_v2beta1: aggregated_doc("v2beta1", &aggregated),
             groups,
-            slice_names: crate::api::openapi::slices::SliceNames::new(registry.groups()),
+            slice_names,
         }
     }
 

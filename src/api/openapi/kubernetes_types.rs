@@ -295,15 +295,19 @@ mod tests {
     #[test]
     fn v2_definitions_have_the_extensions_and_bare_references_without_the_defaults() {
         let shared = super::super::shared();
-        let owner = &shared.definitions_v2["io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference"];
+        let v2 = |name: &str| super::v2_form(&shared.definitions[name]);
+        let owner = &v2("io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference");
         assert_eq!(owner["x-kubernetes-map-type"], "atomic");
         assert_eq!(owner["properties"]["uid"].get("default"), None);
-        let list_meta = &shared.definitions_v2["io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"];
+        let list_meta = &v2("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta");
         assert_eq!(
             list_meta["properties"]["shardInfo"]["$ref"],
             "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ShardInfo"
         );
         assert!(list_meta["properties"]["shardInfo"]["description"].is_string());
-        assert!(shared.definitions_v2.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ShardInfo"));
+        assert!(shared.definitions.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ShardInfo"));
+        let members: Vec<&str> = shared.v2_members.iter().map(|m| m.key()).collect();
+        let names: Vec<&str> = shared.definitions.keys().map(String::as_str).collect();
+        assert_eq!(members, names, "every shared type in the v2 documents");
     }
 }

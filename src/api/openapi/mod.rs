@@ -50,6 +50,10 @@ impl Document {
     }
 }
 
+fn hex(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn hex_sha512(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
     digest.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect()
@@ -119,7 +123,7 @@ impl V2Lazy {
                 hold();
             }
             let encoded = build(previous.as_deref().map(|p| &p.encoded));
-            let document = Document { hash: hex_sha512(&encoded.body), body: encoded.body.clone() };
+            let document = Document { hash: encoded.hash.clone(), body: encoded.body.clone() };
             Arc::new(V2Built { document, encoded })
         });
         if let Ok(mut previous) = self.previous.lock() {
@@ -149,11 +153,13 @@ pub struct Documents {
     v3_index: Document,
     v2: V2Lazy,
     v2_protobuf: OnceLock<Document>,
-    slice_names: slices::SliceNames,
+    slice_names: Arc<slices::SliceNames>,
     hold: Option<BuildHold>,
 }
 
-/// What a group version's documents depend on, hashed.
+/// What a group version's documents depend on, hashed. Schemas are named by their digests
+/// (`Version::schema_digest`, computed once per schema): a reload that changes one definition
+/// of a group does not hash every schema of the group again.
 fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
     let described: Vec<Value> = resources
         .iter()
@@ -164,7 +170,7 @@ fn source_hash(group: &str, version: &str, resources: &[Served]) -> String {
                 d.kind,
                 d.list_kind,
                 d.namespaced(),
-                s.version.openapi_schema.as_deref(),
+                s.version.schema_digest().map(hex),
                 s.version.status_subresource,
                 s.version.scale.is_some(),
                 s.version.selectable_fields
@@ -204,6 +210,16 @@ impl Documents {
     /// document are those of the whole registry, the v2 documents of changed groups and the
     /// whole one built again from the previous ones.
     pub fn build_from(registry: &Registry, previous: Option<&Documents>) -> Documents {
+        Documents::build_named(registry, previous, Arc::new(slices::SliceNames::new(registry.groups())))
+    }
+
+    /// [`Documents::build_from`] with the registry's slice names (`Catalog` makes them once for
+    /// its discovery and OpenAPI documents).
+    pub fn build_named(
+        registry: &Registry,
+        previous: Option<&Documents>,
+        slice_names: Arc<slices::SliceNames>,
+    ) -> Documents {
         let mut groups = BTreeMap::new();
         let mut index = Map::new();
         for (group, versions) in registry.groups() {
@@ -228,7 +244,7 @@ impl Documents {
             v3_index: encode(&json!({"paths": index})),
             v2: V2Lazy::new(previous.and_then(|p| p.v2.latest())),
             v2_protobuf: OnceLock::new(),
-            slice_names: slices::SliceNames::new(registry.groups()),
+            slice_names,
             hold: previous.and_then(|p| p.hold.clone()),
         }
     }
@@ -327,8 +343,8 @@ impl Documents {
 pub struct SharedSchemas {
     /// Definitions keyed by their Kubernetes names, with `#/components/schemas/` references.
     definitions: Map<String, Value>,
-    /// The same in v2's form (still with v3's references).
-    definitions_v2: Map<String, Value>,
+    /// The same in v2's form, as members of a v2 document, encoded once.
+    v2_members: Vec<v2::Member<'static>>,
     api_version_description: String,
     kind_description: String,
 }
@@ -365,9 +381,8 @@ impl SharedSchemas {
         let kind_description = describe("kind");
         definitions.remove("io.k8s.api.core.v1.ConfigMap");
         kubernetes_types::amend_v3(&mut definitions);
-        let definitions_v2 =
-            definitions.iter().map(|(name, schema)| (name.clone(), kubernetes_types::v2_form(schema))).collect();
-        SharedSchemas { definitions, definitions_v2, api_version_description, kind_description }
+        let v2_members = v2::shared_members(&definitions);
+        SharedSchemas { definitions, v2_members, api_version_description, kind_description }
     }
 }
 
@@ -507,6 +522,7 @@ mod tests {
         let full = Documents::build(&after);
         assert_eq!(rebuilt.v3_index().body, full.v3_index().body);
         assert_eq!(rebuilt.v2().body, full.v2().body, "copied from the previous document, byte for byte the same");
+        assert_eq!(rebuilt.v2().etag(), full.v2().etag(), "the same entity tag as built whole (after a restart)");
         assert_ne!(rebuilt.v2().etag(), whole_before.etag());
         assert_eq!(rebuilt.v3("a.example.com", "v1").unwrap().body.as_ptr(), kept, "built once, kept");
         assert_eq!(
@@ -521,6 +537,63 @@ mod tests {
         let changed = rebuilt.v2_slice("b.example.com").unwrap();
         assert_ne!(changed.etag(), changed_slice.etag());
         assert_eq!(changed.body, full.v2_slice("b.example.com").unwrap().body);
+        assert_eq!(changed.etag(), full.v2_slice("b.example.com").unwrap().etag());
+    }
+
+    #[test]
+    fn any_change_to_a_schema_changes_its_documents_entity_tags_and_only_theirs() {
+        use crate::definitions::load::definition_from_value;
+        let definition = |plural: &str, group: &str, schema: Value| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": plural.to_uppercase()},
+                    "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        let object = |spec: Value| json!({"type": "object", "properties": {"spec": spec}});
+        let first = object(json!({"type": "object", "properties": {"size": {"type": "integer", "description": "a"}}}));
+        // Each differs from the first in one place only, down to one character.
+        let changes = [
+            object(json!({"type": "object", "properties": {"size": {"type": "integer", "description": "b"}}})),
+            object(
+                json!({"type": "object", "properties": {"size": {"type": "integer", "description": "a", "minimum": 1}}}),
+            ),
+            object(json!({"type": "object", "properties": {"size": {"type": "string", "description": "a"}}})),
+            object(json!({"type": "object", "properties": {"sizes": {"type": "integer", "description": "a"}}})),
+        ];
+        let others = [
+            definition("foos", "a.example.com", object(json!({"type": "object"}))),
+            definition("quxes", "b.example.com", object(json!({"type": "string"}))),
+        ];
+        let registry = |schema: &Value| {
+            let mut definitions = others.to_vec();
+            definitions.insert(1, definition("bars", "b.example.com", schema.clone()));
+            Registry::build_shared(definitions).0
+        };
+        let tags = |docs: &Documents| {
+            let (a, b) = (docs.v2_slice("a.example.com").unwrap(), docs.v2_slice("b.example.com").unwrap());
+            let v3 = docs.groups["b.example.com"].versions["v1"].hash.clone();
+            (a.etag(), b.etag(), docs.v2_version_slice("b.example.com", "v1").unwrap().etag(), docs.v2().etag(), v3)
+        };
+        let before = Documents::build(&registry(&first));
+        let original = tags(&before);
+        let mut seen = vec![original.clone()];
+        for schema in &changes {
+            let after = Documents::build_from(&registry(schema), Some(&before));
+            let now = tags(&after);
+            assert_eq!(now.0, original.0, "another group's slice keeps its entity tag");
+            assert_ne!(now.1, original.1, "the group's slice: {schema}");
+            assert_ne!(now.2, original.2, "the group version's slice: {schema}");
+            assert_ne!(now.3, original.3, "the whole document: {schema}");
+            assert_ne!(now.4, original.4, "the group version's v3 document: {schema}");
+            assert!(!seen[1..].iter().any(|s| s.1 == now.1 || s.3 == now.3), "each change its own tags");
+            // The same definitions give the same tags however the documents were built.
+            assert_eq!(now, tags(&Documents::build(&registry(schema))), "{schema}");
+            seen.push(now);
+        }
+        // Back to the first schema: the first tags (clients' cached copies are current again).
+        let back = Documents::build_from(&registry(&first), Some(&before));
+        assert_eq!(tags(&back), original);
     }
 
     #[test]

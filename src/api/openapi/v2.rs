@@ -180,8 +180,22 @@ fn parameter(p: &Value) -> Value {
 /// resources' members instead of building and encoding them again.
 pub struct Encoded {
     pub body: Bytes,
+    /// What the document is told apart by (its entity tag): the hash of the body with each
+    /// member's value replaced by the digest of that value (`Writer`). The body changes only if
+    /// a key, a value or the text around them does, so the hash changes whenever the body does;
+    /// and a document copied mostly from the previous one hashes only its new members' values.
+    pub hash: String,
     /// By definition name: the resources (one per served version) it contributed.
     layout: HashMap<String, Vec<Placed>>,
+}
+
+/// SHA-256 of a member's encoded value.
+type Digest = [u8; 32];
+
+fn digest(bytes: &[u8]) -> Digest {
+    let mut out = [0; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    out
 }
 
 /// One resource's members in an encoded document.
@@ -189,9 +203,37 @@ struct Placed {
     version: String,
     /// What they were built from: while a registry holds the same `Arc`, they hold for it.
     definition: Arc<Definition>,
-    /// Each member's key and where its value is in the body, by the object it belongs to.
-    paths: Vec<(String, Range<usize>)>,
-    definitions: Vec<(String, Range<usize>)>,
+    /// Each member's key, where its value is in the body and the value's digest, by the
+    /// object it belongs to.
+    paths: Vec<(String, Range<usize>, Digest)>,
+    definitions: Vec<(String, Range<usize>, Digest)>,
+}
+
+/// A member of the document's `paths` or `definitions`: its key, its encoded value and the
+/// value's digest.
+pub(super) struct Member<'a> {
+    key: String,
+    value: Cow<'a, [u8]>,
+    digest: Digest,
+}
+
+impl<'a> Member<'a> {
+    fn new(key: String, value: Vec<u8>) -> Member<'a> {
+        let digest = digest(&value);
+        Member { key, value: Cow::Owned(value), digest }
+    }
+
+    /// The member's key.
+    #[cfg(test)]
+    pub(super) fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+/// The shared Kubernetes types (`definitions`, in v3's form) as members of a v2 document.
+pub(super) fn shared_members(definitions: &Map<String, Value>) -> Vec<Member<'static>> {
+    let v2_form = |schema| rewrite_refs(&super::kubernetes_types::v2_form(schema));
+    definitions.iter().map(|(k, v)| Member::new(k.clone(), encoded(&v2_form(v)))).collect()
 }
 
 impl Encoded {
@@ -201,8 +243,13 @@ impl Encoded {
         if !Arc::ptr_eq(&placed.definition, &served.definition) {
             return None;
         }
-        let members = |list: &[(String, Range<usize>)]| -> Option<Vec<(String, Cow<'_, [u8]>)>> {
-            list.iter().map(|(key, range)| Some((key.clone(), Cow::Borrowed(self.body.get(range.clone())?)))).collect()
+        let members = |list: &[(String, Range<usize>, Digest)]| -> Option<Vec<Member<'_>>> {
+            list.iter()
+                .map(|(key, range, digest)| {
+                    let value = Cow::Borrowed(self.body.get(range.clone())?);
+                    Some(Member { key: key.clone(), value, digest: *digest })
+                })
+                .collect()
         };
         Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)? })
     }
@@ -228,15 +275,16 @@ pub fn document(
             .and_then(|p| p.reusable(version, served))
             .unwrap_or_else(|| resource_part(group, version, served, shared))
     });
-    let mut paths: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> = BTreeMap::new();
-    let mut definitions: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> =
-        shared.definitions_v2.iter().map(|(k, v)| (k.clone(), (None, Cow::Owned(encoded(&rewrite_refs(v)))))).collect();
+    type Members<'m> = BTreeMap<String, (Option<usize>, Cow<'m, [u8]>, Digest)>;
+    let mut paths: Members<'_> = BTreeMap::new();
+    let mut definitions: Members<'_> =
+        shared.v2_members.iter().map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest))).collect();
     for (index, part) in parts.into_iter().enumerate() {
-        paths.extend(part.paths.into_iter().map(|(k, v)| (k, (Some(index), v))));
-        definitions.extend(part.definitions.into_iter().map(|(k, v)| (k, (Some(index), v))));
+        paths.extend(part.paths.into_iter().map(|m| (m.key, (Some(index), m.value, m.digest))));
+        definitions.extend(part.definitions.into_iter().map(|m| (m.key, (Some(index), m.value, m.digest))));
     }
-    let size = paths.iter().chain(&definitions).map(|(k, (_, v))| k.len() + v.len() + 4).sum::<usize>() + 256;
-    let mut out = Vec::with_capacity(size);
+    let size = paths.iter().chain(&definitions).map(|(k, (_, v, _))| k.len() + v.len() + 4).sum::<usize>() + 256;
+    let mut out = Writer { body: Vec::with_capacity(size), hash: ring::digest::Context::new(&ring::digest::SHA512) };
     let mut placed: Vec<Placed> = resources
         .iter()
         .map(|&(_, version, served)| Placed {
@@ -246,32 +294,34 @@ pub fn document(
             definitions: Vec::new(),
         })
         .collect();
-    out.extend_from_slice(b"{\"definitions\":");
-    for (index, key, range) in write_members(&mut out, &definitions) {
+    out.text(b"{\"definitions\":");
+    for (index, key, range, digest) in out.members(&definitions) {
         if let Some(p) = placed.get_mut(index) {
-            p.definitions.push((key.to_string(), range));
+            p.definitions.push((key.to_string(), range, digest));
         }
     }
-    out.extend_from_slice(b",\"info\":");
-    out.extend_from_slice(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
-    out.extend_from_slice(b",\"paths\":");
-    for (index, key, range) in write_members(&mut out, &paths) {
+    out.text(b",\"info\":");
+    out.text(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
+    out.text(b",\"paths\":");
+    for (index, key, range, digest) in out.members(&paths) {
         if let Some(p) = placed.get_mut(index) {
-            p.paths.push((key.to_string(), range));
+            p.paths.push((key.to_string(), range, digest));
         }
     }
-    out.extend_from_slice(b",\"swagger\":\"2.0\"}");
+    out.text(b",\"swagger\":\"2.0\"}");
     let mut layout: HashMap<String, Vec<Placed>> = HashMap::new();
     for p in placed {
         layout.entry(p.definition.name.clone()).or_default().push(p);
     }
-    Encoded { body: Bytes::from(out), layout }
+    let hash = out.hash.finish();
+    let hash = hash.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect();
+    Encoded { body: Bytes::from(out.body), hash, layout }
 }
 
 /// The encoded paths and definitions one resource contributes.
 struct Part<'a> {
-    paths: Vec<(String, Cow<'a, [u8]>)>,
-    definitions: Vec<(String, Cow<'a, [u8]>)>,
+    paths: Vec<Member<'a>>,
+    definitions: Vec<Member<'a>>,
 }
 
 fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &SharedSchemas) -> Part<'a> {
@@ -285,14 +335,14 @@ fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &Share
                 _ => (k.clone(), operation(v)),
             })
             .collect();
-        part.paths.push((path, Cow::Owned(encoded(&Value::Object(converted)))));
+        part.paths.push(Member::new(path, encoded(&Value::Object(converted))));
     }
     let d = &served.definition;
     let item = definition_name(group, version, &d.kind);
-    part.definitions.push((item.clone(), Cow::Owned(encoded(&object_schema(served, shared)))));
+    part.definitions.push(Member::new(item.clone(), encoded(&object_schema(served, shared))));
     let list = v3::list_schema(d, version, &item, shared);
     let list = super::kubernetes_types::v2_form(&list);
-    part.definitions.push((definition_name(group, version, &d.list_kind), Cow::Owned(encoded(&rewrite_refs(&list)))));
+    part.definitions.push(Member::new(definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
     part
 }
 
@@ -301,28 +351,44 @@ fn encoded(value: &Value) -> Vec<u8> {
     crate::core::json::to_vec(value).unwrap_or_default()
 }
 
-/// An object of already encoded members; gives back, for each member that came from a
-/// resource, the resource's index, the key and where its value was written.
-fn write_members<'k>(
-    out: &mut Vec<u8>,
-    members: &'k BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)>,
-) -> Vec<(usize, &'k str, Range<usize>)> {
-    let mut placed = Vec::new();
-    out.push(b'{');
-    for (i, (key, (resource, value))) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&encoded(&Value::String(key.clone())));
-        out.push(b':');
-        let start = out.len();
-        out.extend_from_slice(value);
-        if let Some(resource) = resource {
-            placed.push((*resource, key.as_str(), start..out.len()));
-        }
+/// The body being written and its hash: every byte of the body but the members' values, and
+/// in place of each value its digest (32 bytes, so the hashed text reads back one way only).
+struct Writer {
+    body: Vec<u8>,
+    hash: ring::digest::Context,
+}
+
+impl Writer {
+    /// Text around the members: written and hashed.
+    fn text(&mut self, bytes: &[u8]) {
+        self.body.extend_from_slice(bytes);
+        self.hash.update(bytes);
     }
-    out.push(b'}');
-    placed
+
+    /// An object of already encoded members; gives back, for each member that came from a
+    /// resource, the resource's index, the key, where its value was written and its digest.
+    fn members<'k>(
+        &mut self,
+        members: &'k BTreeMap<String, (Option<usize>, Cow<'_, [u8]>, Digest)>,
+    ) -> Vec<(usize, &'k str, Range<usize>, Digest)> {
+        let mut placed = Vec::new();
+        self.text(b"{");
+        for (i, (key, (resource, value, digest))) in members.iter().enumerate() {
+            if i > 0 {
+                self.text(b",");
+            }
+            self.text(&encoded(&Value::String(key.clone())));
+            self.text(b":");
+            let start = self.body.len();
+            self.body.extend_from_slice(value);
+            self.hash.update(digest);
+            if let Some(resource) = resource {
+                placed.push((*resource, key.as_str(), start..self.body.len(), *digest));
+            }
+        }
+        self.text(b"}");
+        placed
+    }
 }
 
 #[cfg(test)]
