@@ -198,6 +198,10 @@ fn digest(bytes: &[u8]) -> Digest {
     out
 }
 
+/// A document object's members by key: the resource each came from (none for the shared
+/// types), its encoded value and the value's digest.
+type Members<'a> = BTreeMap<String, (Option<usize>, Cow<'a, [u8]>, Digest)>;
+
 /// One resource's members in an encoded document.
 struct Placed {
     version: String,
@@ -275,7 +279,6 @@ pub fn document(
             .and_then(|p| p.reusable(version, served))
             .unwrap_or_else(|| resource_part(group, version, served, shared))
     });
-    type Members<'m> = BTreeMap<String, (Option<usize>, Cow<'m, [u8]>, Digest)>;
     let mut paths: Members<'_> = BTreeMap::new();
     let mut definitions: Members<'_> =
         shared.v2_members.iter().map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest))).collect();
@@ -367,10 +370,7 @@ impl Writer {
 
     /// An object of already encoded members; gives back, for each member that came from a
     /// resource, the resource's index, the key, where its value was written and its digest.
-    fn members<'k>(
-        &mut self,
-        members: &'k BTreeMap<String, (Option<usize>, Cow<'_, [u8]>, Digest)>,
-    ) -> Vec<(usize, &'k str, Range<usize>, Digest)> {
+    fn members<'k>(&mut self, members: &'k Members<'_>) -> Vec<(usize, &'k str, Range<usize>, Digest)> {
         let mut placed = Vec::new();
         self.text(b"{");
         for (i, (key, (resource, value, digest))) in members.iter().enumerate() {
