@@ -98,22 +98,50 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // The connection's task keeps its state for as long as the connection lasts, and an async
+    // function keeps room for every local alive across a wait, moved from or not: the served
+    // future is made in a block, so that the handshake's locals (the TLS stream, 1.2 KiB, before
+    // it moved) take no room beside it.
+    let served = {
+        let Some((stream, protocol, info, streaming)) =
+            handshake(tcp, remote, acceptor, &settings, &mut shutdown, activity).await
+        else {
+            return;
+        };
+        serve_stream(stream, protocol, info, handler, settings, shutdown, streaming)
+    };
+    served.await;
+}
+
+/// The TLS handshake of a connection, bounded as `serve` says; the decrypted stream and what
+/// the handshake settled, or `None` when the client is gone or its time ran out.
+async fn handshake<S>(
+    tcp: S,
+    remote: SocketAddr,
+    acceptor: TlsAcceptor,
+    settings: &ConnectionSettings,
+    shutdown: &mut watch::Receiver<bool>,
+    activity: Arc<Activity>,
+) -> Option<(Sealing<S>, Protocol, ConnInfo, Streaming)>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // A client still shaking hands when the server shuts down, when its time is up (the
     // header timeout: nothing was asked yet), or when it must give way to another at the
     // connection cap, has no request in flight: it is dropped.
     let handshaken = tokio::select! {
         handshaken = acceptor.accept(tcp) => handshaken,
-        _ = shutdown.wait_for(|stop| *stop) => return,
+        _ = shutdown.wait_for(|stop| *stop) => return None,
         _ = activity.expired(settings.header_read_timeout, settings.idle_timeout) => {
             tracing::trace!(remote = %remote, "TLS handshake timed out or gave way");
-            return;
+            return None;
         }
     };
     let mut tls_stream = match handshaken {
         Ok(s) => s,
         Err(e) => {
             tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");
-            return;
+            return None;
         }
     };
     // The first request's head is due within the header timeout from now.
@@ -134,7 +162,7 @@ pub async fn serve<S>(
     let server_name = session.server_name().map(Arc::from);
     let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
     let sealing = Sealing { inner: tls_stream, streaming: streaming.clone(), limit: TLS_SEND_BUFFER_BYTES };
-    serve_stream(sealing, protocol, info, handler, settings, shutdown, streaming).await;
+    Some((sealing, protocol, info, streaming))
 }
 
 /// The protocol a connection speaks, as its TLS handshake settled it: HTTP/2 when the client
@@ -152,72 +180,73 @@ pub enum Protocol {
 /// (`info.activity` keeps the time), or `shutdown` turns true. `streaming` is set while an
 /// HTTP/1.1 response that trickles out is sent (the stream seals small TLS records then).
 pub async fn serve_stream<S>(
-    stream: S,
+    mut stream: S,
     protocol: Protocol,
     info: ConnInfo,
     handler: Next,
     settings: Arc<ConnectionSettings>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
     streaming: Streaming,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let remote = info.remote;
-    let activity = info.activity.clone();
     let responder = Responder { info, handler, streaming };
-    let mut shutdown = shutdown;
-    let (stream, replay, prepared) = match protocol {
-        Protocol::Http2 => (stream, Vec::new(), None),
-        Protocol::Http1 => {
-            let mut stream = stream;
-            match first_watch(&mut stream, &responder, &settings, &mut shutdown).await {
-                FirstWatch::Hyper { replay, prepared } => (stream, replay, prepared),
-                FirstWatch::Gone => return,
-            }
-        }
+    let (replay, prepared) = match protocol {
+        Protocol::Http2 => (Vec::new(), None),
+        Protocol::Http1 => match first_watch(&mut stream, &responder, &settings, &mut shutdown).await {
+            FirstWatch::Hyper { replay, prepared } => (replay, prepared),
+            FirstWatch::Gone => return,
+        },
     };
-    // The response to the replayed head, if it is already made: hyper's first request is that
-    // head parsed again, and gets it.
-    let prepared = std::cell::Cell::new(prepared);
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let answer = match prepared.take() {
-            Some(response) => Err(response),
-            None => Ok(responder.respond(request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()))),
+    // Made in a block, so that its parts (moved into hyper's connection, on the heap) take no
+    // room in the connection's task while it runs.
+    let served = {
+        let remote = responder.info.remote;
+        let activity = responder.info.activity.clone();
+        // The response to the replayed head, if it is already made: hyper's first request is
+        // that head parsed again, and gets it.
+        let prepared = std::cell::Cell::new(prepared);
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let answer = match prepared.take() {
+                Some(response) => Err(response),
+                None => Ok(responder.respond(request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()))),
+            };
+            async move {
+                Ok::<_, Infallible>(match answer {
+                    Ok(responding) => responding.await,
+                    Err(response) => response,
+                })
+            }
+        });
+        let io = TokioIo::new(WithRefusalBodies::new(Watched {
+            inner: first_head::Replayed::new(stream, replay),
+            activity: activity.clone(),
+        }));
+        let connection: Served = match protocol {
+            Protocol::Http1 => {
+                // No header read timeout of hyper's (it has one by default): it runs from the
+                // end of the previous request (so a kept-alive connection would get 32 s of
+                // idleness instead of 90), and not at all before the first. The connection's
+                // `Activity` keeps Go's timeouts.
+                let mut http1 = http1::Builder::new();
+                http1.timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
+                Box::pin(http1.serve_connection(io, service))
+            }
+            Protocol::Http2 => {
+                let mut http2 = http2::Builder::new(TokioExecutor::new());
+                http2
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(settings.http2_max_concurrent_streams)
+                    .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
+                    .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+                    .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
+                    .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+                Box::pin(http2.serve_connection(io, service))
+            }
         };
-        async move {
-            Ok::<_, Infallible>(match answer {
-                Ok(responding) => responding.await,
-                Err(response) => response,
-            })
-        }
-    });
-    let io = TokioIo::new(WithRefusalBodies::new(Watched {
-        inner: first_head::Replayed::new(stream, replay),
-        activity: activity.clone(),
-    }));
-    let ends = Ends { remote, activity, settings: settings.clone(), shutdown };
-    match protocol {
-        Protocol::Http1 => {
-            // No header read timeout of hyper's (it has one by default): it runs from the end
-            // of the previous request (so a kept-alive connection would get 32 s of idleness
-            // instead of 90), and not at all before the first. The connection's `Activity`
-            // keeps Go's timeouts.
-            let mut http1 = http1::Builder::new();
-            http1.timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
-            ends.drive(Box::pin(http1.serve_connection(io, service))).await;
-        }
-        Protocol::Http2 => {
-            let mut http2 = http2::Builder::new(TokioExecutor::new());
-            http2
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(settings.http2_max_concurrent_streams)
-                .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
-                .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-                .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-            ends.drive(Box::pin(http2.serve_connection(io, service))).await;
-        }
-    }
+        Ends { remote, activity, settings, shutdown }.drive(connection)
+    };
+    served.await;
 }
 
 /// How a connection's first request went before hyper.
@@ -255,7 +284,7 @@ where
         _ = activity.expired(settings.header_read_timeout, settings.idle_timeout) => FirstHead::Gone,
     };
     let (request, head_bytes) = match first {
-        FirstHead::Watch(request, head_bytes) => (request, head_bytes),
+        FirstHead::Watch(request, head_bytes) => (*request, head_bytes),
         FirstHead::Other(replay) => return FirstWatch::Hyper { replay, prepared: None },
         FirstHead::Gone => return FirstWatch::Gone,
     };

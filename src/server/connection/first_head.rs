@@ -37,7 +37,7 @@ const MAX_HEADERS: usize = 100;
 pub enum FirstHead {
     /// A watch, parsed, and its head's bytes (for hyper to read, should the watch be answered
     /// by a response hyper sends).
-    Watch(Request<ReqBody>, Vec<u8>),
+    Watch(Box<Request<ReqBody>>, Vec<u8>),
     /// Anything else, or a head still incomplete: these bytes are hyper's to read first.
     Other(Vec<u8>),
     /// The client closed the connection (or it failed) before sending anything.
@@ -46,7 +46,7 @@ pub enum FirstHead {
 
 /// What a head's bytes are so far.
 enum Parsed {
-    Watch(Request<ReqBody>),
+    Watch(Box<Request<ReqBody>>),
     Partial,
     Other,
 }
@@ -117,7 +117,7 @@ fn parse(bytes: &[u8]) -> Parsed {
         }
         headers.append(name, value);
     }
-    Parsed::Watch(request)
+    Parsed::Watch(Box::new(request))
 }
 
 /// Whether a request target asks to watch: a `watch` path segment (the deprecated watch paths)
