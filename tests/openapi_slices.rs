@@ -65,6 +65,9 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
         let name = reference.split('"').next().unwrap();
         assert!(merged["parameters"][name].is_object(), "{name}");
     }
+    // Each slice writes the parameters kube-apiserver shares once, under kube-apiserver's
+    // names, and the merge keeps them.
+    assert!(merged["parameters"]["pretty-tJGM1-ng"].is_object(), "{}", merged["parameters"]);
 
     let downloads = plane.openapi_v2_downloads();
     assert_eq!(downloads.len(), 3, "{downloads:?}");

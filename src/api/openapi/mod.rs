@@ -18,6 +18,7 @@ mod kubernetes_types;
 pub mod slices;
 mod v2;
 pub mod v2_proto;
+mod v2_shared_parameters;
 mod v3;
 mod v3_parameters;
 
@@ -643,6 +644,83 @@ mod tests {
         assert!(group["definitions"]["com.example.a.v1.Thing"].is_object());
         assert!(group["definitions"]["com.example.a.v2.Thing"].is_object());
         assert!(docs.v2_version_slice("a.example.com", "v3").is_none());
+    }
+
+    /// Every `#/parameters/` reference of a v2 document names one of its `parameters`.
+    fn parameter_references_resolve(document: &[u8]) {
+        let text = String::from_utf8_lossy(document);
+        let value: Value = serde_json::from_slice(document).unwrap();
+        for reference in text.split("\"#/parameters/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(value["parameters"][name].is_object(), "{name}");
+        }
+    }
+
+    #[test]
+    fn v2_shares_parameters_under_kube_apiservers_names() {
+        use crate::definitions::load::definition_from_value;
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "foos.a.example.com"},
+            "spec": {"group": "a.example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let (registry, _) = Registry::build_shared(vec![Arc::new(definition_from_value(raw, "test").unwrap())]);
+        let docs = Documents::build(&registry);
+        let whole: Value = serde_json::from_slice(&docs.v2().body).unwrap();
+        let item = &whole["paths"]["/apis/a.example.com/v1/namespaces/{namespace}/foos/{name}"];
+        let refs: Vec<&str> =
+            item["parameters"].as_array().unwrap().iter().filter_map(|p| p["$ref"].as_str()).collect();
+        // The names kube-apiserver v1.36.2's own /openapi/v2 gives these two parameters.
+        assert_eq!(refs, ["#/parameters/namespace-vgWSWtn3", "#/parameters/pretty-tJGM1-ng"], "{item}");
+        assert_eq!(
+            whole["parameters"]["pretty-tJGM1-ng"],
+            json!({"uniqueItems": true, "type": "string", "name": "pretty", "in": "query",
+                "description": "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."})
+        );
+        // The object's name, dryRun, fieldValidation and the kind's own body stay inline.
+        let name = item["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "name");
+        assert_eq!(name.map(|p| p["in"].clone()), Some(json!("path")), "{item}");
+        for parameter in item["put"]["parameters"].as_array().unwrap() {
+            let inline =
+                ["body", "dryRun", "fieldValidation"].contains(&parameter["name"].as_str().unwrap_or_default());
+            assert_eq!(inline, parameter.get("$ref").is_none(), "{parameter}");
+        }
+        // Every reference of every document resolves, slices included.
+        let group_version = format!("crd-apiserver-{}.x.svc", slices::version_suffix("a.example.com", "v1"));
+        let group = format!("crd-apiserver-{}.x.svc", slices::suffix("a.example.com"));
+        for document in [docs.v2(), docs.v2_for(Some(&group_version)), docs.v2_for(Some(&group))] {
+            parameter_references_resolve(&document.body);
+        }
+    }
+
+    #[test]
+    fn a_rebuild_copies_the_shared_parameters_of_the_resources_it_keeps() {
+        use crate::definitions::load::definition_from_value;
+        let definition = |plural: &str, namespaced: bool| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.a.example.com")},
+                "spec": {"group": "a.example.com", "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                    "names": {"plural": plural, "kind": plural.to_uppercase()},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        // Only the namespaced resource refers to `namespace`; the rebuild keeps it and drops
+        // the other, so what it writes of `namespace` was copied from the previous document.
+        let foos = definition("foos", true);
+        let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", false)]);
+        let previous = Documents::build(&before);
+        previous.v2();
+        previous.v2_slice("a.example.com");
+        let (after, _) = Registry::build_shared(vec![foos, definition("bazs", false)]);
+        let rebuilt = Documents::build_from(&after, Some(&previous));
+        let full = Documents::build(&after);
+        let whole: Value = serde_json::from_slice(&rebuilt.v2().body).unwrap();
+        assert!(whole["parameters"]["namespace-vgWSWtn3"].is_object(), "{}", whole["parameters"]);
+        parameter_references_resolve(&rebuilt.v2().body);
+        assert!(rebuilt.v2().body == full.v2().body, "the rebuilt document is a full build's");
+        let slice = rebuilt.v2_slice("a.example.com").unwrap();
+        assert!(slice.body == full.v2_slice("a.example.com").unwrap().body, "the rebuilt slice is a full build's");
     }
 
     #[test]
