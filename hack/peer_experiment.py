@@ -391,8 +391,11 @@ def main():
         status, headers, body = kas.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
         whole = json.loads(body) if status == 200 else {}
         ours_paths = sum(1 for p in whole.get("paths", {}) if p.split("/")[2:3] and p.split("/")[2] in groups)
+        renamed = [name for section in ("definitions", "parameters") for name in whole.get(section, {})
+                   if name.rsplit("_v", 1)[-1].isdigit() and "_v" in name]
         log(f"kube-apiserver /openapi/v2: {status}, {len(body)} bytes in {time.time() - started:.1f} s, "
-            f"{ours_paths} of our paths")
+            f"{ours_paths} of our paths, {len(whole.get('definitions', {}))} definitions, "
+            f"{len(whole.get('parameters', {}))} parameters, {len(renamed)} renamed by the merge {renamed[:5]}")
         del whole, body
         out = run(kubectl + ["explain", "vpcs.spec.forProvider.cidrBlock", "--api-version", "ec2.aws.upbound.io/v1beta1"], 120)
         log(f"kubectl explain VPC spec.forProvider.cidrBlock: exit {out.returncode}, "
