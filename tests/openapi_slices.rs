@@ -102,6 +102,24 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
         "{explained}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // kube-aggregator downloads the v3 index once per APIService and keeps each whole: a group
+    // version's (or a group's) Service gets its own entries alone, the main Service every one.
+    let indexes = plane.openapi_v3_indexes();
+    for group in ["stable.example.com", "platform.example.com"] {
+        let name = format!("{}.crd-apiserver.svc", slice_service(group));
+        assert_eq!(indexes[&name], [format!("apis/{group}/v1")], "what {name} was answered");
+    }
+    let whole = &indexes["crd-apiserver.crd-apiserver.svc"];
+    for path in ["apis/stable.example.com/v1", "apis/platform.example.com/v1", "apis/crd-apiserver.io/v1alpha1"] {
+        assert!(whole.iter().any(|p| p == path), "{path} missing from {whole:?}");
+    }
+    // The document explain read came through the APIService's own Service.
+    let stable = format!("{}.crd-apiserver.svc", slice_service("stable.example.com"));
+    let via = plane.proxied_via();
+    assert!(
+        via.iter().any(|(name, path)| *name == stable && path == "/openapi/v3/apis/stable.example.com/v1"),
+        "{via:?}"
+    );
 }
 
 /// kube-aggregator's proxy for an APIService dials its own Service, and its discovery manager
