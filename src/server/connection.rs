@@ -3,7 +3,10 @@
 //! free: a TLS handshake deadline, a deadline for each HTTP/1.1 request head, an idle timeout
 //! (no request in flight; `activity` keeps the time), HTTP/2 stream, reset and header-list
 //! limits, and keepalive pings that find dead peers under idle watches. A connection asked to
-//! give way at the connection cap goes like a timed-out one.
+//! give way at the connection cap goes like a timed-out one. hyper serves each connection, but
+//! for an HTTP/1.1 connection's first request when it is a watch answered by a stream
+//! (`first_head`, `chunked`): hyper takes over once that watch ends. Watches later on a
+//! kept-alive connection stay with hyper.
 //!
 //! Owns the per-connection transport settings and the watchdog. Must not look into requests
 //! (the filter chain does) nor decide how many connections may be open (`listener`).
