@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::v2_shared_parameters::{self, SharedParameter};
 use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, v3};
 use crate::definitions::Definition;
 use crate::definitions::registry::Served;
@@ -187,6 +188,9 @@ pub struct Encoded {
     pub hash: String,
     /// By definition name: the resources (one per served version) it contributed.
     layout: HashMap<String, Vec<Placed>>,
+    /// Where each shared parameter's value is in the body, and its digest, by its key (written
+    /// once, whatever the number of resources that refer to it).
+    parameters: HashMap<String, (Range<usize>, Digest)>,
 }
 
 /// SHA-256 of a member's encoded value.
@@ -199,7 +203,7 @@ fn digest(bytes: &[u8]) -> Digest {
 }
 
 /// A document object's members by key: the resource each came from (none for the shared
-/// types), its encoded value and the value's digest.
+/// types and parameters), its encoded value and the value's digest.
 type Members<'a> = BTreeMap<String, (Option<usize>, Cow<'a, [u8]>, Digest)>;
 
 /// One resource's members in an encoded document.
@@ -211,10 +215,12 @@ struct Placed {
     /// object it belongs to.
     paths: Vec<(String, Range<usize>, Digest)>,
     definitions: Vec<(String, Range<usize>, Digest)>,
+    /// The keys of the shared parameters its paths refer to.
+    parameters: Vec<String>,
 }
 
-/// A member of the document's `paths` or `definitions`: its key, its encoded value and the
-/// value's digest.
+/// A member of the document's `paths`, `definitions` or `parameters`: its key, its encoded
+/// value and the value's digest.
 pub(super) struct Member<'a> {
     key: String,
     value: Cow<'a, [u8]>,
@@ -247,22 +253,29 @@ impl Encoded {
         if !Arc::ptr_eq(&placed.definition, &served.definition) {
             return None;
         }
-        let members = |list: &[(String, Range<usize>, Digest)]| -> Option<Vec<Member<'_>>> {
-            list.iter()
-                .map(|(key, range, digest)| {
-                    let value = Cow::Borrowed(self.body.get(range.clone())?);
-                    Some(Member { key: key.clone(), value, digest: *digest })
-                })
-                .collect()
+        let member = |key: &String, range: &Range<usize>, digest: &Digest| {
+            Some(Member { key: key.clone(), value: Cow::Borrowed(self.body.get(range.clone())?), digest: *digest })
         };
-        Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)? })
+        let members = |list: &[(String, Range<usize>, Digest)]| -> Option<Vec<Member<'_>>> {
+            list.iter().map(|(key, range, digest)| member(key, range, digest)).collect()
+        };
+        let parameters = placed
+            .parameters
+            .iter()
+            .map(|key| {
+                let (range, digest) = self.parameters.get(key)?;
+                member(key, range, digest)
+            })
+            .collect::<Option<_>>()?;
+        Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)?, parameters })
     }
 }
 
 /// The v2 document of every served group version, encoded. Paths and definitions are encoded
 /// resource by resource and written in key order, as serde_json writes the whole document: the
-/// value of the whole (many times the size of its text) never exists at once. The members of a
-/// resource `previous` was built from are copied from it.
+/// value of the whole (many times the size of its text) never exists at once. Parameters that
+/// kube-openapi shares are written once, under `parameters` (`v2_shared_parameters`). The
+/// members of a resource `previous` was built from are copied from it.
 pub fn document(
     group_versions: &[(&str, &str, &[Served])],
     shared: &SharedSchemas,
@@ -282,32 +295,47 @@ pub fn document(
     let mut paths: Members<'_> = BTreeMap::new();
     let mut definitions: Members<'_> =
         shared.v2_members.iter().map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest))).collect();
-    for (index, part) in parts.into_iter().enumerate() {
+    // Resources share parameters: each is written once (the same key, the same value).
+    let mut parameters: Members<'_> = BTreeMap::new();
+    let mut placed: Vec<Placed> = Vec::with_capacity(resources.len());
+    for (index, (part, &(_, version, served))) in parts.into_iter().zip(&resources).enumerate() {
         paths.extend(part.paths.into_iter().map(|m| (m.key, (Some(index), m.value, m.digest))));
         definitions.extend(part.definitions.into_iter().map(|m| (m.key, (Some(index), m.value, m.digest))));
-    }
-    let size = paths.iter().chain(&definitions).map(|(k, (_, v, _))| k.len() + v.len() + 4).sum::<usize>() + 256;
-    let mut out = Writer { body: Vec::with_capacity(size), hash: ring::digest::Context::new(&ring::digest::SHA512) };
-    let mut placed: Vec<Placed> = resources
-        .iter()
-        .map(|&(_, version, served)| Placed {
+        let mut keys = Vec::with_capacity(part.parameters.len());
+        for m in part.parameters {
+            keys.push(m.key.clone());
+            parameters.entry(m.key).or_insert((None, m.value, m.digest));
+        }
+        placed.push(Placed {
             version: version.to_string(),
             definition: served.definition.clone(),
             paths: Vec::new(),
             definitions: Vec::new(),
-        })
-        .collect();
+            parameters: keys,
+        });
+    }
+    let size =
+        paths.iter().chain(&definitions).chain(&parameters).map(|(k, (_, v, _))| k.len() + v.len() + 4).sum::<usize>()
+            + 256;
+    let mut out = Writer { body: Vec::with_capacity(size), hash: ring::digest::Context::new(&ring::digest::SHA512) };
     out.text(b"{\"definitions\":");
     for (index, key, range, digest) in out.members(&definitions) {
-        if let Some(p) = placed.get_mut(index) {
+        if let Some(p) = index.and_then(|i| placed.get_mut(i)) {
             p.definitions.push((key.to_string(), range, digest));
         }
     }
     out.text(b",\"info\":");
     out.text(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
+    let mut parameter_ranges = HashMap::new();
+    if !parameters.is_empty() {
+        out.text(b",\"parameters\":");
+        for (_, key, range, digest) in out.members(&parameters) {
+            parameter_ranges.insert(key.to_string(), (range, digest));
+        }
+    }
     out.text(b",\"paths\":");
     for (index, key, range, digest) in out.members(&paths) {
-        if let Some(p) = placed.get_mut(index) {
+        if let Some(p) = index.and_then(|i| placed.get_mut(i)) {
             p.paths.push((key.to_string(), range, digest));
         }
     }
@@ -318,28 +346,38 @@ pub fn document(
     }
     let hash = out.hash.finish();
     let hash = hash.as_ref().iter().take(32).map(|b| format!("{b:02X}")).collect();
-    Encoded { body: Bytes::from(out.body), hash, layout }
+    Encoded { body: Bytes::from(out.body), hash, layout, parameters: parameter_ranges }
 }
 
-/// The encoded paths and definitions one resource contributes.
+/// The encoded paths, definitions and shared parameters one resource contributes.
 struct Part<'a> {
     paths: Vec<Member<'a>>,
     definitions: Vec<Member<'a>>,
+    /// The shared parameters its paths refer to, each once.
+    parameters: Vec<Member<'a>>,
 }
 
 fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &SharedSchemas) -> Part<'a> {
-    let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
+    let mut part = Part { paths: Vec::new(), definitions: Vec::new(), parameters: Vec::new() };
+    let mut shared_parameters: Vec<SharedParameter> = Vec::new();
     for (path, item) in v3::resource_paths(group, version, served) {
         let Value::Object(item) = item else { continue };
-        let converted: Map<String, Value> = item
+        let mut converted: Map<String, Value> = item
             .iter()
             .map(|(k, v)| match k.as_str() {
                 "parameters" => (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect())),
                 _ => (k.clone(), operation(v)),
             })
             .collect();
+        for (key, value) in converted.iter_mut() {
+            let list = if key == "parameters" { Some(value) } else { value.get_mut("parameters") };
+            if let Some(list) = list {
+                v2_shared_parameters::share(list, &mut shared_parameters);
+            }
+        }
         part.paths.push(Member::new(path, encoded(&Value::Object(converted))));
     }
+    part.parameters = shared_parameters.into_iter().map(|p| Member::new(p.key, p.encoded)).collect();
     let d = &served.definition;
     let item = definition_name(group, version, &d.kind);
     part.definitions.push(Member::new(item.clone(), encoded(&object_schema(served, shared))));
@@ -349,7 +387,7 @@ fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &Share
     part
 }
 
-fn encoded(value: &Value) -> Vec<u8> {
+pub(super) fn encoded(value: &Value) -> Vec<u8> {
     // Numbers as Go writes them: `"maximum":10`, not `10.0`.
     crate::core::json::to_vec(value).unwrap_or_default()
 }
@@ -368,10 +406,10 @@ impl Writer {
         self.hash.update(bytes);
     }
 
-    /// An object of already encoded members; gives back, for each member that came from a
-    /// resource, the resource's index, the key, where its value was written and its digest.
-    fn members<'k>(&mut self, members: &'k Members<'_>) -> Vec<(usize, &'k str, Range<usize>, Digest)> {
-        let mut placed = Vec::new();
+    /// An object of already encoded members; gives back, for each member, the index of the
+    /// resource it came from (if one did), the key, where its value was written and its digest.
+    fn members<'k>(&mut self, members: &'k Members<'_>) -> Vec<(Option<usize>, &'k str, Range<usize>, Digest)> {
+        let mut placed = Vec::with_capacity(members.len());
         self.text(b"{");
         for (i, (key, (resource, value, digest))) in members.iter().enumerate() {
             if i > 0 {
@@ -382,9 +420,7 @@ impl Writer {
             let start = self.body.len();
             self.body.extend_from_slice(value);
             self.hash.update(digest);
-            if let Some(resource) = resource {
-                placed.push((*resource, key.as_str(), start..self.body.len(), *digest));
-            }
+            placed.push((*resource, key.as_str(), start..self.body.len(), *digest));
         }
         self.text(b"}");
         placed
