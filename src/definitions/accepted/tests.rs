@@ -150,7 +150,7 @@ fn a_start_does_not_check_again_the_form_the_store_accepted() {
     let trusted = |manifest: &_, schemas: &[_]| vouches_for(&records, manifest, schemas);
     let load = |raw: Value| {
         std::fs::write(&file, serde_json::to_vec(&raw).unwrap()).unwrap();
-        match crate::definitions::scan::FileCache::default().scan_trusting(std::slice::from_ref(&file), &trusted) {
+        match crate::definitions::scan::FileCache::default().scan_trusting(std::slice::from_ref(&file), &trusted, &crate::definitions::scan::recall_none) {
             Scan::Files(files) => files[0].documents[0].clone(),
             Scan::Failed(problem) => panic!("{problem}"),
         }
