@@ -110,8 +110,12 @@ impl<'a> Recollection<'a> {
             .map(|record| {
                 let record = record?;
                 let warnings = record.origin.as_ref().map(|o| o.warnings.clone()).unwrap_or_default();
-                let loaded =
-                    loaded_from_record(record.manifest.clone(), record.schemas.clone(), record.source.clone(), warnings);
+                let loaded = loaded_from_record(
+                    record.manifest.clone(),
+                    record.schemas.clone(),
+                    record.source.clone(),
+                    warnings,
+                );
                 Some(Ok(loaded))
             })
             .collect()

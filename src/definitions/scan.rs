@@ -164,6 +164,10 @@ pub struct ScanCounts {
     pub recalled: usize,
 }
 
+/// A file whose bytes changed since the last scan (or could not be read): its path, its bytes
+/// (or why they could not be read) and their digest.
+type Changed<'a> = (&'a Path, &'a Result<Vec<u8>, String>, Option<&'a Digest>);
+
 /// What a scan found of one file.
 enum Found {
     /// Metadata the same as when the cached bytes were read, the file still since.
@@ -213,7 +217,7 @@ impl FileCache {
                 (path, Found::Read { bytes, digest: read, stamp, changed })
             })
             .collect();
-        let changed: Vec<(&Path, &Result<Vec<u8>, String>, Option<&Digest>)> = found
+        let changed: Vec<Changed<'_>> = found
             .iter()
             .filter_map(|(path, found)| match found {
                 Found::Read { bytes, digest, changed: true, .. } => Some((path.as_path(), bytes, digest.as_ref())),
@@ -288,7 +292,7 @@ impl FileCache {
             std::sync::Arc::ptr_eq(&d.definition, &loaded.definition)
                 || (d.manifest == loaded.manifest && d.schema_texts() == loaded.schema_texts())
         };
-        let document = documents.iter().position(|d| same(d))?;
+        let document = documents.iter().position(same)?;
         if loaded.manifest.status.is_some() {
             return None;
         }

@@ -223,6 +223,17 @@ mod tests {
         assert_eq!(accepted.manifest.status, None);
         assert_eq!((accepted.file.to_str(), accepted.source.as_str()), (Some("/defs/w.yaml"), "w.yaml"));
         assert!(accepted.compact);
+        assert_eq!(accepted.origin, None);
+        // The file bytes it came from are kept with it.
+        let origin = Origin {
+            sha256: "ab".repeat(32),
+            form: crate::definitions::load::FORM.into(),
+            document: 1,
+            documents: 2,
+            warnings: vec!["unrecognized format \"sometime\"".into()],
+        };
+        record(&store, [(&changed, Some(&origin))]).await.unwrap();
+        assert_eq!(read(&store, "widgets.example.com").await.unwrap().unwrap().origin, Some(origin));
         forget(&store, "widgets.example.com").await.unwrap();
         assert!(read_all(&store).await.unwrap().is_empty());
     }
