@@ -38,5 +38,7 @@ for mode in ${MODES:-slices whole}; do
     whole) services=one ;;
     *) echo "unknown mode $mode (slices, group-slices, whole)" >&2; exit 2 ;;
   esac
-  python3 hack/peer_experiment.py --services "$services" --kas-pid "$kas_pid" --kubectl "$kubectl" "$definitions" "$binary"
+  # HEAP_PROFILE=FILE: kube-apiserver's heap profile 60 s after the APIServices were created, to FILE.<mode>.
+  python3 hack/peer_experiment.py --services "$services" --kas-pid "$kas_pid" --kubectl "$kubectl" \
+    ${HEAP_PROFILE:+--heap-profile "$HEAP_PROFILE.$mode"} "$definitions" "$binary"
 done

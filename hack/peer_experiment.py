@@ -223,6 +223,8 @@ def main():
     parser.add_argument("--kubectl", required=True)
     parser.add_argument("--usable-within", type=float, default=300, help="give up waiting after this many seconds")
     parser.add_argument("--change", default="ec2.aws.upbound.io_vpcs.yaml", help="the definition file changed live")
+    parser.add_argument("--heap-profile", help="write kube-apiserver's /debug/pprof/heap, taken 60 s after the "
+                        "APIServices were created, to this file")
     parser.add_argument("definitions")
     parser.add_argument("binary")
     args = parser.parse_args()
@@ -305,6 +307,18 @@ def main():
         sampler = threading.Thread(target=sample, daemon=True)
         t0 = time.time()
         sampler.start()
+        profiler = None
+        if args.heap_profile:
+            def profile():
+                stop_sampling.wait(max(0.0, t0 + 60 - time.time()))
+                status, _, body = Client("127.0.0.1", 6443, *admin, ca=os.path.join(pki, "ca.crt")).request(
+                    "GET", "/debug/pprof/heap")
+                with open(args.heap_profile, "wb") as f:
+                    f.write(body)
+                log(f"kube-apiserver heap profile at {time.time() - t0:.1f} s: {status}, {len(body)} bytes "
+                    f"-> {args.heap_profile}")
+            profiler = threading.Thread(target=profile, daemon=True)
+            profiler.start()
         create_all(kas, apiservices, lambda o: "/apis/apiregistration.k8s.io/v1/apiservices")
         created = time.time() - t0
         log(f"created {len(apiservices)} APIServices in {created:.1f} s")
@@ -364,6 +378,8 @@ def main():
             f"cpu {window[-1][2] - window[0][2]:.1f} s over the first {window[-1][0] - window[0][0]:.0f} s; "
             f"ours: rss {at60[3]} MiB at 60 s, peak {max(s[3] for s in window)} MiB; load {load()}")
 
+        if profiler is not None:
+            profiler.join()
         # Clients through kube-apiserver.
         out = run(kubectl + ["api-resources", "--no-headers", "-o", "name"], 300)
         listed = {line.strip() for line in out.stdout.splitlines()}
@@ -375,8 +391,11 @@ def main():
         status, headers, body = kas.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
         whole = json.loads(body) if status == 200 else {}
         ours_paths = sum(1 for p in whole.get("paths", {}) if p.split("/")[2:3] and p.split("/")[2] in groups)
+        renamed = [name for section in ("definitions", "parameters") for name in whole.get(section, {})
+                   if name.rsplit("_v", 1)[-1].isdigit() and "_v" in name]
         log(f"kube-apiserver /openapi/v2: {status}, {len(body)} bytes in {time.time() - started:.1f} s, "
-            f"{ours_paths} of our paths")
+            f"{ours_paths} of our paths, {len(whole.get('definitions', {}))} definitions, "
+            f"{len(whole.get('parameters', {}))} parameters, {len(renamed)} renamed by the merge {renamed[:5]}")
         del whole, body
         out = run(kubectl + ["explain", "vpcs.spec.forProvider.cidrBlock", "--api-version", "ec2.aws.upbound.io/v1beta1"], 120)
         log(f"kubectl explain VPC spec.forProvider.cidrBlock: exit {out.returncode}, "
@@ -402,14 +421,21 @@ def main():
         # of this mode's Service names (one Service: the whole document, one name).
         slices = sorted({service_name(args.services, g, v): g for g, v in group_versions}.items())
 
+        sizes = {}
+
         def slice_etags():
             def etag(name):
                 client = Client("127.0.0.1", port, *admin, server_name=f"{name}.{NAMESPACE}.svc")
-                status, headers, _ = client.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
+                status, headers, body = client.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
+                sizes[name] = len(body)
                 return name, (status, headers.get("etag"))
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
                 return dict(pool.map(etag, [name for name, _ in slices]))
         before = slice_etags()
+        _, _, whole_body = ours.request("GET", "/openapi/v2", headers={"Accept": "application/json"})
+        log(f"our /openapi/v2: whole {len(whole_body)} bytes; the {len(sizes)} slices {sum(sizes.values())} bytes in all, "
+            f"p50 {percentile(list(sizes.values()), 50)}, max {max(sizes.values(), default=0)}")
+        del whole_body
         changed_group = args.change.split("_")[0]
         changed_version = next(v for g, v in group_versions if g == changed_group)
         changed_name = service_name(args.services, changed_group, changed_version)

@@ -65,6 +65,9 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
         let name = reference.split('"').next().unwrap();
         assert!(merged["parameters"][name].is_object(), "{name}");
     }
+    // Each slice writes the parameters kube-apiserver shares once, under kube-apiserver's
+    // names, and the merge keeps them.
+    assert!(merged["parameters"]["pretty-tJGM1-ng"].is_object(), "{}", merged["parameters"]);
 
     let downloads = plane.openapi_v2_downloads();
     assert_eq!(downloads.len(), 3, "{downloads:?}");
@@ -98,6 +101,24 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
         out.status.success() && explained.contains("FIELD: replicas <integer>"),
         "{explained}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // kube-aggregator downloads the v3 index once per APIService and keeps each whole: a group
+    // version's (or a group's) Service gets its own entries alone, the main Service every one.
+    let indexes = plane.openapi_v3_indexes();
+    for group in ["stable.example.com", "platform.example.com"] {
+        let name = format!("{}.crd-apiserver.svc", slice_service(group));
+        assert_eq!(indexes[&name], [format!("apis/{group}/v1")], "what {name} was answered");
+    }
+    let whole = &indexes["crd-apiserver.crd-apiserver.svc"];
+    for path in ["apis/stable.example.com/v1", "apis/platform.example.com/v1", "apis/crd-apiserver.io/v1alpha1"] {
+        assert!(whole.iter().any(|p| p == path), "{path} missing from {whole:?}");
+    }
+    // The document explain read came through the APIService's own Service.
+    let stable = format!("{}.crd-apiserver.svc", slice_service("stable.example.com"));
+    let via = plane.proxied_via();
+    assert!(
+        via.iter().any(|(name, path)| *name == stable && path == "/openapi/v3/apis/stable.example.com/v1"),
+        "{via:?}"
     );
 }
 

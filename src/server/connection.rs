@@ -3,12 +3,16 @@
 //! free: a TLS handshake deadline, a deadline for each HTTP/1.1 request head, an idle timeout
 //! (no request in flight; `activity` keeps the time), HTTP/2 stream, reset and header-list
 //! limits, and keepalive pings that find dead peers under idle watches. A connection asked to
-//! give way at the connection cap goes like a timed-out one.
+//! give way at the connection cap goes like a timed-out one. hyper serves each connection, but
+//! for an HTTP/1.1 connection's first request when it is a watch answered by a stream
+//! (`first_head`, `chunked`): hyper takes over once that watch ends. Watches later on a
+//! kept-alive connection stay with hyper.
 //!
 //! Owns the per-connection transport settings and the watchdog. Must not look into requests
 //! (the filter chain does) nor decide how many connections may be open (`listener`).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,7 +21,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Request;
+use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -33,7 +37,8 @@ use super::conn::ConnInfo;
 use super::filters::{self, Next};
 use super::malformed;
 use super::refusals::{self, WithRefusalBodies};
-use crate::api::body::{BodyError, RespBody, Streamed};
+use crate::api::body::{BodyError, ReqBody, RespBody, Streamed};
+use first_head::FirstHead;
 
 /// Bounds of one connection. The defaults are k8s.io/apiserver's.
 #[derive(Debug, Clone)]
@@ -96,22 +101,50 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // The connection's task keeps its state for as long as the connection lasts, and an async
+    // function keeps room for every local alive across a wait, moved from or not: the served
+    // future is made in a block, so that the handshake's locals (the TLS stream, 1.2 KiB, before
+    // it moved) take no room beside it.
+    let served = {
+        let Some((stream, protocol, info, streaming)) =
+            handshake(tcp, remote, acceptor, &settings, &mut shutdown, activity).await
+        else {
+            return;
+        };
+        serve_stream(stream, protocol, info, handler, settings, shutdown, streaming)
+    };
+    served.await;
+}
+
+/// The TLS handshake of a connection, bounded as `serve` says; the decrypted stream and what
+/// the handshake settled, or `None` when the client is gone or its time ran out.
+async fn handshake<S>(
+    tcp: S,
+    remote: SocketAddr,
+    acceptor: TlsAcceptor,
+    settings: &ConnectionSettings,
+    shutdown: &mut watch::Receiver<bool>,
+    activity: Arc<Activity>,
+) -> Option<(Sealing<S>, Protocol, ConnInfo, Streaming)>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // A client still shaking hands when the server shuts down, when its time is up (the
     // header timeout: nothing was asked yet), or when it must give way to another at the
     // connection cap, has no request in flight: it is dropped.
     let handshaken = tokio::select! {
         handshaken = acceptor.accept(tcp) => handshaken,
-        _ = shutdown.wait_for(|stop| *stop) => return,
+        _ = shutdown.wait_for(|stop| *stop) => return None,
         _ = activity.expired(settings.header_read_timeout, settings.idle_timeout) => {
             tracing::trace!(remote = %remote, "TLS handshake timed out or gave way");
-            return;
+            return None;
         }
     };
     let mut tls_stream = match handshaken {
         Ok(s) => s,
         Err(e) => {
             tracing::trace!(remote = %remote, error = %e, "TLS handshake failed");
-            return;
+            return None;
         }
     };
     // The first request's head is due within the header timeout from now.
@@ -132,7 +165,7 @@ pub async fn serve<S>(
     let server_name = session.server_name().map(Arc::from);
     let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
     let sealing = Sealing { inner: tls_stream, streaming: streaming.clone(), limit: TLS_SEND_BUFFER_BYTES };
-    serve_stream(sealing, protocol, info, handler, settings, shutdown, streaming).await;
+    Some((sealing, protocol, info, streaming))
 }
 
 /// The protocol a connection speaks, as its TLS handshake settled it: HTTP/2 when the client
@@ -150,80 +183,165 @@ pub enum Protocol {
 /// (`info.activity` keeps the time), or `shutdown` turns true. `streaming` is set while an
 /// HTTP/1.1 response that trickles out is sent (the stream seals small TLS records then).
 pub async fn serve_stream<S>(
-    stream: S,
+    mut stream: S,
     protocol: Protocol,
     info: ConnInfo,
     handler: Next,
     settings: Arc<ConnectionSettings>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
     streaming: Streaming,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let remote = info.remote;
-    let activity = info.activity.clone();
-    let service = {
-        let activity = activity.clone();
-        hyper::service::service_fn(move |request: Request<Incoming>| {
-            // Refused here, in the connection's task, so that an over-large header list is
-            // freed before the next stream is decoded.
-            let admitted = match refusals::header_list_refusal(&request).or_else(|| malformed::refusal(&request)) {
-                Some(refusal) => Err(refusal),
-                None => Ok(request),
-            };
-            let admitted = admitted.map(|request| {
-                if request.version() == http::Version::HTTP_2 {
-                    activity.set_http2();
-                }
-                let mut request = request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync());
-                request.extensions_mut().insert(info.clone());
-                request
-            });
-            let handler = handler.clone();
-            let in_flight = InFlight::start(activity.clone());
-            let streaming = streaming.clone();
-            async move {
-                let http1 = admitted.as_ref().is_ok_and(|request| request.version() < http::Version::HTTP_2);
-                let response = match admitted {
-                    Ok(request) => filters::run(handler, request).await,
-                    Err(refusal) => refusal,
-                };
-                // One HTTP/1.1 response at a time is written: small records while it is one
-                // that trickles out. (HTTP/2 streams share the connection; its records stay
-                // full.)
-                let streamed = (http1 && response.extensions().get::<Streamed>().is_some()).then(|| streaming.start());
-                // The request stays in flight until its body is done (a watch, for as long
-                // as it streams).
-                Ok::<_, Infallible>(
-                    response.map(|body| {
-                        TrackedBody { inner: body, _in_flight: in_flight, _streamed: streamed }.boxed_unsync()
-                    }),
-                )
-            }
-        })
+    let responder = Responder { info, handler, streaming };
+    let (replay, prepared) = match protocol {
+        Protocol::Http2 => (Vec::new(), None),
+        Protocol::Http1 => match first_watch(&mut stream, &responder, &settings, &mut shutdown).await {
+            FirstWatch::Hyper { replay, prepared } => (replay, prepared),
+            FirstWatch::Gone => return,
+        },
     };
-    let io = TokioIo::new(WithRefusalBodies::new(Watched { inner: stream, activity: activity.clone() }));
-    let ends = Ends { remote, activity, settings: settings.clone(), shutdown };
-    match protocol {
-        Protocol::Http1 => {
-            // No header read timeout of hyper's (it has one by default): it runs from the end
-            // of the previous request (so a kept-alive connection would get 32 s of idleness
-            // instead of 90), and not at all before the first. The connection's `Activity`
-            // keeps Go's timeouts.
-            let mut http1 = http1::Builder::new();
-            http1.timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
-            ends.drive(Box::pin(http1.serve_connection(io, service))).await;
-        }
-        Protocol::Http2 => {
-            let mut http2 = http2::Builder::new(TokioExecutor::new());
-            http2
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(settings.http2_max_concurrent_streams)
-                .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
-                .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-                .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-            ends.drive(Box::pin(http2.serve_connection(io, service))).await;
+    // Made in a block, so that its parts (moved into hyper's connection, on the heap) take no
+    // room in the connection's task while it runs.
+    let served = {
+        let remote = responder.info.remote;
+        let activity = responder.info.activity.clone();
+        // The response to the replayed head, if it is already made: hyper's first request is
+        // that head parsed again, and gets it.
+        let prepared = std::cell::Cell::new(prepared);
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let answer = match prepared.take() {
+                Some(response) => Err(response),
+                None => Ok(responder.respond(request.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()))),
+            };
+            async move {
+                Ok::<_, Infallible>(match answer {
+                    Ok(responding) => responding.await,
+                    Err(response) => response,
+                })
+            }
+        });
+        let io = TokioIo::new(WithRefusalBodies::new(Watched {
+            inner: first_head::Replayed::new(stream, replay),
+            activity: activity.clone(),
+        }));
+        let connection: Served = match protocol {
+            Protocol::Http1 => {
+                // No header read timeout of hyper's (it has one by default): it runs from the
+                // end of the previous request (so a kept-alive connection would get 32 s of
+                // idleness instead of 90), and not at all before the first. The connection's
+                // `Activity` keeps Go's timeouts.
+                let mut http1 = http1::Builder::new();
+                http1.timer(TokioTimer::new()).header_read_timeout(None).max_buf_size(HTTP1_MAX_HEAD_BYTES);
+                Box::pin(http1.serve_connection(io, service))
+            }
+            Protocol::Http2 => {
+                let mut http2 = http2::Builder::new(TokioExecutor::new());
+                http2
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(settings.http2_max_concurrent_streams)
+                    .max_header_list_size(refusals::HTTP2_DECODED_HEADER_LIST_BYTES)
+                    .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+                    .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
+                    .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+                Box::pin(http2.serve_connection(io, service))
+            }
+        };
+        Ends { remote, activity, settings, shutdown }.drive(connection)
+    };
+    served.await;
+}
+
+/// How a connection's first request went before hyper.
+enum FirstWatch {
+    /// hyper serves the connection from here, reading `replay` first; `prepared` is the answer
+    /// to its first request, already made.
+    Hyper { replay: Vec<u8>, prepared: Option<Response<RespBody>> },
+    /// The connection is gone (or its time ran out before a request).
+    Gone,
+}
+
+/// Serves an HTTP/1.1 connection's first request without hyper if it is a watch answered by a
+/// stream (`first_head`, `chunked`): such a connection usually carries that one watch for as
+/// long as it lasts, and hyper's connection would keep its read and write buffers (8 KiB each)
+/// all that time. Once the watch ends, hyper serves the connection's next requests, so that it
+/// is kept alive as hyper would keep it. A head that is no watch, and a watch answered
+/// otherwise (a refusal, an error), go to hyper, which answers them as always.
+async fn first_watch<S>(
+    stream: &mut S,
+    responder: &Responder,
+    settings: &ConnectionSettings,
+    shutdown: &mut watch::Receiver<bool>,
+) -> FirstWatch
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut read = Vec::new();
+    let activity = &responder.info.activity;
+    let first = tokio::select! {
+        first = first_head::read(stream, &mut read) => first,
+        // Shutting down: hyper closes the connection as it closes one that has not asked
+        // anything yet (or answers a head it gets in full).
+        _ = shutdown.wait_for(|stop| *stop) => FirstHead::Other(read),
+        // Its time is up (or it must give way) before a request: dropped, as `Ends` drops it.
+        _ = activity.expired(settings.header_read_timeout, settings.idle_timeout) => FirstHead::Gone,
+    };
+    let (request, head_bytes) = match first {
+        FirstHead::Watch(request, head_bytes) => (*request, head_bytes),
+        FirstHead::Other(replay) => return FirstWatch::Hyper { replay, prepared: None },
+        FirstHead::Gone => return FirstWatch::Gone,
+    };
+    let response = responder.respond(request).await;
+    let Some(head) = chunked::head(&response) else {
+        return FirstWatch::Hyper { replay: head_bytes, prepared: Some(response) };
+    };
+    drop(head_bytes);
+    match chunked::send(stream, head, response.into_body()).await {
+        chunked::Sent::Done(received) => FirstWatch::Hyper { replay: received, prepared: None },
+        chunked::Sent::Gone => FirstWatch::Gone,
+    }
+}
+
+/// Answers a connection's requests: the filter chain behind Go's transport refusals, each
+/// request in flight on the connection until its response's body is done.
+struct Responder {
+    info: ConnInfo,
+    handler: Next,
+    streaming: Streaming,
+}
+
+impl Responder {
+    /// The response to `request`. The refusals are decided here, before the returned future
+    /// runs (in the connection's task, so that an over-large HTTP/2 header list is freed before
+    /// the next stream is decoded), and the request is in flight from here.
+    fn respond(&self, request: Request<ReqBody>) -> impl Future<Output = Response<RespBody>> + Send + use<> {
+        let activity = &self.info.activity;
+        let admitted = match refusals::header_list_refusal(&request).or_else(|| malformed::refusal(&request)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(request),
+        };
+        let admitted = admitted.map(|mut request| {
+            if request.version() == http::Version::HTTP_2 {
+                activity.set_http2();
+            }
+            request.extensions_mut().insert(self.info.clone());
+            request
+        });
+        let handler = self.handler.clone();
+        let in_flight = InFlight::start(activity.clone());
+        let streaming = self.streaming.clone();
+        async move {
+            let http1 = admitted.as_ref().is_ok_and(|request| request.version() < http::Version::HTTP_2);
+            let response = match admitted {
+                Ok(request) => filters::run(handler, request).await,
+                Err(refusal) => refusal,
+            };
+            // One HTTP/1.1 response at a time is written: small records while it is one that
+            // trickles out. (HTTP/2 streams share the connection; its records stay full.)
+            let streamed = (http1 && response.extensions().get::<Streamed>().is_some()).then(|| streaming.start());
+            // The request stays in flight until its body is done (a watch, for as long as it
+            // streams).
+            response.map(|body| TrackedBody { inner: body, _in_flight: in_flight, _streamed: streamed }.boxed_unsync())
         }
     }
 }
@@ -425,6 +543,9 @@ impl Body for TrackedBody {
         self.inner.size_hint()
     }
 }
+
+mod chunked;
+mod first_head;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The secure port: TLS listener and connection cap (`listener`), one bounded hyper connection
-//! per client (HTTP/1.1 or HTTP/2 by ALPN; `connection`) and what it is doing (`activity`),
+//! per client (HTTP/1.1 or HTTP/2 by ALPN; an HTTP/1.1 connection's first watch without hyper;
+//! `connection`) and what it is doing (`activity`),
 //! Status bodies for the requests hyper refuses itself (`refusals`), Go's answers to malformed
 //! requests (`malformed`), the filter chain, routing, health checks (`health`), graceful
 //! shutdown (`shutdown`).

@@ -207,8 +207,10 @@ impl Router {
                 }
             }
             Endpoint::OpenApiV3Index => {
+                // kube-aggregator's download for one APIService: that group version's entry.
                 let catalog = self.api.catalog();
-                openapi_response(catalog.openapi.v3_index(), if_none_match.as_deref())
+                let server_name = request.extensions().get::<ConnInfo>().and_then(|c| c.server_name.clone());
+                openapi_response(catalog.openapi.v3_index_for(server_name.as_deref()), if_none_match.as_deref())
             }
             Endpoint::OpenApiV3(group, version) => {
                 let catalog = self.api.catalog();

@@ -8,7 +8,8 @@
 //! index and as entity tags) come from the definitions, so the index is cheap. A group's
 //! hashes and documents are kept across registries while its definitions are the same `Arc`s.
 //! `/openapi/v2` is also served by group version and by group (`slices`): each slice is built on
-//! first request and kept with its group, so a change to one group leaves every other slice alone.
+//! first request and kept with its group, so a change to one group leaves every other slice alone;
+//! so is the v3 index (`v3_index_for`).
 //! A v2 document (whole or slice) built again after a reload copies the members of the
 //! resources that did not change from the previous one (`v2::Encoded`), and until it is built
 //! the previous one is served, as kube-apiserver serves its last OpenAPI spec while the next
@@ -18,6 +19,7 @@ mod kubernetes_types;
 pub mod slices;
 mod v2;
 pub mod v2_proto;
+mod v2_shared_parameters;
 mod v3;
 mod v3_parameters;
 
@@ -65,6 +67,8 @@ struct GroupVersionDocs {
     resources: Vec<Served>,
     /// Hash of what the document is built from.
     hash: String,
+    /// The v3 index of this group version alone (`v3_index_for`).
+    v3_index: Document,
     v3: OnceLock<Document>,
     /// This group version's slice of the v2 document (its paths and the definitions they use).
     v2: V2Lazy,
@@ -138,6 +142,8 @@ struct GroupDocs {
     definitions: Vec<Arc<Definition>>,
     /// By version.
     versions: BTreeMap<String, GroupVersionDocs>,
+    /// The v3 index of this group's versions alone (`v3_index_for`).
+    v3_index: Document,
     /// The group's slice of the v2 document (its paths and the definitions they use).
     v2: V2Lazy,
 }
@@ -179,6 +185,7 @@ impl GroupDocs {
     /// The documents of `group`; its v2 slices built again from those of `before` (the group's
     /// documents in the previous registry), which are served until they are.
     fn build(registry: &Registry, group: &str, versions: &[String], before: Option<&GroupDocs>) -> GroupDocs {
+        let mut group_index = Map::new();
         let versions = versions
             .iter()
             .map(|version| {
@@ -186,12 +193,22 @@ impl GroupDocs {
                 let hash = source_hash(group, version, &resources);
                 let previous = before.and_then(|b| b.versions.get(version)).and_then(|e| e.v2.latest());
                 let v2 = V2Lazy::new(previous);
-                (version.clone(), GroupVersionDocs { resources, hash, v3: OnceLock::new(), v2 })
+                let (key, entry) = v3_index_entry(group, version, &hash);
+                group_index.insert(key.clone(), entry.clone());
+                let v3_index = encode(&json!({"paths": {key: entry}}));
+                (version.clone(), GroupVersionDocs { resources, hash, v3_index, v3: OnceLock::new(), v2 })
             })
             .collect();
         let v2 = V2Lazy::new(before.and_then(|b| b.v2.latest()));
-        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v2 }
+        let v3_index = encode(&json!({"paths": group_index}));
+        GroupDocs { definitions: registry.definitions_of(group).to_vec(), versions, v3_index, v2 }
     }
+}
+
+/// A group version's entry in a v3 index: its key and the URL of its document, named by hash.
+fn v3_index_entry(group: &str, version: &str, hash: &str) -> (String, Value) {
+    let gv = GroupVersion::new(group, version);
+    (paths::openapi_v3_key(&gv), json!({"serverRelativeURL": paths::openapi_v3_url(&gv, hash)}))
 }
 
 impl Documents {
@@ -215,11 +232,8 @@ impl Documents {
             // In the order of version priority.
             for version in versions {
                 let Some(entry) = docs.versions.get(version) else { continue };
-                let gv = GroupVersion::new(group, version.as_str());
-                index.insert(
-                    paths::openapi_v3_key(&gv),
-                    json!({"serverRelativeURL": paths::openapi_v3_url(&gv, &entry.hash)}),
-                );
+                let (key, value) = v3_index_entry(group, version, &entry.hash);
+                index.insert(key, value);
             }
             groups.insert(group.to_string(), docs);
         }
@@ -255,6 +269,20 @@ impl Documents {
 
     pub fn v3_index(&self) -> &Document {
         &self.v3_index
+    }
+
+    /// The v3 index a connection that sent `server_name` in TLS is served: the group version
+    /// or group the name picks alone (`slices`), or every group version. kube-aggregator
+    /// downloads the index once per APIService and keeps each whole; it sends a client's
+    /// request for a group version's document to the APIService whose index names it.
+    pub fn v3_index_for(&self, server_name: Option<&str>) -> &Document {
+        let slice = server_name.and_then(|name| self.slice_names.slice(name)).and_then(|slice| match slice {
+            slices::Slice::Group(group) => self.groups.get(group).map(|g| &g.v3_index),
+            slices::Slice::GroupVersion(group, version) => {
+                self.groups.get(group)?.versions.get(version).map(|e| &e.v3_index)
+            }
+        });
+        slice.unwrap_or(&self.v3_index)
     }
 
     /// The v3 document of a group version.
@@ -643,6 +671,91 @@ mod tests {
         assert!(group["definitions"]["com.example.a.v1.Thing"].is_object());
         assert!(group["definitions"]["com.example.a.v2.Thing"].is_object());
         assert!(docs.v2_version_slice("a.example.com", "v3").is_none());
+        // The v3 index too: the group version's entry alone, the group's versions, or all.
+        let index = |name: Option<&str>| -> Value { serde_json::from_slice(&docs.v3_index_for(name).body).unwrap() };
+        let whole = index(None);
+        assert_eq!(docs.v3_index_for(Some("localhost")).body, docs.v3_index().body);
+        let v2_alone = index(Some(&sni(slices::version_suffix("a.example.com", "v2"))));
+        assert_eq!(v2_alone, json!({"paths": {"apis/a.example.com/v2": whole["paths"]["apis/a.example.com/v2"]}}));
+        assert!(whole["paths"]["apis/a.example.com/v2"]["serverRelativeURL"].is_string(), "{whole}");
+        assert_eq!(index(Some(&sni(slices::suffix("a.example.com")))), whole, "the group is everything here");
+    }
+
+    /// Every `#/parameters/` reference of a v2 document names one of its `parameters`.
+    fn parameter_references_resolve(document: &[u8]) {
+        let text = String::from_utf8_lossy(document);
+        let value: Value = serde_json::from_slice(document).unwrap();
+        for reference in text.split("\"#/parameters/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(value["parameters"][name].is_object(), "{name}");
+        }
+    }
+
+    #[test]
+    fn v2_shares_parameters_under_kube_apiservers_names() {
+        use crate::definitions::load::definition_from_value;
+        let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "foos.a.example.com"},
+            "spec": {"group": "a.example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let (registry, _) = Registry::build_shared(vec![Arc::new(definition_from_value(raw, "test").unwrap())]);
+        let docs = Documents::build(&registry);
+        let whole: Value = serde_json::from_slice(&docs.v2().body).unwrap();
+        let item = &whole["paths"]["/apis/a.example.com/v1/namespaces/{namespace}/foos/{name}"];
+        let refs: Vec<&str> =
+            item["parameters"].as_array().unwrap().iter().filter_map(|p| p["$ref"].as_str()).collect();
+        // The names kube-apiserver v1.36.2's own /openapi/v2 gives these two parameters.
+        assert_eq!(refs, ["#/parameters/namespace-vgWSWtn3", "#/parameters/pretty-tJGM1-ng"], "{item}");
+        assert_eq!(
+            whole["parameters"]["pretty-tJGM1-ng"],
+            json!({"uniqueItems": true, "type": "string", "name": "pretty", "in": "query",
+                "description": "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."})
+        );
+        // The object's name, dryRun, fieldValidation and the kind's own body stay inline.
+        let name = item["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "name");
+        assert_eq!(name.map(|p| p["in"].clone()), Some(json!("path")), "{item}");
+        for parameter in item["put"]["parameters"].as_array().unwrap() {
+            let inline =
+                ["body", "dryRun", "fieldValidation"].contains(&parameter["name"].as_str().unwrap_or_default());
+            assert_eq!(inline, parameter.get("$ref").is_none(), "{parameter}");
+        }
+        // Every reference of every document resolves, slices included.
+        let group_version = format!("crd-apiserver-{}.x.svc", slices::version_suffix("a.example.com", "v1"));
+        let group = format!("crd-apiserver-{}.x.svc", slices::suffix("a.example.com"));
+        for document in [docs.v2(), docs.v2_for(Some(&group_version)), docs.v2_for(Some(&group))] {
+            parameter_references_resolve(&document.body);
+        }
+    }
+
+    #[test]
+    fn a_rebuild_copies_the_shared_parameters_of_the_resources_it_keeps() {
+        use crate::definitions::load::definition_from_value;
+        let definition = |plural: &str, namespaced: bool| {
+            let raw = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.a.example.com")},
+                "spec": {"group": "a.example.com", "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                    "names": {"plural": plural, "kind": plural.to_uppercase()},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            Arc::new(definition_from_value(raw, "test").unwrap())
+        };
+        // Only the namespaced resource refers to `namespace`; the rebuild keeps it and drops
+        // the other, so what it writes of `namespace` was copied from the previous document.
+        let foos = definition("foos", true);
+        let (before, _) = Registry::build_shared(vec![foos.clone(), definition("bars", false)]);
+        let previous = Documents::build(&before);
+        previous.v2();
+        previous.v2_slice("a.example.com");
+        let (after, _) = Registry::build_shared(vec![foos, definition("bazs", false)]);
+        let rebuilt = Documents::build_from(&after, Some(&previous));
+        let full = Documents::build(&after);
+        let whole: Value = serde_json::from_slice(&rebuilt.v2().body).unwrap();
+        assert!(whole["parameters"]["namespace-vgWSWtn3"].is_object(), "{}", whole["parameters"]);
+        parameter_references_resolve(&rebuilt.v2().body);
+        assert!(rebuilt.v2().body == full.v2().body, "the rebuilt document is a full build's");
+        let slice = rebuilt.v2_slice("a.example.com").unwrap();
+        assert!(slice.body == full.v2_slice("a.example.com").unwrap().body, "the rebuilt slice is a full build's");
     }
 
     #[test]

@@ -1,15 +1,16 @@
-//! Which slice of `/openapi/v2` and of aggregated `/apis` a connection asks for, by the TLS
-//! server name it sent.
+//! Which slice of `/openapi/v2`, of the `/openapi/v3` index and of aggregated `/apis` a
+//! connection asks for, by the TLS server name it sent.
 //!
 //! kube-aggregator downloads `/openapi/v2` once per APIService through the APIService's
 //! Service (TLS server name `<service>.<namespace>.svc`), keeps that download whole and a copy
-//! filtered to the APIService's group version; its discovery manager fetches `/apis` once per
-//! Service and keeps that whole too. With one Service per group version whose name ends in
-//! `-<suffix>` (`suffix`: the first ten hex digits of the SHA-256 of `<group>/<version>`, as
-//! Helm's `sha256sum | trunc 10` writes them), each download is that group version's part
-//! alone. Names ending in the suffix of a group (SHA-256 of the group name: installs made
-//! before slices were per group version) get the group's part. Any other name (or none) gets
-//! the whole document. Never sees HTTP.
+//! filtered to the APIService's group version; it downloads the `/openapi/v3` index once per
+//! APIService too and keeps each whole; its discovery manager fetches `/apis` once per Service
+//! and keeps that whole too. With one Service per group version whose name ends in `-<suffix>`
+//! (`suffix`: the first ten hex digits of the SHA-256 of `<group>/<version>`, as Helm's
+//! `sha256sum | trunc 10` writes them), each download is that group version's part alone. Names
+//! ending in the suffix of a group (SHA-256 of the group name: installs made before slices were
+//! per group version) get the group's part. Any other name (or none) gets the whole document.
+//! Never sees HTTP.
 
 use std::collections::HashMap;
 

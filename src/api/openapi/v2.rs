@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::v2_shared_parameters::{self, SharedParameter};
 use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, v3};
 use crate::definitions::Definition;
 use crate::definitions::registry::Served;
@@ -182,6 +183,9 @@ pub struct Encoded {
     pub body: Bytes,
     /// By definition name: the resources (one per served version) it contributed.
     layout: HashMap<String, Vec<Placed>>,
+    /// Where each shared parameter's value is in the body, by its key (written once, whatever
+    /// the number of resources that refer to it).
+    parameters: HashMap<String, Range<usize>>,
 }
 
 /// One resource's members in an encoded document.
@@ -192,6 +196,8 @@ struct Placed {
     /// Each member's key and where its value is in the body, by the object it belongs to.
     paths: Vec<(String, Range<usize>)>,
     definitions: Vec<(String, Range<usize>)>,
+    /// The keys of the shared parameters its paths refer to.
+    parameters: Vec<String>,
 }
 
 impl Encoded {
@@ -204,14 +210,20 @@ impl Encoded {
         let members = |list: &[(String, Range<usize>)]| -> Option<Vec<(String, Cow<'_, [u8]>)>> {
             list.iter().map(|(key, range)| Some((key.clone(), Cow::Borrowed(self.body.get(range.clone())?)))).collect()
         };
-        Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)? })
+        let parameters = placed
+            .parameters
+            .iter()
+            .map(|key| Some((key.clone(), Cow::Borrowed(self.body.get(self.parameters.get(key)?.clone())?))))
+            .collect::<Option<_>>()?;
+        Some(Part { paths: members(&placed.paths)?, definitions: members(&placed.definitions)?, parameters })
     }
 }
 
 /// The v2 document of every served group version, encoded. Paths and definitions are encoded
 /// resource by resource and written in key order, as serde_json writes the whole document: the
-/// value of the whole (many times the size of its text) never exists at once. The members of a
-/// resource `previous` was built from are copied from it.
+/// value of the whole (many times the size of its text) never exists at once. Parameters that
+/// kube-openapi shares are written once, under `parameters` (`v2_shared_parameters`). The
+/// members of a resource `previous` was built from are copied from it.
 pub fn document(
     group_versions: &[(&str, &str, &[Served])],
     shared: &SharedSchemas,
@@ -231,32 +243,47 @@ pub fn document(
     let mut paths: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> = BTreeMap::new();
     let mut definitions: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> =
         shared.definitions_v2.iter().map(|(k, v)| (k.clone(), (None, Cow::Owned(encoded(&rewrite_refs(v)))))).collect();
-    for (index, part) in parts.into_iter().enumerate() {
+    // Resources share parameters: each is written once (the same key, the same value).
+    let mut parameters: BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)> = BTreeMap::new();
+    let mut placed: Vec<Placed> = Vec::with_capacity(resources.len());
+    for (index, (part, &(_, version, served))) in parts.into_iter().zip(&resources).enumerate() {
         paths.extend(part.paths.into_iter().map(|(k, v)| (k, (Some(index), v))));
         definitions.extend(part.definitions.into_iter().map(|(k, v)| (k, (Some(index), v))));
-    }
-    let size = paths.iter().chain(&definitions).map(|(k, (_, v))| k.len() + v.len() + 4).sum::<usize>() + 256;
-    let mut out = Vec::with_capacity(size);
-    let mut placed: Vec<Placed> = resources
-        .iter()
-        .map(|&(_, version, served)| Placed {
+        let mut keys = Vec::with_capacity(part.parameters.len());
+        for (key, value) in part.parameters {
+            keys.push(key.clone());
+            parameters.entry(key).or_insert((None, value));
+        }
+        placed.push(Placed {
             version: version.to_string(),
             definition: served.definition.clone(),
             paths: Vec::new(),
             definitions: Vec::new(),
-        })
-        .collect();
+            parameters: keys,
+        });
+    }
+    let size =
+        paths.iter().chain(&definitions).chain(&parameters).map(|(k, (_, v))| k.len() + v.len() + 4).sum::<usize>()
+            + 256;
+    let mut out = Vec::with_capacity(size);
     out.extend_from_slice(b"{\"definitions\":");
     for (index, key, range) in write_members(&mut out, &definitions) {
-        if let Some(p) = placed.get_mut(index) {
+        if let Some(p) = index.and_then(|i| placed.get_mut(i)) {
             p.definitions.push((key.to_string(), range));
         }
     }
     out.extend_from_slice(b",\"info\":");
     out.extend_from_slice(&encoded(&json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})));
+    let mut parameter_ranges = HashMap::new();
+    if !parameters.is_empty() {
+        out.extend_from_slice(b",\"parameters\":");
+        for (_, key, range) in write_members(&mut out, &parameters) {
+            parameter_ranges.insert(key.to_string(), range);
+        }
+    }
     out.extend_from_slice(b",\"paths\":");
     for (index, key, range) in write_members(&mut out, &paths) {
-        if let Some(p) = placed.get_mut(index) {
+        if let Some(p) = index.and_then(|i| placed.get_mut(i)) {
             p.paths.push((key.to_string(), range));
         }
     }
@@ -265,28 +292,38 @@ pub fn document(
     for p in placed {
         layout.entry(p.definition.name.clone()).or_default().push(p);
     }
-    Encoded { body: Bytes::from(out), layout }
+    Encoded { body: Bytes::from(out), layout, parameters: parameter_ranges }
 }
 
-/// The encoded paths and definitions one resource contributes.
+/// The encoded paths, definitions and shared parameters one resource contributes.
 struct Part<'a> {
     paths: Vec<(String, Cow<'a, [u8]>)>,
     definitions: Vec<(String, Cow<'a, [u8]>)>,
+    /// The shared parameters its paths refer to, each once.
+    parameters: Vec<(String, Cow<'a, [u8]>)>,
 }
 
 fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &SharedSchemas) -> Part<'a> {
-    let mut part = Part { paths: Vec::new(), definitions: Vec::new() };
+    let mut part = Part { paths: Vec::new(), definitions: Vec::new(), parameters: Vec::new() };
+    let mut shared_parameters: Vec<SharedParameter> = Vec::new();
     for (path, item) in v3::resource_paths(group, version, served) {
         let Value::Object(item) = item else { continue };
-        let converted: Map<String, Value> = item
+        let mut converted: Map<String, Value> = item
             .iter()
             .map(|(k, v)| match k.as_str() {
                 "parameters" => (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(parameter).collect())),
                 _ => (k.clone(), operation(v)),
             })
             .collect();
+        for (key, value) in converted.iter_mut() {
+            let list = if key == "parameters" { Some(value) } else { value.get_mut("parameters") };
+            if let Some(list) = list {
+                v2_shared_parameters::share(list, &mut shared_parameters);
+            }
+        }
         part.paths.push((path, Cow::Owned(encoded(&Value::Object(converted)))));
     }
+    part.parameters = shared_parameters.into_iter().map(|p| (p.key, Cow::Owned(p.encoded))).collect();
     let d = &served.definition;
     let item = definition_name(group, version, &d.kind);
     part.definitions.push((item.clone(), Cow::Owned(encoded(&object_schema(served, shared)))));
@@ -296,17 +333,17 @@ fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &Share
     part
 }
 
-fn encoded(value: &Value) -> Vec<u8> {
+pub(super) fn encoded(value: &Value) -> Vec<u8> {
     // Numbers as Go writes them: `"maximum":10`, not `10.0`.
     crate::core::json::to_vec(value).unwrap_or_default()
 }
 
-/// An object of already encoded members; gives back, for each member that came from a
-/// resource, the resource's index, the key and where its value was written.
+/// An object of already encoded members; gives back, for each member, the index of the
+/// resource it came from (if one did), the key and where its value was written.
 fn write_members<'k>(
     out: &mut Vec<u8>,
     members: &'k BTreeMap<String, (Option<usize>, Cow<'_, [u8]>)>,
-) -> Vec<(usize, &'k str, Range<usize>)> {
+) -> Vec<(Option<usize>, &'k str, Range<usize>)> {
     let mut placed = Vec::new();
     out.push(b'{');
     for (i, (key, (resource, value))) in members.iter().enumerate() {
@@ -317,9 +354,7 @@ fn write_members<'k>(
         out.push(b':');
         let start = out.len();
         out.extend_from_slice(value);
-        if let Some(resource) = resource {
-            placed.push((*resource, key.as_str(), start..out.len()));
-        }
+        placed.push((*resource, key.as_str(), start..out.len()));
     }
     out.push(b'}');
     placed

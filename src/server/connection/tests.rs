@@ -1,13 +1,16 @@
 //! A connection's timeouts in virtual time, over an in-memory stream: Go's header and idle
 //! timeouts, each from the moment Go starts it.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
+use tokio_stream::StreamExt;
 
 use super::*;
 use crate::api::body::bytes_response;
@@ -176,8 +179,6 @@ fn a_streaming_response_ends_with_its_body() {
 /// but did not get through to a client that stopped reading; `streamed`: its response is
 /// marked as trickling out.
 async fn held_for_a_client_that_stops_reading(streamed: bool) -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     // The watch's task writes 4 KiB lines for as long as the connection takes them.
     const LINE: usize = 4 << 10;
     let queued = Arc::new(AtomicUsize::new(0));
@@ -313,4 +314,222 @@ async fn a_client_that_asked_for_h2_is_served_http2() {
     let (mut client, _stop) = connect_tls(handler, 1 << 16, &[b"h2"]).await;
     let answer = answer_to_the_http2_preface(&mut client).await;
     assert!(answer.len() >= 9 && answer[3] == 4, "no HTTP/2 SETTINGS frame first: {answer:?}");
+}
+
+/// The frames of the first-watch tests' stream, by the test.
+type Frames = tokio::sync::mpsc::Sender<Bytes>;
+
+/// The handler of the first-watch tests: `/watch/...` answers a stream whose frames the test
+/// sends (empty ones among them) and which ends when the test drops its sender, marked as
+/// trickling out; `/refused/watch` a whole 403; anything else `ok`. Counts its calls; each
+/// stream's sender comes out of `streams`.
+fn watch_handler(streams: tokio::sync::mpsc::UnboundedSender<Frames>, calls: Arc<AtomicUsize>) -> Next {
+    endpoint(move |request: http::Request<_>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let path = request.uri().path().to_string();
+        let streams = streams.clone();
+        async move {
+            if path == "/refused/watch" {
+                return bytes_response(
+                    StatusCode::FORBIDDEN,
+                    "application/json",
+                    Bytes::from_static(b"{\"code\":403}"),
+                );
+            }
+            if !path.starts_with("/watch/") {
+                return bytes_response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"));
+            }
+            let (frames, received) = tokio::sync::mpsc::channel::<Bytes>(16);
+            streams.send(frames).unwrap();
+            let stream = tokio_stream::wrappers::ReceiverStream::new(received)
+                .map(|bytes| Ok::<_, Infallible>(http_body::Frame::data(bytes)));
+            let mut response = http::Response::new(http_body_util::StreamBody::new(stream).boxed_unsync());
+            let headers = response.headers_mut();
+            headers.insert(http::header::CONTENT_TYPE, "application/json".parse().unwrap());
+            headers.append("x-multi", "a".parse().unwrap());
+            headers.insert("audit-id", "7".parse().unwrap());
+            headers.append("x-multi", "b".parse().unwrap());
+            response.extensions_mut().insert(Streamed);
+            response
+        }
+    })
+}
+
+/// A plain connection served by `serve_stream` with `handler`; the client's end.
+fn connect_to(handler: Next) -> DuplexStream {
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(async move {
+        serve_stream(
+            server,
+            Protocol::Http1,
+            info,
+            handler,
+            Arc::new(ConnectionSettings::default()),
+            shutdown,
+            Streaming::default(),
+        )
+        .await;
+        drop(stop);
+    });
+    client
+}
+
+/// Reads from `client` until what was read ends with `end`.
+async fn read_until(client: &mut DuplexStream, end: &[u8]) -> Vec<u8> {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !received.ends_with(end) {
+        let n = client.read(&mut buffer).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&received));
+        received.extend_from_slice(&buffer[..n]);
+    }
+    received
+}
+
+/// Sends the test's frames, then ends the stream.
+async fn stream_frames(streams: &mut tokio::sync::mpsc::UnboundedReceiver<Frames>) {
+    let frames = streams.recv().await.unwrap();
+    for frame in [&b"{\"type\":\"ADDED\"}\n"[..], b"", &[b'x'; 20_000], b"z"] {
+        frames.send(Bytes::copy_from_slice(frame)).await.unwrap();
+    }
+}
+
+/// `answer` with its date's value blanked.
+fn without_date(answer: &[u8]) -> String {
+    let text = String::from_utf8(answer.to_vec()).unwrap();
+    let at = text.find("\r\ndate: ").unwrap() + "\r\ndate: ".len();
+    let end = at + text[at..].find("\r\n").unwrap();
+    format!("{}DATE{}", &text[..at], &text[end..])
+}
+
+const WATCH: &[u8] = b"GET /watch/things?watch=true HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n";
+
+/// A watch that opens an HTTP/1.1 connection is served without hyper, and its client gets the
+/// very bytes hyper sends for the same watch later on a kept-alive connection; once it ends,
+/// the connection is kept alive and hyper serves it.
+#[tokio::test(start_paused = true)]
+async fn a_first_watch_is_sent_as_hyper_sends_it_and_the_connection_is_kept_alive() {
+    let (streams, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let handler = watch_handler(streams, calls.clone());
+
+    // Served by hyper: the watch as a kept-alive connection's second request.
+    let mut client = connect_to(handler.clone());
+    client.write_all(GET).await.unwrap();
+    assert!(answer(&mut client).await.starts_with("HTTP/1.1 200 OK"));
+    client.write_all(WATCH).await.unwrap();
+    stream_frames(&mut streamed).await;
+    let by_hyper = read_until(&mut client, b"\r\n0\r\n\r\n").await;
+
+    // The first request of its connection: served by `first_watch`, which gives the connection
+    // to hyper once the watch is over, with nothing to replay.
+    let (mut client, mut server) = tokio::io::duplex(1 << 16);
+    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
+    let activity = info.activity.clone();
+    let responder = Responder { info, handler: handler.clone(), streaming: Streaming::default() };
+    let (_stop, mut shutdown) = watch::channel(false);
+    let first = tokio::spawn(async move {
+        let settings = ConnectionSettings::default();
+        match first_watch(&mut server, &responder, &settings, &mut shutdown).await {
+            FirstWatch::Hyper { replay, prepared } => Some((replay, prepared.is_some())),
+            FirstWatch::Gone => None,
+        }
+    });
+    client.write_all(WATCH).await.unwrap();
+    stream_frames(&mut streamed).await;
+    let by_us = read_until(&mut client, b"\r\n0\r\n\r\n").await;
+    assert_eq!(first.await.unwrap(), Some((Vec::new(), false)), "served without hyper");
+    assert_eq!(without_date(&by_us), without_date(&by_hyper));
+    assert!(by_us.starts_with(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-multi: a\r\nx-multi: b\r\n"));
+    assert_eq!(activity.deadline(HEADER, IDLE).map(|(_, expiry)| expiry), Some(Expiry::Close), "the watch is over");
+
+    // Through `serve_stream`: the watch, then a request hyper answers on the same connection.
+    let mut client = connect_to(handler);
+    client.write_all(WATCH).await.unwrap();
+    stream_frames(&mut streamed).await;
+    let again = read_until(&mut client, b"\r\n0\r\n\r\n").await;
+    assert_eq!(without_date(&again), without_date(&by_hyper));
+    client.write_all(GET).await.unwrap();
+    assert!(answer(&mut client).await.starts_with("HTTP/1.1 200 OK"));
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+/// A client that closes its connection in the middle of a first watch ends the watch (its
+/// body is dropped), as hyper ends it; one that sends its next request meanwhile gets it
+/// answered once the watch is over.
+#[tokio::test(start_paused = true)]
+async fn a_first_watch_ends_with_its_client_and_keeps_what_it_sends_meanwhile() {
+    let (streams, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+    let handler = watch_handler(streams, Arc::new(AtomicUsize::new(0)));
+
+    let mut client = connect_to(handler.clone());
+    client.write_all(WATCH).await.unwrap();
+    let frames = streamed.recv().await.unwrap();
+    frames.send(Bytes::from_static(b"one\n")).await.unwrap();
+    read_until(&mut client, b"one\n\r\n").await;
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(3600), frames.closed()).await.expect("the watch's body is dropped");
+
+    let mut client = connect_to(handler);
+    client.write_all(WATCH).await.unwrap();
+    let frames = streamed.recv().await.unwrap();
+    frames.send(Bytes::from_static(b"one\n")).await.unwrap();
+    read_until(&mut client, b"one\n\r\n").await;
+    client.write_all(GET).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    frames.send(Bytes::from_static(b"two\n")).await.unwrap();
+    drop(frames);
+    let rest = String::from_utf8(read_until(&mut client, b"\r\n\r\nok").await).unwrap();
+    assert!(rest.starts_with("4\r\ntwo\n\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"), "{rest}");
+}
+
+/// A watch answered with a whole response (a refusal) is answered by hyper, as before, with
+/// its length; the handler runs once for it, and the connection goes on.
+#[tokio::test(start_paused = true)]
+async fn a_first_watch_answered_whole_is_sent_by_hyper() {
+    let (streams, _streamed) = tokio::sync::mpsc::unbounded_channel();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut client = connect_to(watch_handler(streams, calls.clone()));
+    client.write_all(b"GET /refused/watch?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let refused = String::from_utf8(read_until(&mut client, b"{\"code\":403}\n").await).unwrap();
+    assert!(refused.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{refused}");
+    assert!(refused.contains("\r\ncontent-length: 13\r\n"), "{refused}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    client.write_all(GET).await.unwrap();
+    assert!(answer(&mut client).await.starts_with("HTTP/1.1 200 OK"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+/// The task of a connection lasts as long as the connection (a watch's, for as long as the
+/// watch): the TLS handshake's locals take no room in it beside the served connection (it was
+/// 6.4 KiB with them in this test's build, the TLS stream alone being 1.2 KiB).
+#[test]
+fn a_connection_s_task_keeps_nothing_of_its_handshake() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _guard = runtime.enter();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let tls = rustls::ServerConfig::builder_with_provider(crate::server::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .unwrap();
+    let handler = endpoint(|_request: http::Request<_>| async move {
+        bytes_response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"))
+    });
+    let (_client, server) = tokio::io::duplex(16);
+    let info = ConnInfo::new(([127, 0, 0, 1], 1).into(), Vec::new());
+    let (_stop, shutdown) = watch::channel(false);
+    let settings = Arc::new(ConnectionSettings::default());
+    let connection =
+        serve(server, info.remote, TlsAcceptor::from(Arc::new(tls)), handler, settings, shutdown, info.activity);
+    let stream = std::mem::size_of::<tokio_rustls::server::TlsStream<DuplexStream>>();
+    assert!(
+        std::mem::size_of_val(&connection) < 4096,
+        "the connection's task holds {} bytes (its TLS stream {stream})",
+        std::mem::size_of_val(&connection)
+    );
 }

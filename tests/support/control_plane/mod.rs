@@ -305,6 +305,12 @@ impl ControlPlane {
         lock(&self.state().openapi_v2_downloads).clone()
     }
 
+    /// The paths of the backend's `/openapi/v3` index as last downloaded through each Service
+    /// (by its TLS server name).
+    pub fn openapi_v3_indexes(&self) -> std::collections::HashMap<String, Vec<String>> {
+        lock(&self.state().openapi_v3_indexes).clone()
+    }
+
     /// The APIService named `name` as stored (without its status).
     pub fn api_service(&self, name: &str) -> Option<Value> {
         self.state().get_object("apiservices", "", name)

@@ -3,8 +3,10 @@
 //! Service and so with its TLS server name, with `If-None-Match`; filtered to the APIService's
 //! group version's paths and the definitions they use; a 404 is skipped) and
 //! served as JSON or protobuf by `Accept`, with an entity tag and `Vary: Accept`;
-//! `/openapi/v3` the union of the backends' indexes; `/openapi/v3/<path>` of a path some index
-//! names proxied to its backend as the client's own request (query, headers and identity).
+//! `/openapi/v3` the union of the indexes downloaded once per APIService through its own
+//! Service (kube-aggregator's specProxier keeps each whole); `/openapi/v3/<path>` of a path some
+//! index names proxied to the backend, through that APIService's Service, as the client's own
+//! request (query, headers and identity).
 
 use std::net::SocketAddr;
 
@@ -196,22 +198,50 @@ pub async fn v2(state: &State, backend: Option<&Backend>, accept: &str, if_none_
     response
 }
 
-/// The backend's v3 index (`paths` to `serverRelativeURL`s), as `system:aggregator` fetches it.
-async fn backend_v3_index(state: &State, backend: &Backend) -> serde_json::Map<String, Value> {
-    match aggregator::fetch(state, backend, "/openapi/v3", &[("accept", "application/json")], &aggregator_user()).await
-    {
+/// The backend's v3 index (`paths` to `serverRelativeURL`s), as `system:aggregator` fetches it
+/// through the Service whose TLS server name is `server_name`.
+async fn backend_v3_index(state: &State, backend: &Backend, server_name: &str) -> serde_json::Map<String, Value> {
+    let fetched = aggregator::fetch_via(
+        state,
+        backend,
+        server_name,
+        "/openapi/v3",
+        &[("accept", "application/json")],
+        &aggregator_user(),
+    )
+    .await;
+    let paths = match fetched {
         Ok(f) if f.status == 200 => serde_json::from_slice::<Value>(&f.body)
             .ok()
             .and_then(|index| index["paths"].as_object().cloned())
             .unwrap_or_default(),
         _ => serde_json::Map::new(),
-    }
+    };
+    lock(&state.openapi_v3_indexes).insert(server_name.to_string(), paths.keys().cloned().collect());
+    paths
 }
 
-/// `GET /openapi/v3`: every path of every backend's index, as it names it.
+/// The union of the v3 indexes of every APIService, each downloaded through its own Service
+/// (the first APIService naming a path keeps it). Before any APIService is registered, the
+/// backend's own Service's index (the tests that register none read it so).
+async fn v3_indexes(state: &State, backend: &Backend) -> serde_json::Map<String, Value> {
+    let services = lock(&state.services).clone();
+    if services.is_empty() {
+        return backend_v3_index(state, backend, &backend.server_name).await;
+    }
+    let mut union = serde_json::Map::new();
+    for service in &services {
+        for (path, entry) in backend_v3_index(state, backend, &service.server_name).await {
+            union.entry(path).or_insert(entry);
+        }
+    }
+    union
+}
+
+/// `GET /openapi/v3`: every path of every APIService's index, as it names it.
 pub async fn v3_index(state: &State, backend: Option<&Backend>) -> Response {
     let paths = match backend {
-        Some(backend) => backend_v3_index(state, backend).await,
+        Some(backend) => v3_indexes(state, backend).await,
         None => serde_json::Map::new(),
     };
     respond::json(200, &json!({"paths": paths}))
@@ -229,7 +259,7 @@ pub async fn v3_document(
 ) -> Response {
     let path = parts.uri.path().trim_start_matches("/openapi/v3/");
     let Some(backend) = backend else { return respond::bytes(404, "text/plain", "") };
-    if !backend_v3_index(state, backend).await.contains_key(path) {
+    if !v3_indexes(state, backend).await.contains_key(path) {
         return respond::bytes(404, "text/plain", "");
     }
     match aggregator::forward(state, backend, parts, body, Caller { user, remote: Some(remote) }).await {

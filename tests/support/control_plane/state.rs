@@ -84,6 +84,9 @@ pub struct State {
     pub openapi_v2_cache: Mutex<HashMap<String, (String, Value)>>,
     /// Every download of `/openapi/v2` from the backend, in order.
     pub openapi_v2_downloads: Mutex<Vec<V2Download>>,
+    /// The paths of the backend's `/openapi/v3` index as last downloaded through each Service
+    /// (by its TLS server name).
+    pub openapi_v3_indexes: Mutex<HashMap<String, Vec<String>>>,
     /// Headers of the requests proxied to the backend (name, value), per request.
     pub proxied: Mutex<Vec<Vec<(String, String)>>>,
     /// The TLS server name and path of every request sent to the backend, in order.
@@ -138,6 +141,7 @@ impl State {
             discovery_not_modified: AtomicUsize::new(0),
             openapi_v2_cache: Mutex::new(HashMap::new()),
             openapi_v2_downloads: Mutex::new(Vec::new()),
+            openapi_v3_indexes: Mutex::new(HashMap::new()),
             proxied: Mutex::new(Vec::new()),
             proxied_via: Mutex::new(Vec::new()),
             backend_statuses: Mutex::new(Vec::new()),
