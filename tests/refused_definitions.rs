@@ -344,3 +344,72 @@ fn every_refused_source_is_shown_by_kubectl_get_and_describe() {
     });
     assert_eq!(table[1][..6], [widgets_name, "True", "True", "v1beta1", "Done", ""]);
 }
+
+/// `gadgets` and `sprockets`, cluster-scoped, as one file's two documents.
+const GADGETS_AND_SPROCKETS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Cluster
+  names: {plural: gadgets, kind: Gadget}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: sprockets.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Cluster
+  names: {plural: sprockets, kind: Sprocket}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}
+";
+
+/// Stops the server, starts it again, and returns what it logged in that start.
+fn restarted(server: &mut TestServer) -> String {
+    server.stop();
+    let before = server.log().len();
+    server.spawn(&[]);
+    server.log()[before..].to_string()
+}
+
+/// A restart takes the definitions of the files unchanged since the store recorded what their
+/// bytes gave from those records, without parsing them (issue 32: upjet's YAML is most of a
+/// restart's work), and parses a file changed while the server was stopped: its new form is
+/// served, and recorded for the next start.
+#[test]
+fn a_restart_parses_only_the_files_changed_while_stopped() {
+    let mut server = TestServer::prepare(&[&widgets("v1beta1", "foo"), GADGETS_AND_SPROCKETS], None);
+    server.spawn(&[]);
+    assert!(server.log().contains("parsed=2 from_records=0"), "{}", server.log());
+    let object = "apiVersion: stable.example.com/v1beta1\nkind: Widget\nmetadata: {name: w1, namespace: default}\n\
+                  spec: {foo: keep-me}\n";
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], object);
+    assert!(out.status.success(), "{}", printed(&out));
+
+    let started = restarted(&mut server);
+    assert!(started.contains("parsed=0 from_records=2"), "{started}");
+    let client = Client::admin(&server);
+    assert_eq!(client.get(W1).unwrap().json()["spec"]["foo"], "keep-me");
+    for plural in ["gadgets", "sprockets"] {
+        let listed = server.kubectl_ok(&["get", &format!("{plural}.stable.example.com"), "-o", "json"]);
+        assert!(listed.contains("\"items\": []"), "{listed}");
+    }
+
+    // Changed while stopped: parsed, and served as it now says (`spec.bar` kept, not pruned).
+    std::fs::write(server.definitions_dir().join("00.yaml"), widgets("v1beta1", "bar")).unwrap();
+    let started = restarted(&mut server);
+    assert!(started.contains("parsed=1 from_records=1"), "{started}");
+    let object = "apiVersion: stable.example.com/v1beta1\nkind: Widget\nmetadata: {name: w2, namespace: default}\n\
+                  spec: {bar: new-field}\n";
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], object);
+    assert!(out.status.success(), "{}", printed(&out));
+    let w2 = client.get("/apis/stable.example.com/v1beta1/namespaces/default/widgets/w2").unwrap().json();
+    assert_eq!(w2["spec"]["bar"], "new-field", "{w2}");
+    let started = restarted(&mut server);
+    assert!(started.contains("parsed=0 from_records=2"), "{started}");
+    let w2 = client.get("/apis/stable.example.com/v1beta1/namespaces/default/widgets/w2").unwrap().json();
+    assert_eq!(w2["spec"]["bar"], "new-field", "{w2}");
+}

@@ -18,11 +18,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::api::{Api, Catalog};
-use crate::definitions::accepted::{Accepted, accepted_forms};
+use crate::definitions::accepted::{Accepted, Recollection, accepted_forms};
 use crate::definitions::cluster::ClusterCache;
 use crate::definitions::reload::{self, Context, Plan, Served};
 use crate::definitions::reload_status::ReloadStatus;
-use crate::definitions::scan::FileCache;
+use crate::definitions::scan::{FileCache, Origin};
 use crate::definitions::watch::{self, DefinitionsWatcher};
 use crate::definitions::{Problem, Registry};
 use crate::kube::cluster_definitions::ClusterDefinitions;
@@ -236,12 +236,28 @@ impl LiveDefinitions {
             // At the first load, a definition the store last accepted in the very form the file
             // gives is not checked again (kube-apiserver does not check its stored
             // CustomResourceDefinitions again when it starts).
+            // Nor is a file parsed whose bytes are those the records say gave their forms.
             let scan = match &records {
-                Some(records) => state.cache.scan_trusting(&paths, &|manifest, schemas| {
-                    crate::definitions::accepted::vouches_for(&records.accepted, manifest, schemas)
-                }),
+                Some(records) => {
+                    let recollection = Recollection::of(&records.accepted);
+                    state.cache.scan_trusting(
+                        &paths,
+                        &|manifest, schemas| {
+                            crate::definitions::accepted::vouches_for(&records.accepted, manifest, schemas)
+                        },
+                        &|file, sha256| recollection.documents(file, sha256),
+                    )
+                }
                 None => state.cache.scan(&paths),
             };
+            if whole {
+                let counts = state.cache.last_counts();
+                tracing::info!(
+                    parsed = counts.parsed,
+                    from_records = counts.recalled,
+                    "definition files read (those unchanged since the store recorded what they gave are not parsed)"
+                );
+            }
             let (scan, conflicts) = match &cluster {
                 Some(cluster) => state.cluster_cache.combine(scan, &cluster.definitions),
                 None => (scan, Vec::new()),
@@ -285,14 +301,22 @@ impl LiveDefinitions {
                 state.served_at_stop.remove(name);
             }
             let changed = !plan.is_unchanged() || !state.loaded;
+            // Which file bytes gave each definition newly served, for its record.
+            let newly = |name: &String| whole || plan.added.contains(name) || plan.changed.contains(name);
+            let origins: HashMap<String, Origin> = plan
+                .served
+                .iter()
+                .filter(|(name, _)| changed && newly(name))
+                .filter_map(|(name, served)| Some((name.clone(), state.cache.origin_of(&served.file, &served.loaded)?)))
+                .collect();
             let catalog = match serving {
                 Some(serving) if changed => Some(Catalog::next(&serving, std::mem::take(&mut plan.registry))),
                 _ => None,
             };
-            Ok::<_, crate::store::Error>((plan, changed, catalog, ages, records))
+            Ok::<_, crate::store::Error>((plan, changed, catalog, ages, records, origins))
         })
         .await;
-        let (mut plan, changed, catalog, ages, records) = match planned {
+        let (mut plan, changed, catalog, ages, records, origins) = match planned {
             Ok(Ok(planned)) => planned,
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "reading the definitions' records failed; the definitions are not reloaded");
@@ -310,7 +334,7 @@ impl LiveDefinitions {
             }
             return None;
         }
-        if let Err(e) = self.record(&plan, catalog.as_ref(), &records, whole).await {
+        if let Err(e) = self.record(&plan, catalog.as_ref(), &records, whole, &origins).await {
             let first = !self.state.lock().map(|s| s.loaded).unwrap_or(true);
             self.status.record_failure(&e);
             if !first {
@@ -343,13 +367,15 @@ impl LiveDefinitions {
     /// Before any object can be written through a definition newly served (at the first load
     /// every one, on a reload those it added or changed), its storage version is among the
     /// stored versions and its form is the store's last accepted one; if that cannot be
-    /// recorded, the new set is not served (`Err` says why).
+    /// recorded, the new set is not served (`Err` says why). A record is written again when the
+    /// file bytes its form came from (`origins`) are newly known.
     async fn record(
         &self,
         plan: &Plan,
         catalog: Option<&Catalog>,
         records: &Records,
         whole: bool,
+        origins: &HashMap<String, Origin>,
     ) -> Result<(), String> {
         let registry = catalog.map_or(&plan.registry, |c| &c.registry);
         let newly =
@@ -362,11 +388,16 @@ impl LiveDefinitions {
         stored_versions::record_storage_versions(&self.store, serving)
             .await
             .map_err(|e| format!("recording status.storedVersions failed: {e}"))?;
-        let unaccepted = plan.served.values().filter(|served| {
+        let unaccepted = plan.served.values().filter_map(|served| {
+            let origin = origins.get(served.name());
+            // Without an origin now, the record's (if any) still names bytes that gave this form.
             let same = records.accepted.get(served.name()).is_some_and(|a| {
-                a.compact && a.same_spec(&served.loaded) && a.manifest.metadata == served.loaded.manifest.metadata
+                a.compact
+                    && a.same_spec(&served.loaded)
+                    && a.manifest.metadata == served.loaded.manifest.metadata
+                    && (origin.is_none() || a.origin.as_ref() == origin)
             });
-            newly(served.name()) && !same
+            (newly(served.name()) && !same).then_some((served, origin))
         });
         accepted::record(&self.store, unaccepted)
             .await

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::load::{Loaded, loaded_from_value, take_schema_texts, with_schema_texts};
+use super::load::{Loaded, loaded_from_record, loaded_from_value, take_schema_texts, with_schema_texts};
 use super::reload::Served;
-use super::scan::Scan;
+use super::scan::{Documents, Origin, Scan};
 
 /// The form of a definition the server last accepted, and where it came from.
 #[derive(Debug, Clone)]
@@ -34,13 +34,16 @@ pub struct Accepted {
     /// Whether the store keeps it in its compact form (schemas as text, compressed): a record
     /// in the earlier form is written again, once, though it says the same.
     pub compact: bool,
+    /// The bytes of `file` that gave this very form, when known: a start that finds them
+    /// there takes the file's documents from the records.
+    pub origin: Option<Origin>,
 }
 
 impl Accepted {
     /// The accepted form of a whole manifest (with its schemas, as the store records it).
     pub fn new(mut manifest: CustomResourceDefinition, file: PathBuf, source: String) -> Accepted {
         let schemas = take_schema_texts(&mut manifest);
-        Accepted { manifest: Arc::new(manifest), schemas, file, source, compact: false }
+        Accepted { manifest: Arc::new(manifest), schemas, file, source, compact: false, origin: None }
     }
 
     /// Whether `loaded` has this spec: the manifest's and every version's schema.
@@ -69,6 +72,54 @@ pub fn vouches_for(
 ) -> bool {
     let name = manifest.metadata.name.as_deref().unwrap_or_default();
     accepted.get(name).is_some_and(|a| a.is_form(manifest, schemas))
+}
+
+/// The accepted records by the file bytes that gave them (`Accepted::origin`), for a start to
+/// take a file's documents from (`scan::Recall`).
+pub struct Recollection<'a> {
+    by_bytes: HashMap<(&'a std::path::Path, &'a str), Vec<&'a Accepted>>,
+}
+
+impl<'a> Recollection<'a> {
+    /// The records of `accepted` that name the bytes they came from, as this loader reads them.
+    pub fn of(accepted: &'a HashMap<String, Accepted>) -> Recollection<'a> {
+        let mut by_bytes: HashMap<_, Vec<&Accepted>> = HashMap::new();
+        for record in accepted.values() {
+            if let Some(origin) = record.origin.as_ref().filter(|o| o.form == super::load::FORM) {
+                by_bytes.entry((record.file.as_path(), origin.sha256.as_str())).or_default().push(record);
+            }
+        }
+        Recollection { by_bytes }
+    }
+
+    /// Every document of the file `file` whose bytes have the SHA-256 `sha256`, when there is a
+    /// record of each (one per position, all counting the same documents); `None` otherwise.
+    pub fn documents(&self, file: &std::path::Path, sha256: &str) -> Option<Documents> {
+        let records = self.by_bytes.get(&(file, sha256))?;
+        let count = records.first()?.origin.as_ref()?.documents;
+        if records.len() != count {
+            return None;
+        }
+        let mut at: Vec<Option<&Accepted>> = vec![None; count];
+        for record in records {
+            let origin = record.origin.as_ref()?;
+            let slot = at.get_mut(origin.document).filter(|slot| slot.is_none() && origin.documents == count)?;
+            *slot = Some(record);
+        }
+        at.into_iter()
+            .map(|record| {
+                let record = record?;
+                let warnings = record.origin.as_ref().map(|o| o.warnings.clone()).unwrap_or_default();
+                let loaded = loaded_from_record(
+                    record.manifest.clone(),
+                    record.schemas.clone(),
+                    record.source.clone(),
+                    warnings,
+                );
+                Some(Ok(loaded))
+            })
+            .collect()
+    }
 }
 
 /// What a start plans from as served before (`reload::plan`'s `previous`): the accepted form of

@@ -168,6 +168,25 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problem> {
     Ok(files)
 }
 
+/// What this loader makes of a file's bytes, as a record of where a definition came from names
+/// it (`scan::Origin`): the crate's version, and a number to raise whenever parsing, decoding or
+/// defaulting would give the same bytes another form, so that a start reads files again rather
+/// than trust a record of what an earlier build made of them.
+pub const FORM: &str = concat!(env!("CARGO_PKG_VERSION"), "/1");
+
+/// A definition as a record keeps it (the defaulted manifest without schemas, the schemas'
+/// texts, its source and its schemas' warnings): what the file it came from gave.
+pub fn loaded_from_record(
+    manifest: Arc<CustomResourceDefinition>,
+    schemas: Vec<Option<Arc<str>>>,
+    source: String,
+    warnings: Vec<String>,
+) -> Loaded {
+    let mut definition = super::build::build_with_schemas(&manifest, source, schemas);
+    definition.warnings = warnings;
+    Loaded { manifest, definition: Arc::new(definition) }
+}
+
 /// Parses a manifest file's text into its documents (empty documents skipped).
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     let trimmed = text.trim_start();

@@ -4,12 +4,17 @@
 //! checked and compiled again; the others give back the very definitions (the same `Arc`s) they
 //! gave before, so that an unchanged definition is recognised by identity and its watches go on.
 //!
+//! At a start, a file whose bytes are those the store's records say gave their accepted forms
+//! ([`Origin`]) is not parsed at all: its documents are the records' (`Recall`).
+//!
 //! Owns the cache of loaded files. Must not decide what is served (`live::plan` does).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use super::load::{Loaded, Problem, Trusted, load_text_trusting, manifest_files, not_compiled, trust_none};
 
@@ -95,6 +100,45 @@ fn digest(bytes: &[u8]) -> Digest {
     out
 }
 
+/// A digest as lowercase hexadecimal, as a record keeps it.
+fn hex(digest: &Digest) -> String {
+    use std::fmt::Write;
+    digest.iter().fold(String::with_capacity(64), |mut out, byte| {
+        let _ = write!(out, "{byte:02x}");
+        out
+    })
+}
+
+/// Which bytes gave a loaded definition: the file's digest, the document it was of how many
+/// the file has, and the warnings its schemas drew. Kept with the definition's accepted record
+/// (`lifecycle::accepted`), so that a start that finds the same bytes takes every document of
+/// the file from the records instead of parsing and decoding it again (upjet's 102 MB of YAML
+/// are most of a restart's work): what the bytes give is decided by the bytes and the loader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The SHA-256 of the file's bytes, in hexadecimal.
+    pub sha256: String,
+    /// The loader that read them (`load::FORM`): another reads the file again.
+    pub form: String,
+    /// The document's position in the file (after `List`s are expanded), from 0.
+    pub document: usize,
+    /// How many documents the file gave.
+    pub documents: usize,
+    /// [`Definition::warnings`](super::model::Definition::warnings): they are drawn from the
+    /// file's schemas as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// At a start: every document of the file at `path` whose bytes have the SHA-256 given (in
+/// hexadecimal), when the store's records hold what those bytes gave; `None` to parse it.
+pub type Recall<'a> = dyn Fn(&Path, &str) -> Option<Documents> + Sync + 'a;
+
+/// Recalls nothing: every changed file is parsed.
+pub fn recall_none(_: &Path, _: &str) -> Option<Documents> {
+    None
+}
+
 /// A file as the last scan saw it.
 #[derive(Debug)]
 struct Cached {
@@ -116,7 +160,20 @@ pub struct FileCache {
     files: HashMap<OsString, Cached, foldhash::fast::RandomState>,
     /// How many scans there were.
     scans: u64,
+    /// How many files the last scan parsed, and how many it took from the records.
+    last: ScanCounts,
 }
+
+/// How many files a scan parsed, and how many it took from the store's records (`Recall`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ScanCounts {
+    pub parsed: usize,
+    pub recalled: usize,
+}
+
+/// A file whose bytes changed since the last scan (or could not be read): its path, its bytes
+/// (or why they could not be read) and their digest.
+type Changed<'a> = (&'a Path, &'a Result<Vec<u8>, String>, Option<&'a Digest>);
 
 /// What a scan found of one file.
 enum Found {
@@ -135,12 +192,13 @@ impl FileCache {
     /// Reads every manifest under `paths` whose metadata does not vouch for what was read
     /// before; changed files are loaded on every core.
     pub fn scan(&mut self, paths: &[PathBuf]) -> Scan {
-        self.scan_trusting(paths, &trust_none)
+        self.scan_trusting(paths, &trust_none, &recall_none)
     }
 
     /// [`FileCache::scan`], not checking again the definitions `trusted` vouches for (a start's,
-    /// that the store's records say were accepted in the same form).
-    pub fn scan_trusting(&mut self, paths: &[PathBuf], trusted: &Trusted) -> Scan {
+    /// that the store's records say were accepted in the same form), and taking the documents
+    /// of the files whose bytes `recall` knows from it.
+    pub fn scan_trusting(&mut self, paths: &[PathBuf], trusted: &Trusted, recall: &Recall) -> Scan {
         let files = match manifest_files(paths) {
             Ok(files) => files,
             Err(problem) => return Scan::Failed(problem),
@@ -166,24 +224,33 @@ impl FileCache {
                 (path, Found::Read { bytes, digest: read, stamp, changed })
             })
             .collect();
-        let changed: Vec<(&Path, &Result<Vec<u8>, String>)> = found
+        let changed: Vec<Changed<'_>> = found
             .iter()
             .filter_map(|(path, found)| match found {
-                Found::Read { bytes, changed: true, .. } => Some((path.as_path(), bytes)),
+                Found::Read { bytes, digest, changed: true, .. } => Some((path.as_path(), bytes, digest.as_ref())),
                 _ => None,
             })
             .collect();
-        let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes)| match bytes {
-            Ok(bytes) => load_text_trusting(path, bytes, trusted),
+        let recalled = std::sync::atomic::AtomicUsize::new(0);
+        let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes, digest)| match bytes {
+            Ok(bytes) => match digest.and_then(|digest| recall(path, &hex(digest))) {
+                Some(documents) => {
+                    recalled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    documents
+                }
+                None => load_text_trusting(path, bytes, trusted),
+            },
             Err(message) => {
                 let problem = Problem::new(path.display().to_string(), None, vec![message.clone()]);
                 vec![Err(problem.because(super::load::reason::UNREADABLE))]
             }
         });
+        let recalled = recalled.into_inner();
+        self.last = ScanCounts { parsed: changed.len() - recalled, recalled };
         let loaded =
-            changed.iter().zip(loaded).map(|((path, _), documents)| documents.unwrap_or_else(|| not_compiled(path)));
+            changed.iter().zip(loaded).map(|((path, ..), documents)| documents.unwrap_or_else(|| not_compiled(path)));
         let fresh: HashMap<PathBuf, Documents, foldhash::fast::RandomState> =
-            changed.iter().map(|(path, _)| path.to_path_buf()).zip(loaded).collect();
+            changed.iter().map(|(path, ..)| path.to_path_buf()).zip(loaded).collect();
         // Every file found is marked seen; those not found are forgotten after.
         self.scans += 1;
         let scan = self.scans;
@@ -227,6 +294,38 @@ impl FileCache {
             self.files.retain(|_, cached| cached.seen == scan);
         }
         Scan::Files(scanned)
+    }
+
+    /// How many files the last scan parsed, and how many it took from the records.
+    pub fn last_counts(&self) -> ScanCounts {
+        self.last
+    }
+
+    /// Which bytes gave `loaded`, as the file `path` was last read: when every document of the
+    /// file loaded, one of them is `loaded` (the same definition, or the same manifest and
+    /// schemas) and its manifest carries no status (a record keeps none). `None` otherwise:
+    /// then a start parses the file.
+    pub fn origin_of(&self, path: &Path, loaded: &Loaded) -> Option<Origin> {
+        let cached = self.files.get(path.as_os_str())?;
+        let mut documents = Vec::with_capacity(cached.documents.len());
+        for document in &cached.documents {
+            documents.push(document.as_ref().ok()?);
+        }
+        let same = |d: &&Loaded| {
+            std::sync::Arc::ptr_eq(&d.definition, &loaded.definition)
+                || (d.manifest == loaded.manifest && d.schema_texts() == loaded.schema_texts())
+        };
+        let document = documents.iter().position(same)?;
+        if loaded.manifest.status.is_some() {
+            return None;
+        }
+        Some(Origin {
+            sha256: hex(&cached.digest),
+            form: super::load::FORM.to_string(),
+            document,
+            documents: documents.len(),
+            warnings: loaded.definition.warnings.clone(),
+        })
     }
 }
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::definitions::accepted::Accepted;
 use crate::definitions::reload::Served;
+use crate::definitions::scan::Origin;
 use crate::store::{Error, ListOptions, Store};
 
 /// Where the records live: resource keys always start with `/`, so no resource can reach them.
@@ -48,6 +49,9 @@ struct Record {
     manifest: CustomResourceDefinition,
     #[serde(default)]
     schemas: Option<Vec<Option<String>>>,
+    /// The file's bytes that gave this form (records written before have none).
+    #[serde(default)]
+    origin: Option<Origin>,
 }
 
 /// [`Record`] as written, borrowing what it holds.
@@ -57,6 +61,8 @@ struct RecordRef<'a> {
     source: &'a str,
     manifest: &'a CustomResourceDefinition,
     schemas: Vec<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<&'a Origin>,
 }
 
 fn key_of(definition: &str) -> String {
@@ -88,14 +94,15 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Accepted, Error> {
             file: record.file,
             source: record.source,
             compact: true,
+            origin: record.origin,
         },
         None => Accepted::new(record.manifest, record.file, record.source),
     })
 }
 
 /// The record of `served`: its manifest without the status a file may carry (the server keeps
-/// storedVersions itself), and its schemas' texts.
-fn encode(served: &Served) -> Result<Bytes, Error> {
+/// storedVersions itself), its schemas' texts, and the bytes it came from when known.
+fn encode(served: &Served, origin: Option<&Origin>) -> Result<Bytes, Error> {
     let mut manifest = (*served.loaded.manifest).clone();
     manifest.status = None;
     let schemas = served.loaded.schema_texts();
@@ -104,6 +111,7 @@ fn encode(served: &Served) -> Result<Bytes, Error> {
         source: &served.loaded.definition.source,
         manifest: &manifest,
         schemas: schemas.iter().map(Option::as_deref).collect(),
+        origin,
     };
     let json = serde_json::to_vec(&record)
         .map_err(|e| Error::Backend(format!("encoding the accepted definition {}: {e}", served.name())))?;
@@ -132,16 +140,20 @@ pub async fn read_all(store: &impl Store) -> Result<HashMap<String, Accepted>, E
     Ok(all)
 }
 
-/// Records each of `definitions` as the accepted form of its name (all at once, so that the
-/// store commits them together). A record that already says the same is left as it is.
-pub async fn record<'a>(store: &impl Store, definitions: impl IntoIterator<Item = &'a Served>) -> Result<(), Error> {
-    let writes = definitions.into_iter().map(|served| put(store, served));
+/// Records each of `definitions` as the accepted form of its name, with the file bytes it came
+/// from when known (all at once, so that the store commits them together). A record that
+/// already says the same is left as it is.
+pub async fn record<'a>(
+    store: &impl Store,
+    definitions: impl IntoIterator<Item = (&'a Served, Option<&'a Origin>)>,
+) -> Result<(), Error> {
+    let writes = definitions.into_iter().map(|(served, origin)| put(store, served, origin));
     futures_util::future::join_all(writes).await.into_iter().collect()
 }
 
-async fn put(store: &impl Store, served: &Served) -> Result<(), Error> {
+async fn put(store: &impl Store, served: &Served, origin: Option<&Origin>) -> Result<(), Error> {
     let key = key_of(served.name());
-    let bytes = encode(served)?;
+    let bytes = encode(served, origin)?;
     let mut last = Error::Backend(format!("{key}: too many concurrent changes"));
     for _ in 0..ATTEMPTS {
         let written = match store.get(&key).await? {
@@ -192,14 +204,14 @@ mod tests {
         let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
         assert!(read(&store, "widgets.example.com").await.unwrap().is_none());
         let first = served("One.");
-        record(&store, [&first]).await.unwrap();
+        record(&store, [(&first, None)]).await.unwrap();
         let revision = store.current_revision();
         // The same again writes nothing.
-        record(&store, [&first]).await.unwrap();
+        record(&store, [(&first, None)]).await.unwrap();
         assert_eq!(store.current_revision(), revision);
         // A change of the schema alone is recorded, schema and all.
         let changed = served("Two.");
-        record(&store, [&changed]).await.unwrap();
+        record(&store, [(&changed, None)]).await.unwrap();
         assert!(store.current_revision() > revision);
         let all = read_all(&store).await.unwrap();
         let accepted = &all["widgets.example.com"];
@@ -211,6 +223,17 @@ mod tests {
         assert_eq!(accepted.manifest.status, None);
         assert_eq!((accepted.file.to_str(), accepted.source.as_str()), (Some("/defs/w.yaml"), "w.yaml"));
         assert!(accepted.compact);
+        assert_eq!(accepted.origin, None);
+        // The file bytes it came from are kept with it.
+        let origin = Origin {
+            sha256: "ab".repeat(32),
+            form: crate::definitions::load::FORM.into(),
+            document: 1,
+            documents: 2,
+            warnings: vec!["unrecognized format \"sometime\"".into()],
+        };
+        record(&store, [(&changed, Some(&origin))]).await.unwrap();
+        assert_eq!(read(&store, "widgets.example.com").await.unwrap().unwrap().origin, Some(origin));
         forget(&store, "widgets.example.com").await.unwrap();
         assert!(read_all(&store).await.unwrap().is_empty());
     }
@@ -223,7 +246,7 @@ mod tests {
         let store = Backend::Sled(SledStore::open(dir.path(), SledOptions::default()).unwrap());
         let description = "The name of the resource, as the provider's documentation words it. ".repeat(400);
         let served = served(&description);
-        record(&store, [&served]).await.unwrap();
+        record(&store, [(&served, None)]).await.unwrap();
         let stored = store.get(&key_of("widgets.example.com")).await.unwrap().unwrap().value;
         let json = serde_json::to_vec(&served.loaded.full_manifest()).unwrap();
         assert!(stored.starts_with(COMPRESSED));

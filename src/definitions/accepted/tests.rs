@@ -150,7 +150,11 @@ fn a_start_does_not_check_again_the_form_the_store_accepted() {
     let trusted = |manifest: &_, schemas: &[_]| vouches_for(&records, manifest, schemas);
     let load = |raw: Value| {
         std::fs::write(&file, serde_json::to_vec(&raw).unwrap()).unwrap();
-        match crate::definitions::scan::FileCache::default().scan_trusting(std::slice::from_ref(&file), &trusted) {
+        match crate::definitions::scan::FileCache::default().scan_trusting(
+            std::slice::from_ref(&file),
+            &trusted,
+            &crate::definitions::scan::recall_none,
+        ) {
             Scan::Files(files) => files[0].documents[0].clone(),
             Scan::Failed(problem) => panic!("{problem}"),
         }
@@ -173,4 +177,158 @@ fn a_start_does_not_check_again_the_form_the_store_accepted() {
     let mut misfit = misnamed("One.");
     misfit["metadata"]["labels"] = json!("not a map");
     assert!(load(misfit).is_err(), "a field of the wrong type");
+}
+
+/// `widgets` and `gadgets` as one file's two documents, the second with a format Kubernetes
+/// warns about.
+const TWO_DOCUMENTS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, kind: Widget}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, description: From the file.}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Cluster
+  names: {plural: gadgets, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {when: {type: string, format: sometime}}}
+";
+
+fn loaded_documents(scan: &Scan) -> Vec<Loaded> {
+    let Scan::Files(files) = scan else { panic!("{scan:?}") };
+    files[0].documents.iter().map(|d| d.clone().unwrap()).collect()
+}
+
+/// The records a start finds for what `cache` read of `file`: each with the origin the cache
+/// gives it and its schema's description replaced by `description`, so that a definition taken
+/// from the records is told from one parsed from the file.
+fn records_of(
+    cache: &crate::definitions::scan::FileCache,
+    file: &std::path::Path,
+    description: &str,
+) -> HashMap<String, Accepted> {
+    let scan = crate::definitions::scan::FileCache::default().scan(&[file.to_path_buf()]);
+    loaded_documents(&scan)
+        .into_iter()
+        .map(|loaded| {
+            let origin = cache.origin_of(file, &loaded);
+            let schemas = loaded
+                .schema_texts()
+                .into_iter()
+                .map(|s| s.map(|s| Arc::from(s.replace("From the file.", description))))
+                .collect();
+            let record = Accepted {
+                manifest: loaded.manifest.clone(),
+                schemas,
+                file: file.to_path_buf(),
+                source: loaded.definition.source.clone(),
+                compact: true,
+                origin,
+            };
+            (loaded.definition.name.clone(), record)
+        })
+        .collect()
+}
+
+/// Scans `file` at a start whose records are `records`: the documents and the counts.
+fn start_scan(
+    file: &std::path::Path,
+    records: &HashMap<String, Accepted>,
+) -> (Vec<Loaded>, crate::definitions::scan::ScanCounts) {
+    let recollection = Recollection::of(records);
+    let mut cache = crate::definitions::scan::FileCache::default();
+    let trusted = |manifest: &_, schemas: &[_]| vouches_for(records, manifest, schemas);
+    let scan = cache.scan_trusting(&[file.to_path_buf()], &trusted, &|f, sha256| recollection.documents(f, sha256));
+    (loaded_documents(&scan), cache.last_counts())
+}
+
+#[test]
+fn a_file_whose_bytes_gave_the_records_is_not_parsed_at_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("both.yaml");
+    std::fs::write(&file, TWO_DOCUMENTS).unwrap();
+    let mut cache = crate::definitions::scan::FileCache::default();
+    let parsed = loaded_documents(&cache.scan(std::slice::from_ref(&file)));
+    // What the file gave, where, with the warning its schema drew.
+    let origins: Vec<_> = parsed.iter().map(|l| cache.origin_of(&file, l).unwrap()).collect();
+    assert_eq!(origins.iter().map(|o| (o.document, o.documents)).collect::<Vec<_>>(), [(0, 2), (1, 2)]);
+    let sha256 = ring::digest::digest(&ring::digest::SHA256, TWO_DOCUMENTS.as_bytes());
+    let hex: String = sha256.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!((origins[0].sha256.as_str(), origins[1].sha256.as_str()), (hex.as_str(), hex.as_str()));
+    assert_eq!(origins[1].warnings, ["unrecognized format \"sometime\""]);
+    assert_eq!(origins[1].warnings, parsed[1].definition.warnings);
+
+    // The same bytes: both documents are the records', nothing parsed.
+    let records = records_of(&cache, &file, "From the records.");
+    let (recalled, counts) = start_scan(&file, &records);
+    assert_eq!(counts, crate::definitions::scan::ScanCounts { parsed: 0, recalled: 1 });
+    for (recalled, parsed) in recalled.iter().zip(&parsed) {
+        assert_eq!(recalled.manifest, parsed.manifest);
+        assert_eq!(recalled.definition.source, parsed.definition.source);
+        assert_eq!(recalled.definition.warnings, parsed.definition.warnings);
+        let text = recalled.schema_texts()[0].as_deref().map(|s| s.replace("From the records.", "From the file."));
+        assert_eq!(text.as_deref(), parsed.schema_texts()[0].as_deref());
+    }
+    assert_eq!(recalled[0].definition.source, format!("{} (document 1)", file.display()));
+    assert!(recalled[0].schema_texts()[0].as_deref().unwrap().contains("From the records."));
+
+    // Any other bytes, a record missing, or another loader's: the file is parsed.
+    let parsed_again = |records: &HashMap<String, Accepted>| {
+        let (documents, counts) = start_scan(&file, records);
+        assert_eq!(counts, crate::definitions::scan::ScanCounts { parsed: 1, recalled: 0 });
+        assert!(documents[0].schema_texts()[0].as_deref().unwrap().contains("From the file."));
+    };
+    let mut one_missing = records.clone();
+    one_missing.remove("gadgets.example.com");
+    parsed_again(&one_missing);
+    let mut other_form = records.clone();
+    for record in other_form.values_mut() {
+        record.origin.as_mut().unwrap().form = "0.0.0/0".into();
+    }
+    parsed_again(&other_form);
+    let mut twice = records.clone();
+    let mut clash = twice["widgets.example.com"].clone();
+    clash.origin.as_mut().unwrap().document = 1;
+    twice.insert("widgets.example.com".into(), clash);
+    parsed_again(&twice);
+    std::fs::write(&file, format!("{TWO_DOCUMENTS}# one more line\n")).unwrap();
+    parsed_again(&records);
+}
+
+#[test]
+fn only_a_file_that_loaded_whole_and_without_status_names_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("both.yaml");
+    let mut cache = crate::definitions::scan::FileCache::default();
+    // A document refused: the file's other documents cannot be taken from records.
+    std::fs::write(&file, TWO_DOCUMENTS.replace("name: gadgets.example.com", "name: wrong.example.com")).unwrap();
+    let scan = cache.scan(std::slice::from_ref(&file));
+    let Scan::Files(files) = &scan else { panic!() };
+    let first = files[0].documents[0].as_ref().unwrap();
+    assert!(files[0].documents[1].is_err());
+    assert_eq!(cache.origin_of(&file, first), None);
+    // A status in the file (a record keeps none).
+    std::fs::write(&file, format!("{TWO_DOCUMENTS}status: {{storedVersions: [v1]}}\n")).unwrap();
+    let loaded = loaded_documents(&cache.scan(std::slice::from_ref(&file)));
+    assert!(cache.origin_of(&file, &loaded[0]).is_some());
+    assert_eq!(cache.origin_of(&file, &loaded[1]), None);
+    // A form the file does not give.
+    let other = loaded_from_value(widgets("v1", "Namespaced"), "w.yaml").unwrap();
+    assert_eq!(cache.origin_of(&file, &other), None);
+    assert_eq!(cache.origin_of(&dir.path().join("gone.yaml"), &loaded[0]), None);
 }
