@@ -167,7 +167,7 @@ fn policies_deny_with_kube_apiserver_words() {
             json!({"validationActions": ["Warn"], "paramRef": {"selector": {"matchLabels": {"policy": "replicas"}}, "parameterNotFoundAction": "Deny"}}),
         ),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut attempt = 0;
     let warning = loop {
         attempt += 1;
@@ -202,7 +202,7 @@ fn policies_that_fail_follow_their_failure_policy() {
     let mut ignored = broken;
     ignored["failurePolicy"] = json!("Ignore");
     install(plane, policy("broken", ignored), binding("broken-binding", "broken", json!({})));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut attempt = 0;
     while client
         .send_json(

@@ -76,7 +76,7 @@ fn the_fourth_object_exceeds_the_quota() {
         q["status"]["used"][COUNT] = json!("2");
         q
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let out = cluster.kubectl_stdin(&alice, &["create", "--dry-run=server", "-f", "-"], &manifest("ct-5"));
         if out.status.success() {
@@ -135,7 +135,7 @@ fn status_updates_are_compare_and_swap() {
 
     // A quota the controller has not counted yet refuses.
     state.put_object("resourcequotas", quota("uncounted", "10", None));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let response = loop {
         let response = client.send_json("POST", CRONTABS, &crontab("unknown"));
         if response.json()["message"].as_str().unwrap().contains("uncounted") || std::time::Instant::now() > deadline {

@@ -37,10 +37,10 @@ fn crontab(name: &str, image: &str) -> Value {
     json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": name}, "spec": {"image": image, "replicas": 1}})
 }
 
-/// Retries `attempt` until it returns `Some`, for at most ten seconds (configurations reach
+/// Retries `attempt` until it returns `Some`, for at most a minute (configurations reach
 /// the server through its watch).
 fn eventually<T>(what: &str, mut attempt: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(value) = attempt() {
             return value;

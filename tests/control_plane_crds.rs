@@ -183,7 +183,7 @@ fn lists_page_and_select() {
 
 /// The names a kube-rs watcher's store holds once it settles on `expected`.
 async fn settle(store: &kube::runtime::reflector::Store<CustomResourceDefinition>, expected: &[&str]) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let mut names: Vec<String> = store.state().iter().map(|c| c.metadata.name.clone().unwrap()).collect();
         names.sort();

@@ -82,7 +82,7 @@ fn objects_live_in_etcd_and_an_outage_fails_requests_in_time() {
     assert!(listed["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap() >= rv);
 
     etcd.kill();
-    wait_until("/readyz to fail", Duration::from_secs(10), || {
+    wait_until("/readyz to fail", Duration::from_secs(60), || {
         let r = anonymous.get("/readyz?verbose").unwrap();
         r.status == 500 && r.text().contains("[-]etcd failed")
     });
@@ -106,7 +106,7 @@ fn a_server_started_while_etcd_is_down_waits_for_it() {
     let mut server = TestServer::prepare(&[CRONTAB_CRD], None);
     let flags = etcd_flags(&etcd, &[]);
     server.launch(&flags.iter().map(String::as_str).collect::<Vec<_>>());
-    wait_until("the retry to be logged", Duration::from_secs(10), || {
+    wait_until("the retry to be logged", Duration::from_secs(60), || {
         server.log().contains("etcd is unreachable; retrying")
     });
     let anonymous = Client::new(&server, None);
@@ -233,7 +233,7 @@ fn etcd_over_tls_with_client_certificates_and_wrong_credentials_refused_at_start
     refused.launch(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     // etcd's refusal reaches the client as a TLS alert (the start fails) or, with TLS 1.3, as
     // a connection closed after the handshake (the start waits, saying what it likely means).
-    wait_until("the refusal to be logged", Duration::from_secs(10), || {
+    wait_until("the refusal to be logged", Duration::from_secs(60), || {
         let log = refused.log();
         log.contains("refused this server's credentials") || log.contains("it may refuse this client certificate")
     });

@@ -107,7 +107,7 @@ fn rotating_the_front_proxy_ca_needs_no_restart() {
 
     let old = cluster.plane.rotate_front_proxy_ca();
     // The server follows the ConfigMap's watch: soon the old proxy certificate is refused.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let response = as_proxy(&cluster, "old-proxy", &old, LIST, "system:admin", &["system:masters"]);
         if response.status == 401 {
@@ -124,7 +124,7 @@ fn rotating_the_front_proxy_ca_needs_no_restart() {
     let mut data = cluster.plane.standard_configmap();
     data.insert("requestheader-allowed-names".into(), "[\"aggregator\"]".into());
     cluster.plane.set_auth_configmap(Some(data));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while as_proxy(&cluster, "new-proxy", &new, LIST, "system:admin", &["system:masters"]).status != 401 {
         assert!(Instant::now() < deadline, "the allowed names did not change");
         std::thread::sleep(Duration::from_millis(100));

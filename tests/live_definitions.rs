@@ -48,14 +48,14 @@ spec:
 
 const SIZE_COLUMN: &str = "    additionalPrinterColumns:\n    - {name: Size, type: string, jsonPath: .spec.size}\n";
 
-/// Runs `probe` until it returns `Some`, for at most ten seconds.
+/// Runs `probe` until it returns `Some`, for at most a minute.
 fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(found) = probe() {
             return found;
         }
-        assert!(Instant::now() < deadline, "{what} did not happen in ten seconds");
+        assert!(Instant::now() < deadline, "{what} did not happen in a minute");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -10,7 +10,7 @@ use crd_apiserver::kube::namespaces::{NamespaceCache, NamespaceState};
 use support::control_plane::ControlPlane;
 
 async fn eventually(cache: &NamespaceCache, name: &str, expected: NamespaceState) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while cache.cached(name) != Some(expected) {
         assert!(tokio::time::Instant::now() < deadline, "{name} never became {expected:?}: {:?}", cache.cached(name));
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -25,7 +25,7 @@ fn the_cache_follows_namespaces() {
     runtime.block_on(async {
         let client = crd_apiserver::kube::connect(Some(&kubeconfig)).await.unwrap().unwrap();
         let cache = NamespaceCache::start(client);
-        assert!(cache.wait_synced(Duration::from_secs(10)).await);
+        assert!(cache.wait_synced(Duration::from_secs(60)).await);
         assert_eq!(cache.cached("default"), Some(NamespaceState::Active));
         assert_eq!(cache.cached("team-a"), Some(NamespaceState::Missing));
 

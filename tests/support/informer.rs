@@ -97,7 +97,7 @@ impl Informer {
                 }
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !seen.lock().unwrap().synced {
             assert!(Instant::now() < deadline, "the informer never synced");
             std::thread::sleep(Duration::from_millis(50));

@@ -297,7 +297,7 @@ pub fn table(text: &str) -> Vec<Vec<String>> {
 }
 
 /// Creates `object` at `path` under a new name each time (`<name>-1`, `<name>-2`, ...) until
-/// `done` accepts the answer, for at most ten seconds: admission configurations reach the
+/// `done` accepts the answer, for at most a minute: admission configurations reach the
 /// server through its watch. Returns the accepted answer and the name it was for.
 pub fn create_until(
     client: &http::Client,
@@ -305,7 +305,7 @@ pub fn create_until(
     object: &serde_json::Value,
     done: impl Fn(&http::Response) -> bool,
 ) -> (http::Response, String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let base = object["metadata"]["name"].as_str().unwrap_or("object");
     for n in 1.. {
         let mut attempt = object.clone();
