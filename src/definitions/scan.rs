@@ -171,21 +171,26 @@ pub struct ScanCounts {
     pub recalled: usize,
 }
 
-/// A file whose bytes changed since the last scan (or could not be read): its path, its bytes
-/// (or why they could not be read) and their digest.
-type Changed<'a> = (&'a Path, &'a Result<Vec<u8>, String>, Option<&'a Digest>);
-
 /// What a scan found of one file.
 enum Found {
     /// Metadata the same as when the cached bytes were read, the file still since.
     Unchanged,
     Read {
-        bytes: Result<Vec<u8>, String>,
-        /// The digest of the bytes read.
+        /// The digest of the bytes read (`None`: they could not be read, or loading them
+        /// failed on its thread).
         digest: Option<Digest>,
         stamp: Option<Stamp>,
-        changed: bool,
+        /// What the bytes gave, when they are not those cached.
+        documents: Option<Documents>,
     },
+}
+
+/// What reading a file gave on its worker: the digest of its bytes, and what they gave when
+/// they are not the cached ones; and whether the records gave it.
+struct Read {
+    digest: Option<Digest>,
+    documents: Option<Documents>,
+    recalled: bool,
 }
 
 impl FileCache {
@@ -204,53 +209,71 @@ impl FileCache {
             Err(problem) => return Scan::Failed(problem),
         };
         let looked_at = SystemTime::now();
-        let found: Vec<(PathBuf, Found)> = files
+        let stamped: Vec<(PathBuf, Option<Stamp>, bool)> = files
             .into_iter()
             .map(|path| {
                 let stamp = Stamp::of(&path);
                 let cached = self.files.get(path.as_os_str());
-                if let (Some(stamp), Some(cached)) = (stamp, cached)
-                    && cached.stamp == Some(stamp)
-                    && stamp.settled_at(cached.looked_at)
-                {
-                    return (path, Found::Unchanged);
-                }
-                let bytes = std::fs::read(&path).map_err(|e| format!("cannot read: {e}"));
-                let read = bytes.as_deref().ok().map(digest);
-                let changed = match (read, cached) {
-                    (Some(read), Some(cached)) => read != cached.digest,
-                    _ => true,
-                };
-                (path, Found::Read { bytes, digest: read, stamp, changed })
+                let unchanged = matches!((stamp, cached), (Some(stamp), Some(cached))
+                    if cached.stamp == Some(stamp) && stamp.settled_at(cached.looked_at));
+                (path, stamp, unchanged)
             })
             .collect();
-        let changed: Vec<Changed<'_>> = found
+        // Files are read, digested and (when their bytes changed) loaded on every core, each
+        // file's bytes dropped once loaded: a start reads 102 MB of upjet's YAML, which one
+        // thread digesting it all first held up for a tenth of the start (issue 32).
+        // A file given twice is read once, and gives the same definitions both times.
+        let mut distinct = std::collections::HashSet::new();
+        let to_read: Vec<&Path> = stamped
             .iter()
-            .filter_map(|(path, found)| match found {
-                Found::Read { bytes, digest, changed: true, .. } => Some((path.as_path(), bytes, digest.as_ref())),
-                _ => None,
+            .filter(|(path, _, unchanged)| !unchanged && distinct.insert(path.as_path()))
+            .map(|(path, ..)| path.as_path())
+            .collect();
+        let files = &self.files;
+        let read = crate::cel::map_on_compile_stack(&to_read, |path| {
+            let bytes = match std::fs::read(path) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    let problem = Problem::new(path.display().to_string(), None, vec![format!("cannot read: {e}")]);
+                    let documents = vec![Err(problem.because(super::load::reason::UNREADABLE))];
+                    return Read { digest: None, documents: Some(documents), recalled: false };
+                }
+            };
+            let digest = digest(&bytes);
+            if files.get(path.as_os_str()).is_some_and(|cached| cached.digest == digest) {
+                return Read { digest: Some(digest), documents: None, recalled: false };
+            }
+            let (documents, recalled) = match recall(path, &hex(&digest)) {
+                Some(documents) => (documents, true),
+                None => (load_text_trusting(path, &bytes, trusted), false),
+            };
+            Read { digest: Some(digest), documents: Some(documents), recalled }
+        });
+        let mut counts = ScanCounts::default();
+        let read: HashMap<&Path, Read> = to_read
+            .iter()
+            .zip(read)
+            .map(|(path, read)| {
+                let read =
+                    read.unwrap_or_else(|| Read { digest: None, documents: Some(not_compiled(path)), recalled: false });
+                match (&read.documents, read.recalled) {
+                    (Some(_), true) => counts.recalled += 1,
+                    (Some(_), false) => counts.parsed += 1,
+                    (None, _) => {}
+                }
+                (*path, read)
             })
             .collect();
-        let recalled = std::sync::atomic::AtomicUsize::new(0);
-        let loaded = crate::cel::map_on_compile_stack(&changed, |(path, bytes, digest)| match bytes {
-            Ok(bytes) => match digest.and_then(|digest| recall(path, &hex(digest))) {
-                Some(documents) => {
-                    recalled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    documents
+        let found: Vec<(PathBuf, Found)> = stamped
+            .iter()
+            .map(|(path, stamp, unchanged)| match read.get(path.as_path()).filter(|_| !unchanged) {
+                Some(Read { digest, documents, .. }) => {
+                    (path.clone(), Found::Read { digest: *digest, stamp: *stamp, documents: documents.clone() })
                 }
-                None => load_text_trusting(path, bytes, trusted),
-            },
-            Err(message) => {
-                let problem = Problem::new(path.display().to_string(), None, vec![message.clone()]);
-                vec![Err(problem.because(super::load::reason::UNREADABLE))]
-            }
-        });
-        let recalled = recalled.into_inner();
-        self.last = ScanCounts { parsed: changed.len() - recalled, recalled };
-        let loaded =
-            changed.iter().zip(loaded).map(|((path, ..), documents)| documents.unwrap_or_else(|| not_compiled(path)));
-        let fresh: HashMap<PathBuf, Documents, foldhash::fast::RandomState> =
-            changed.iter().map(|(path, ..)| path.to_path_buf()).zip(loaded).collect();
+                None => (path.clone(), Found::Unchanged),
+            })
+            .collect();
+        self.last = counts;
         // Every file found is marked seen; those not found are forgotten after.
         self.scans += 1;
         let scan = self.scans;
@@ -260,9 +283,9 @@ impl FileCache {
             let key = path.as_os_str();
             let documents = match found {
                 Found::Unchanged => self.files.get(key).map(|c| c.documents.clone()).unwrap_or_default(),
-                Found::Read { digest, stamp, .. } => {
-                    let documents = match fresh.get(&path) {
-                        Some(documents) => documents.clone(),
+                Found::Read { digest, stamp, documents } => {
+                    let documents = match documents {
+                        Some(documents) => documents,
                         None => self.files.get(key).map(|c| c.documents.clone()).unwrap_or_default(),
                     };
                     match digest {

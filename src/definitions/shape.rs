@@ -217,11 +217,64 @@ struct Misfit {
     pointer: String,
 }
 
+/// One step down from a value to a field, a map's entry or a list's element.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Field(&'a str),
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Where the walk is, from the manifest's root: kept on the stack as the walk goes down, and
+/// rendered as a field path and a JSON pointer only for a misfit (issue 32: building both at
+/// every node of upjet's deep schemas was most of this check's time).
+#[derive(Clone, Copy)]
+struct Trail<'a> {
+    up: Option<(&'a Trail<'a>, Step<'a>)>,
+}
+
+/// The manifest's root.
+const ROOT: Trail<'static> = Trail { up: None };
+
+impl<'a> Trail<'a> {
+    fn down(&'a self, step: Step<'a>) -> Trail<'a> {
+        Trail { up: Some((self, step)) }
+    }
+
+    /// The field path and the JSON pointer of where the walk is.
+    fn render(&self) -> (Path, String) {
+        let mut steps = Vec::new();
+        let mut at = self;
+        while let Some((up, step)) = &at.up {
+            steps.push(*step);
+            at = up;
+        }
+        let (mut path, mut pointer) = (Path::nil(), String::new());
+        for step in steps.iter().rev() {
+            match step {
+                Step::Field(name) => {
+                    path = path.child(name);
+                    pointer = format!("{pointer}/{}", token(name));
+                }
+                Step::Key(key) => {
+                    path = path.key(key);
+                    pointer = format!("{pointer}/{}", token(key));
+                }
+                Step::Index(i) => {
+                    path = path.index(*i);
+                    pointer = format!("{pointer}/{i}");
+                }
+            }
+        }
+        (path, pointer)
+    }
+}
+
 /// Every field of `raw` whose JSON type is not its field's, as field errors; and `raw` without
 /// them, for the typed decoding and the checks that follow.
 pub fn check(raw: Value) -> (Vec<FieldError>, Value) {
     let mut misfits = Vec::new();
-    walk(&raw, MANIFEST, &Path::nil(), "", &mut misfits);
+    walk(&raw, MANIFEST, &ROOT, &mut misfits);
     if misfits.is_empty() {
         return (Vec::new(), raw);
     }
@@ -250,7 +303,7 @@ fn token(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
-fn walk(value: &Value, kind: Kind, path: &Path, pointer: &str, misfits: &mut Vec<Misfit>) {
+fn walk(value: &Value, kind: Kind, trail: &Trail<'_>, misfits: &mut Vec<Misfit>) {
     // A null is a field not set, as Go's decoding takes it.
     if value.is_null() {
         return;
@@ -260,9 +313,10 @@ fn walk(value: &Value, kind: Kind, path: &Path, pointer: &str, misfits: &mut Vec
             Value::Array(_) | Value::Object(_) => Value::String(type_name(value).to_string()),
             other => other.clone(),
         };
+        let (path, pointer) = trail.render();
         misfits.push(Misfit {
-            error: FieldError::type_invalid(path.clone(), shown, format!("must be of type {expected}")),
-            pointer: pointer.to_string(),
+            error: FieldError::type_invalid(path, shown, format!("must be of type {expected}")),
+            pointer,
         });
     };
     match kind {
@@ -278,7 +332,7 @@ fn walk(value: &Value, kind: Kind, path: &Path, pointer: &str, misfits: &mut Vec
         Kind::List(item) => match value {
             Value::Array(items) => {
                 for (i, element) in items.iter().enumerate() {
-                    walk(element, *item, &path.index(i), &format!("{pointer}/{i}"), misfits);
+                    walk(element, *item, &trail.down(Step::Index(i)), misfits);
                 }
             }
             _ => misfit("array", misfits),
@@ -286,37 +340,44 @@ fn walk(value: &Value, kind: Kind, path: &Path, pointer: &str, misfits: &mut Vec
         Kind::Map(item) => match value {
             Value::Object(map) => {
                 for (key, element) in map {
-                    let at = format!("{pointer}/{}", token(key));
-                    walk_entry(element, *item, &path.key(key), &at, key, misfits);
+                    walk_entry(element, *item, &trail.down(Step::Key(key)), key, misfits);
                 }
             }
             _ => misfit("object", misfits),
         },
         Kind::Fields(fields) => match value {
             Value::Object(map) => {
-                for (name, field) in fields {
-                    if let Some(element) = map.get(*name) {
-                        walk(element, *field, &path.child(name), &format!("{pointer}/{}", token(name)), misfits);
+                // The object's few fields found in the table, walked in the table's order (the
+                // order of the errors): a lookup of each of a schema's 45 keywords in every
+                // schema node was most of this walk (issue 32).
+                let mut present: Vec<(usize, &Value)> = map
+                    .iter()
+                    .filter_map(|(name, element)| Some((fields.iter().position(|(known, _)| known == name)?, element)))
+                    .collect();
+                present.sort_unstable_by_key(|(at, _)| *at);
+                for (at, element) in present {
+                    if let Some((name, field)) = fields.get(at) {
+                        walk(element, *field, &trail.down(Step::Field(name)), misfits);
                     }
                 }
             }
             _ => misfit("object", misfits),
         },
-        Kind::Schema => walk(value, Kind::Fields(SCHEMA), path, pointer, misfits),
+        Kind::Schema => walk(value, Kind::Fields(SCHEMA), trail, misfits),
         Kind::SchemaOrBool if value.is_boolean() => {}
-        Kind::SchemaOrBool => walk(value, Kind::Schema, path, pointer, misfits),
-        Kind::SchemaOrList if value.is_array() => walk(value, Kind::List(&Kind::Schema), path, pointer, misfits),
-        Kind::SchemaOrList => walk(value, Kind::Schema, path, pointer, misfits),
-        Kind::SchemaOrStrings if value.is_array() => walk(value, STRINGS, path, pointer, misfits),
-        Kind::SchemaOrStrings => walk(value, Kind::Schema, path, pointer, misfits),
+        Kind::SchemaOrBool => walk(value, Kind::Schema, trail, misfits),
+        Kind::SchemaOrList if value.is_array() => walk(value, Kind::List(&Kind::Schema), trail, misfits),
+        Kind::SchemaOrList => walk(value, Kind::Schema, trail, misfits),
+        Kind::SchemaOrStrings if value.is_array() => walk(value, STRINGS, trail, misfits),
+        Kind::SchemaOrStrings => walk(value, Kind::Schema, trail, misfits),
     }
 }
 
 /// An entry of a map: a schema under `properties` that is not an object is most likely one of
 /// the schema's own keywords put one level too deep, which the error says.
-fn walk_entry(value: &Value, kind: Kind, path: &Path, pointer: &str, key: &str, misfits: &mut Vec<Misfit>) {
+fn walk_entry(value: &Value, kind: Kind, trail: &Trail<'_>, key: &str, misfits: &mut Vec<Misfit>) {
     let before = misfits.len();
-    walk(value, kind, path, pointer, misfits);
+    walk(value, kind, trail, misfits);
     let keyword = SCHEMA.iter().any(|(name, _)| *name == key);
     if matches!(kind, Kind::Schema) && keyword && misfits.len() > before && !value.is_object() {
         if let Some(misfit) = misfits.last_mut() {

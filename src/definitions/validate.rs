@@ -159,11 +159,21 @@ pub fn version_schema(
     v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(|s| serde_json::to_value(s).ok())
 }
 
+/// Each version's CEL rules compiled; a schema an earlier version has as well, whose rules
+/// compiled, is not compiled again (issue 32: versions often share their schema).
 fn check_cel(schemas: &[Option<Value>], errs: &mut Vec<FieldError>) {
+    let mut compiled: Vec<&Value> = Vec::new();
     for (i, schema) in schemas.iter().enumerate() {
         if let Some(schema) = schema {
+            if compiled.contains(&schema) {
+                continue;
+            }
             let path = Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema");
-            errs.extend(crate::cel::Rules::compile(schema, &path).1);
+            let found = crate::cel::Rules::compile(schema, &path).1;
+            if found.is_empty() {
+                compiled.push(schema);
+            }
+            errs.extend(found);
         }
     }
 }
@@ -258,6 +268,33 @@ pub(super) mod tests {
             "{errs:?}"
         );
         assert!(errs.iter().any(|e| e.ends_with("must have at least one served version")), "{errs:?}");
+    }
+
+    #[test]
+    fn versions_sharing_a_schema_each_report_its_errors() {
+        // A schema two versions share is checked once when it passes; when it fails, each
+        // version's errors carry that version's path.
+        let mut raw = crontab();
+        let bad = json!({"type": "object", "properties": {"a": {"type": "strng"}},
+            "x-kubernetes-validations": [{"rule": "self.a >"}]});
+        raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = bad.clone();
+        let second = json!({"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": bad}});
+        raw["spec"]["versions"].as_array_mut().unwrap().push(second);
+        let errs = errors_of(raw.clone());
+        for i in 0..2 {
+            let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            assert!(errs.iter().any(|e| e.starts_with(&format!("{at}.properties[a].type: Unsupported value"))), "{errs:?}");
+            assert!(errs.iter().any(|e| e.starts_with(&format!("{at}.x-kubernetes-validations[0].rule: "))), "{errs:?}");
+        }
+        let good = json!({"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1,
+            "x-kubernetes-validations": [{"rule": "self.a != ''"}]});
+        raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = good.clone();
+        raw["spec"]["versions"][1]["schema"]["openAPIV3Schema"] = good;
+        assert_eq!(errors_of(raw.clone()), Vec::<String>::new());
+        // The same schema with a status subresource in one version only is checked again there.
+        raw["spec"]["versions"][1]["subresources"] = json!({"status": {}});
+        let errs = errors_of(raw);
+        assert!(!errs.is_empty() && errs.iter().all(|e| e.starts_with("spec.versions[1].schema")), "{errs:?}");
     }
 
     #[test]
