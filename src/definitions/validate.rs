@@ -283,8 +283,14 @@ pub(super) mod tests {
         let errs = errors_of(raw.clone());
         for i in 0..2 {
             let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
-            assert!(errs.iter().any(|e| e.starts_with(&format!("{at}.properties[a].type: Unsupported value"))), "{errs:?}");
-            assert!(errs.iter().any(|e| e.starts_with(&format!("{at}.x-kubernetes-validations[0].rule: "))), "{errs:?}");
+            assert!(
+                errs.iter().any(|e| e.starts_with(&format!("{at}.properties[a].type: Unsupported value"))),
+                "{errs:?}"
+            );
+            assert!(
+                errs.iter().any(|e| e.starts_with(&format!("{at}.x-kubernetes-validations[0].rule: "))),
+                "{errs:?}"
+            );
         }
         let good = json!({"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1,
             "x-kubernetes-validations": [{"rule": "self.a != ''"}]});
