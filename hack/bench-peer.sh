@@ -39,6 +39,9 @@ for mode in ${MODES:-slices whole}; do
     *) echo "unknown mode $mode (slices, group-slices, whole)" >&2; exit 2 ;;
   esac
   # HEAP_PROFILE=FILE: kube-apiserver's heap profile 60 s after the APIServices were created, to FILE.<mode>.
+  # SERVER_FLAGS="--openapi-v2=empty ...": extra flags for crd-apiserver serve.
+  server_flags=()
+  for flag in ${SERVER_FLAGS:-}; do server_flags+=(--server-flag="$flag"); done
   python3 hack/peer_experiment.py --services "$services" --kas-pid "$kas_pid" --kubectl "$kubectl" \
-    ${HEAP_PROFILE:+--heap-profile "$HEAP_PROFILE.$mode"} "$definitions" "$binary"
+    ${HEAP_PROFILE:+--heap-profile "$HEAP_PROFILE.$mode"} "${server_flags[@]}" "$definitions" "$binary"
 done

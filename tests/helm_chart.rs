@@ -213,6 +213,22 @@ fn openapi_slices_give_each_group_version_its_own_service() {
     assert_eq!(objects.iter().filter(|o| o["kind"] == "Service").count(), 1);
 }
 
+/// The pod's arguments of a render with `extra`.
+fn pod_args(extra: &[&str]) -> Vec<String> {
+    let objects = render(extra);
+    let container = &find(&objects, "StatefulSet", "demo-crd-apiserver")["spec"]["template"]["spec"]["containers"][0];
+    container["args"].as_array().unwrap().iter().filter_map(Value::as_str).map(String::from).collect()
+}
+
+#[test]
+fn an_empty_openapi_v2_document_is_a_value() {
+    let flag = |args: &[String]| args.iter().filter(|a| a.starts_with("--openapi-v2")).cloned().collect::<Vec<_>>();
+    assert_eq!(flag(&pod_args(&[])), Vec::<String>::new(), "the server's default (full)");
+    assert_eq!(flag(&pod_args(&["--set", "apiService.openAPIV2=empty"])), ["--openapi-v2=empty"]);
+    let refused = render_refused(&["--set", "apiService.openAPIV2=none"]);
+    assert!(refused.contains("openAPIV2"), "{refused}");
+}
+
 #[test]
 fn rbac_definitions_and_the_pod() {
     let objects = render(&["--set", "image.tag=1.2.3", "--set", "persistence.size=5Gi"]);

@@ -10,6 +10,7 @@ mod support;
 
 use crd_apiserver::api::openapi::slices::{suffix, version_suffix};
 use support::control_plane::ControlPlane;
+use support::http::Client;
 use support::{CRONTAB_CRD, TENANT_CRD, TestServer, kubectl_with};
 
 /// The Service `group`'s APIService goes through: stable.example.com's v1 has one of its own
@@ -29,8 +30,12 @@ struct Sliced {
 /// The server behind the double, its two groups each registered through a Service of their own
 /// (`slice_service`) and its own group through the project's main Service (the whole document).
 fn start() -> Sliced {
+    start_with(&[])
+}
+
+fn start_with(flags: &[&str]) -> Sliced {
     let plane = ControlPlane::start();
-    let server = TestServer::start_delegated(&[CRONTAB_CRD, TENANT_CRD], &plane.server_kubeconfig(), &[]);
+    let server = TestServer::start_delegated(&[CRONTAB_CRD, TENANT_CRD], &plane.server_kubeconfig(), flags);
     plane.register_backend(server.port, &server.pki.serving_ca());
     for group in ["stable.example.com", "platform.example.com"] {
         plane.register_via(group, "v1", &slice_service(group));
@@ -155,4 +160,65 @@ fn requests_and_discovery_go_through_each_apiservices_own_service() {
     assert!(!crontabs.is_empty(), "{via:?}");
     let expected = format!("{}.crd-apiserver.svc", slice_service("stable.example.com"));
     assert!(crontabs.iter().all(|name| **name == expected), "{crontabs:?}");
+}
+
+/// `--openapi-v2=empty`: every APIService's download is a valid document with nothing in it, so
+/// the cluster's merged /openapi/v2 holds none of our paths or definitions; re-downloads are
+/// 304; OpenAPI v3 (`kubectl explain`) and requests are as before.
+#[test]
+fn an_empty_v2_document_leaves_the_merged_one_without_our_resources() {
+    let Sliced { plane, server } = start_with(&["--openapi-v2=empty"]);
+    let (status, etag, merged) = plane.openapi_v2(None);
+    assert_eq!(status, 200);
+    let merged = merged.unwrap();
+    let ours: Vec<&String> = merged["paths"]
+        .as_object()
+        .map(|paths| paths.keys().filter(|p| p.contains(".example.com/") || p.contains("crd-apiserver.io/")).collect())
+        .unwrap_or_default();
+    assert!(ours.is_empty(), "{ours:?}");
+    assert!(merged["definitions"].get("com.example.stable.v1.CronTab").is_none(), "{}", merged["definitions"]);
+    let downloads = plane.openapi_v2_downloads();
+    assert_eq!(downloads.len(), 3, "{downloads:?}");
+    assert!(downloads.iter().all(|d| d.status == 200 && d.paths.is_empty()), "{downloads:?}");
+    let (status, again, _) = plane.openapi_v2(Some(&etag));
+    assert_eq!((status, again.as_str()), (304, etag.as_str()));
+    let downloads = plane.openapi_v2_downloads();
+    assert!(downloads[3..].iter().all(|d| d.status == 304), "{downloads:?}");
+
+    // Asked directly (as kube-aggregator forwards an admin's request): the same empty document
+    // in both forms, each with an entity tag of its own.
+    let proxy = &plane.front_proxy_client;
+    let (cert, key) = (server.write("proxy.crt", &proxy.cert), server.write("proxy.key", &proxy.key));
+    let client = || Client::new(&server, Some((&cert, &key))).header("X-Remote-User", "system:admin");
+    let direct = client().get("/openapi/v2").unwrap();
+    assert_eq!(direct.status, 200);
+    let document = direct.json();
+    assert_eq!(document["swagger"], "2.0");
+    assert_eq!(
+        (document["paths"].as_object().map(|p| p.len()), document["definitions"].as_object().map(|d| d.len())),
+        (Some(0), Some(0))
+    );
+    let etag = direct.headers["etag"].to_str().unwrap().to_string();
+    assert_eq!(client().header("if-none-match", &etag).get("/openapi/v2").unwrap().status, 304);
+    let proto = client()
+        .header("accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+        .get("/openapi/v2")
+        .unwrap();
+    assert_eq!(proto.status, 200);
+    assert_eq!(proto.headers["content-type"], "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    assert!(proto.body.windows(b"2.0".len()).any(|w| w == b"2.0"), "{:?}", proto.body);
+    assert!(!proto.body.windows(b"CronTab".len()).any(|w| w == b"CronTab"));
+    assert_ne!(proto.headers["etag"], direct.headers["etag"]);
+
+    // The schemas are in OpenAPI v3, which kubectl explain reads; requests work.
+    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
+    let out = kubectl_with(&admin, server.dir.path(), &["explain", "crontab.spec.replicas"], None);
+    let explained = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && explained.contains("FIELD: replicas <integer>"),
+        "{explained}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl_with(&admin, server.dir.path(), &["get", "crontabs", "-A", "-o", "name"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

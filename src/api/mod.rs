@@ -90,11 +90,13 @@ impl Catalog {
 pub struct ApiOptions {
     /// Watches without `timeoutSeconds` last a random time between this and twice this.
     pub min_request_timeout: std::time::Duration,
+    /// What `/openapi/v2` publishes of the served resources.
+    pub openapi_v2: openapi::V2Content,
 }
 
 impl Default for ApiOptions {
     fn default() -> Self {
-        ApiOptions { min_request_timeout: std::time::Duration::from_secs(1800) }
+        ApiOptions { min_request_timeout: std::time::Duration::from_secs(1800), openapi_v2: openapi::V2Content::Full }
     }
 }
 

@@ -28,7 +28,7 @@ pub mod validate;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -82,6 +82,22 @@ pub enum Command {
     Takeover(takeover::TakeoverArgs),
     /// Give taken-over definitions back to the main apiserver, objects included.
     Handback(takeover::TakeoverArgs),
+}
+
+/// `--openapi-v2`: what /openapi/v2 publishes of the served resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OpenApiV2 {
+    Full,
+    Empty,
+}
+
+impl From<OpenApiV2> for crate::api::openapi::V2Content {
+    fn from(flag: OpenApiV2) -> Self {
+        match flag {
+            OpenApiV2::Full => crate::api::openapi::V2Content::Full,
+            OpenApiV2::Empty => crate::api::openapi::V2Content::Empty,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +156,12 @@ pub struct ServeArgs {
     /// Seconds a watch without timeoutSeconds lasts at least (randomized up to twice this).
     #[arg(long, default_value_t = 1800)]
     pub min_request_timeout: u64,
+    /// What /openapi/v2 publishes: `full`, every served version as Kubernetes publishes a
+    /// definition's; `empty`, a valid document with no paths or definitions, so that
+    /// kube-apiserver's aggregated /openapi/v2 holds nothing of ours (OpenAPI v3, which
+    /// `kubectl explain` and `kubectl apply` read since 1.27, stays whole).
+    #[arg(long, value_enum, default_value_t = OpenApiV2::Full)]
+    pub openapi_v2: OpenApiV2,
     /// How often objects of namespaces that no longer exist are removed (namespaces come from
     /// the cluster; development mode has none).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]

@@ -192,7 +192,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         Api::with_namespaces(
             store.clone(),
             registry,
-            ApiOptions { min_request_timeout: Duration::from_secs(args.min_request_timeout) },
+            ApiOptions {
+                min_request_timeout: Duration::from_secs(args.min_request_timeout),
+                openapi_v2: args.openapi_v2.into(),
+            },
             namespaces,
         )
         .with_admission(admission),

@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::api::Api;
 use crate::api::body::{self, ReqBody, RespBody};
 use crate::api::negotiate::plain_encoding;
+use crate::api::openapi;
 use crate::core::request_info::{Query, RequestInfo};
 use crate::core::status::ApiError;
 use crate::server::conn::ConnInfo;
@@ -187,14 +188,19 @@ impl Router {
             Endpoint::GroupVersion(group, version) => self.api.serve_group_version(&group, &version, encoding),
             Endpoint::OpenApiV2 => {
                 let catalog = self.api.catalog();
+                let empty = self.api.options().openapi_v2 == openapi::V2Content::Empty;
                 match v2_encoding(accept.as_deref()) {
+                    Some(V2Encoding::Json) if empty => {
+                        openapi_response(openapi::v2_empty(false), if_none_match.as_deref())
+                    }
                     Some(V2Encoding::Json) => {
                         // kube-aggregator's download for one APIService: that group's slice.
                         let server_name = request.extensions().get::<ConnInfo>().and_then(|c| c.server_name.clone());
                         openapi_response(&catalog.openapi.v2_for(server_name.as_deref()), if_none_match.as_deref())
                     }
                     Some(V2Encoding::Protobuf) => {
-                        let mut response = openapi_response(catalog.openapi.v2_protobuf(), if_none_match.as_deref());
+                        let document = if empty { openapi::v2_empty(true) } else { catalog.openapi.v2_protobuf() };
+                        let mut response = openapi_response(document, if_none_match.as_deref());
                         response
                             .headers_mut()
                             .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(V2_PROTOBUF));

@@ -53,6 +53,9 @@ spec:
         {{- if .Values.takeover.automatic }}
         - --takeover-cluster-definitions
         {{- end }}
+        {{- if ne .Values.apiService.openAPIV2 "full" }}
+        - --openapi-v2={{ .Values.apiService.openAPIV2 }}
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}
