@@ -300,7 +300,7 @@ def main():
         def sample():
             while not stop_sampling.is_set():
                 try:
-                    samples.append((time.time(), kas_proc.rss(), kas_proc.cpu(), ours_proc.rss()))
+                    samples.append((time.time(), kas_proc.rss(), kas_proc.cpu(), ours_proc.rss(), ours_proc.cpu()))
                     if len(samples) % 4 == 1:
                         heaps.append((time.time(), heap_mib(metrics)))
                 except OSError:
@@ -378,7 +378,8 @@ def main():
         log(f"kube-apiserver: rss {at60[1]} MiB at 60 s, peak {max(s[1] for s in window)} MiB in 120 s; "
             f"heap {heap60} MiB at 60 s, peak {heap_peak} MiB; "
             f"cpu {window[-1][2] - window[0][2]:.1f} s over the first {window[-1][0] - window[0][0]:.0f} s; "
-            f"ours: rss {at60[3]} MiB at 60 s, peak {max(s[3] for s in window)} MiB; load {load()}")
+            f"ours: rss {at60[3]} MiB at 60 s, peak {max(s[3] for s in window)} MiB, "
+            f"cpu {window[-1][4] - window[0][4]:.1f} s over the same; load {load()}")
 
         if profiler is not None:
             profiler.join()
@@ -402,6 +403,11 @@ def main():
         out = run(kubectl + ["explain", "vpcs.spec.forProvider.cidrBlock", "--api-version", "ec2.aws.upbound.io/v1beta1"], 120)
         log(f"kubectl explain VPC spec.forProvider.cidrBlock: exit {out.returncode}, "
             f"{'FIELD: cidrBlock' in out.stdout and 'ok' or (out.stdout + out.stderr)[:300]}")
+        # What a client that reads only OpenAPI v2 sees (kubectl 1.26 and older explained from it).
+        out = run(kubectl + ["explain", "vpcs.spec", "--api-version", "ec2.aws.upbound.io/v1beta1",
+                             "--output", "plaintext-openapiv2"], 120)
+        log(f"kubectl explain --output plaintext-openapiv2 VPC spec: exit {out.returncode}, "
+            f"{(out.stdout.splitlines()[:1] or [''])[0] if out.returncode == 0 else out.stderr.strip()[:300]}")
         vpc = {"apiVersion": "ec2.aws.upbound.io/v1beta1", "kind": "VPC", "metadata": {"name": "peer-bench-vpc"},
                "spec": {"forProvider": {"region": "us-east-1", "cidrBlock": "10.0.0.0/16"}}}
         out = run(kubectl + ["create", "-f", "-"], 60, input=json.dumps(vpc))
