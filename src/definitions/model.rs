@@ -100,9 +100,11 @@ impl Version {
         }
     }
 
-    /// The version's `openAPIV3Schema` as a value.
+    /// The version's `openAPIV3Schema` as a value. Read as request bodies are (`core::nesting`):
+    /// serde_json's own limit of 128 levels would make a deeper schema, which Kubernetes
+    /// serves, read as none (no validation, pruning, defaulting or OpenAPI for the version).
     pub fn openapi_schema_value(&self) -> Option<serde_json::Value> {
-        self.openapi_schema.as_deref().and_then(|text| serde_json::from_str(text).ok())
+        self.openapi_schema.as_deref().and_then(|text| crate::core::nesting::from_str(text).ok())
     }
 
     /// The schema compiled for the write and read paths (pruning, defaulting, validation):

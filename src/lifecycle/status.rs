@@ -10,7 +10,10 @@
 //! own, with no spec and `Established` false. `metadata.generation` moves with the spec; a
 //! condition's `lastTransitionTime` with its status.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::migrate::progress::Progress;
@@ -50,30 +53,60 @@ pub fn prefix() -> String {
 
 /// Writes the status object of `definition` if what it shows changed.
 pub async fn write(store: &Backend, definition: &Definition, facts: &Facts<'_>) -> Result<(), Error> {
-    write_object(store, &definition.name, &|existing| render(definition, facts, existing)).await
+    write_object(store, &definition.name, &|stored| render_text(definition, facts, stored)).await
 }
 
 /// Writes the object of a source refused with no served definition to show it (`name`, the
 /// entry's name; `problems`, its problems) if what it shows changed.
 pub async fn write_unserved(store: &Backend, name: &str, problems: &[&ReloadError]) -> Result<(), Error> {
-    write_object(store, name, &|existing| render_unserved(name, problems, existing)).await
+    write_object(store, name, &|stored| {
+        let mut object = render_unserved_kept(name, problems, &Kept::from(stored));
+        keep_impact(&mut object, stored.map(|s| &s.fields));
+        serde_json::to_vec(&object).map_err(|e| Error::Backend(e.to_string()))
+    })
+    .await
 }
 
-async fn write_object(
-    store: &Backend,
-    name: &str,
-    render: &(dyn Fn(Option<&Value>) -> Value + Sync),
-) -> Result<(), Error> {
+/// A stored status object read for a rewrite: every field but `spec` parsed, `spec` kept as its
+/// text. A definition's schemas are most of its object, and the object written over it is
+/// compared as text: with thousands of definitions, parsing each schema on every rewrite was
+/// most of what the server did after a start (issue 32).
+pub struct Stored {
+    fields: Value,
+    spec: Option<Box<RawValue>>,
+}
+
+impl Stored {
+    fn read(bytes: &[u8]) -> Option<Stored> {
+        let mut parts: BTreeMap<String, Box<RawValue>> = crate::core::nesting::from_slice(bytes).ok()?;
+        let spec = parts.remove("spec");
+        let mut fields = Map::new();
+        for (key, raw) in parts {
+            fields.insert(key, crate::core::nesting::from_str(raw.get()).ok()?);
+        }
+        Some(Stored { fields: Value::Object(fields), spec })
+    }
+
+    /// An object as [`Stored::read`] reads its text.
+    fn of(object: &Value) -> Option<Stored> {
+        Stored::read(&serde_json::to_vec(object).ok()?)
+    }
+}
+
+/// Renders the text of an object, given the one stored (if any).
+type RenderText<'a> = dyn Fn(Option<&Stored>) -> Result<Vec<u8>, Error> + Sync + 'a;
+
+async fn write_object(store: &Backend, name: &str, render: &RenderText<'_>) -> Result<(), Error> {
     let key = object_key(name);
     for _ in 0..4 {
         let current = store.get(&key).await?;
-        let existing: Option<Value> = current.as_ref().and_then(|c| crate::core::nesting::from_slice(&c.value).ok());
-        let mut object = render(existing.as_ref());
-        keep_impact(&mut object, existing.as_ref());
-        if existing.as_ref() == Some(&object) {
+        let stored = current.as_ref().and_then(|c| Stored::read(&c.value));
+        let text = render(stored.as_ref())?;
+        // Objects are written as this renders them: an unchanged object is the same text.
+        if current.as_ref().is_some_and(|c| c.value[..] == text[..]) {
             return Ok(());
         }
-        let bytes = Bytes::from(serde_json::to_vec(&object).map_err(|e| Error::Backend(e.to_string()))?);
+        let bytes = Bytes::from(text);
         let written = match current {
             Some(c) => store.update(&key, c.revision, bytes).await,
             None => store.create(&key, bytes).await,
@@ -156,31 +189,42 @@ pub async fn remove_others(store: &Backend, served: &(dyn Fn(&str) -> bool + Syn
     Ok(())
 }
 
-/// What an object keeps from the one it replaces (`existing`): its uid, creation time,
-/// generation (one more when the spec changed) and conditions' transition times.
+/// What an object keeps from the one it replaces (`existing`, its fields but the spec, and
+/// `existing_spec`): its uid, creation time, generation (one more when the spec changed) and
+/// conditions' transition times.
 struct Kept<'a> {
     existing: Option<&'a Value>,
+    existing_spec: Option<&'a str>,
     uid: String,
     created: String,
     now: String,
 }
 
 impl<'a> Kept<'a> {
-    fn from(existing: Option<&'a Value>) -> Kept<'a> {
+    fn from(stored: Option<&'a Stored>) -> Kept<'a> {
+        let existing = stored.map(|s| &s.fields);
+        let existing_spec = stored.and_then(|s| s.spec.as_deref()).map(RawValue::get);
         let meta = existing.and_then(|e| e.get("metadata"));
         let text = |field: &str| meta.and_then(|m| m.get(field)).and_then(Value::as_str).map(str::to_string);
         let now = crate::core::time::now_rfc3339();
         match (text("uid"), text("creationTimestamp")) {
-            (Some(uid), Some(created)) => Kept { existing, uid, created, now },
-            _ => Kept { existing: None, uid: uuid::Uuid::new_v4().to_string(), created: now.clone(), now },
+            (Some(uid), Some(created)) => Kept { existing, existing_spec, uid, created, now },
+            _ => Kept {
+                existing: None,
+                existing_spec: None,
+                uid: uuid::Uuid::new_v4().to_string(),
+                created: now.clone(),
+                now,
+            },
         }
     }
 
-    /// The generation of an object with `spec`: 1 at first, one more whenever the spec changes.
-    fn generation(&self, spec: Option<&Value>) -> u64 {
+    /// The generation of an object with `spec` (its text): 1 at first, one more whenever the
+    /// spec changes.
+    fn generation(&self, spec: Option<&str>) -> u64 {
         let Some(existing) = self.existing else { return 1 };
         let was = existing.pointer("/metadata/generation").and_then(Value::as_u64).unwrap_or(1);
-        if existing.get("spec") == spec { was } else { was + 1 }
+        if self.existing_spec == spec { was } else { was + 1 }
     }
 
     /// A condition, since when the existing object last showed another status for it (the
@@ -231,7 +275,15 @@ fn source_refused(kept: &Kept<'_>, problems: &[&ReloadError]) -> Option<Value> {
 
 /// The status object of `definition`, replacing `existing`.
 pub fn render(definition: &Definition, facts: &Facts<'_>, existing: Option<&Value>) -> Value {
-    let kept = Kept::from(existing);
+    let stored = existing.and_then(Stored::of);
+    let text = render_text(definition, facts, stored.as_ref()).unwrap_or_default();
+    crate::core::nesting::from_slice(&text).unwrap_or_default()
+}
+
+/// [`render`] as the text written: the schemas' texts put in as they are, never parsed, and the
+/// impact analysis `stored` shows kept.
+fn render_text(definition: &Definition, facts: &Facts<'_>, stored: Option<&Stored>) -> Result<Vec<u8>, Error> {
+    let kept = Kept::from(stored);
     // A changed form whose names clash is not served: the accepted names stay, and Kubernetes
     // says so in NamesAccepted, the definition staying established.
     let (_, names_accepted) = names_accepted(&kept, facts.problems);
@@ -256,31 +308,89 @@ pub fn render(definition: &Definition, facts: &Facts<'_>, existing: Option<&Valu
     if let Some(error) = facts.reload_error {
         put(&mut status, "lastReloadError", json!(error));
     }
-    let spec = spec(definition);
-    json!({
+    let marker = Marker::new();
+    let spec = spec_text(definition, &marker)?;
+    let mut object = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": SERVED_DEFINITION_KIND,
         "metadata": kept.metadata(&definition.name, kept.generation(Some(&spec))),
-        "spec": spec,
+        "spec": marker.at("spec"),
         "status": status,
-    })
+    });
+    keep_impact(&mut object, stored.map(|s| &s.fields));
+    let text = serde_json::to_string(&object).map_err(|e| Error::Backend(e.to_string()))?;
+    let mut text = marker.replace(text, "spec", &spec).into_bytes();
+    // What is written stays in the store's recent history: not the room the text grew into.
+    text.shrink_to_fit();
+    Ok(text)
+}
+
+/// A placeholder for a text put into a rendered object after it is written (`replace`): a
+/// string no value of a definition can hold, as it carries a random part.
+struct Marker(String);
+
+impl Marker {
+    fn new() -> Marker {
+        Marker(format!("\u{0}{}:", uuid::Uuid::new_v4().simple()))
+    }
+
+    /// The placeholder of `name`, as a value.
+    fn at(&self, name: &str) -> Value {
+        Value::String(format!("{}{name}", self.0))
+    }
+
+    /// `rendered` with the placeholder of `name` replaced by `text` (JSON).
+    fn replace(&self, rendered: String, name: &str, text: &str) -> String {
+        let written = serde_json::to_string(&self.at(name)).unwrap_or_default();
+        rendered.replacen(&written, text, 1)
+    }
+}
+
+/// The definition's spec as served (CustomResourceDefinitionSpec's fields), as text: each
+/// version's schema is its text (`Version::openapi_schema`, what serde_json writes for it).
+fn spec_text(definition: &Definition, marker: &Marker) -> Result<String, Error> {
+    let schemas: Vec<String> = (0..definition.versions.len()).map(|i| format!("schema{i}")).collect();
+    let versions: Vec<Value> = definition
+        .versions
+        .iter()
+        .zip(&schemas)
+        .map(|(v, name)| version(v, v.openapi_schema.as_ref().map(|_| marker.at(name))))
+        .collect();
+    let spec = json!({
+        "group": definition.group,
+        "names": names(definition),
+        "scope": if definition.namespaced() { "Namespaced" } else { "Cluster" },
+        "versions": versions,
+        "conversion": conversion(&definition.conversion),
+    });
+    let mut text = serde_json::to_string(&spec).map_err(|e| Error::Backend(e.to_string()))?;
+    for (v, name) in definition.versions.iter().zip(&schemas) {
+        if let Some(schema) = &v.openapi_schema {
+            text = marker.replace(text, name, schema);
+        }
+    }
+    Ok(text)
 }
 
 /// The object of a source refused with no served definition to show it: not established, the
 /// names refused when they clash, and every problem in `SourceRefused` and `lastReloadError`.
 pub fn render_unserved(name: &str, problems: &[&ReloadError], existing: Option<&Value>) -> Value {
-    let kept = Kept::from(existing);
+    let stored = existing.and_then(Stored::of);
+    render_unserved_kept(name, problems, &Kept::from(stored.as_ref()))
+}
+
+fn render_unserved_kept(name: &str, problems: &[&ReloadError], kept: &Kept<'_>) -> Value {
     let mut conditions = Vec::new();
     let clash = problems.iter().any(|p| reason::is_name_conflict(p.reason));
     if clash {
-        let (_, names_accepted) = names_accepted(&kept, problems);
+        let (_, names_accepted) = names_accepted(kept, problems);
         conditions.push(names_accepted);
         conditions.push(kept.condition("Established", false, "NotAccepted", "not all names are accepted"));
     } else {
         let message = "the definition is not served: its source is refused";
         conditions.push(kept.condition("Established", false, SOURCE_REFUSED, message));
     }
-    conditions.extend(source_refused(&kept, problems));
+    conditions.extend(source_refused(kept, problems));
     let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
     let mut status = json!({"conditions": conditions, "lastReloadError": messages.join("\n")});
     if let Some(first) = problems.first() {
@@ -332,18 +442,8 @@ fn migration(progress: &Progress, stored_versions: &[String]) -> Value {
     migration
 }
 
-/// The definition's spec as served (CustomResourceDefinitionSpec's fields).
-fn spec(definition: &Definition) -> Value {
-    json!({
-        "group": definition.group,
-        "names": names(definition),
-        "scope": if definition.namespaced() { "Namespaced" } else { "Cluster" },
-        "versions": definition.versions.iter().map(|v| version(v)).collect::<Vec<_>>(),
-        "conversion": conversion(&definition.conversion),
-    })
-}
-
-fn version(version: &Version) -> Value {
+/// A version as served, `schema` standing for its schema.
+fn version(version: &Version, schema: Option<Value>) -> Value {
     let mut out = Map::new();
     out.insert("name".into(), json!(version.name));
     out.insert("served".into(), json!(version.served));
@@ -354,7 +454,7 @@ fn version(version: &Version) -> Value {
     if let Some(warning) = &version.deprecation_warning {
         out.insert("deprecationWarning".into(), json!(warning));
     }
-    if let Some(schema) = version.openapi_schema_value() {
+    if let Some(schema) = schema {
         out.insert("schema".into(), json!({"openAPIV3Schema": schema}));
     }
     let mut subresources = Map::new();
@@ -446,6 +546,57 @@ mod tests {
             }
         }
         object
+    }
+
+    /// A schema `depth` objects deep, past serde_json's own recursion limit (128).
+    fn deep_definition(depth: usize) -> Definition {
+        let mut schema = json!({"type": "string", "description": "leaf \"quoted\" \u{0} é", "maximum": 1.5});
+        for _ in 0..depth {
+            schema = json!({"type": "object", "properties": {"next": schema}, "description": "a level"});
+        }
+        let manifest = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}},
+                    {"name": "v2", "served": true, "storage": false,
+                        "schema": {"openAPIV3Schema": {"type": "object", "description": "the second"}}}]}
+        });
+        definition_from_value(manifest, "defs/things.yaml").unwrap()
+    }
+
+    #[test]
+    fn the_text_written_is_what_serde_json_writes_for_the_object_and_reads_back_unchanged() {
+        // Deep schemas are loaded on a large stack, as the server loads definitions.
+        let checked = std::thread::Builder::new().stack_size(256 << 20).spawn(|| {
+            for definition in [definition("one"), deep_definition(150)] {
+                render_reads_back(&definition);
+            }
+        });
+        checked.unwrap().join().unwrap();
+    }
+
+    fn render_reads_back(definition: &Definition) {
+        {
+            let text = render_text(definition, &Facts::default(), None).unwrap();
+            let object: Value = crate::core::nesting::from_slice(&text).unwrap();
+            // The schemas put in as text are what serde_json writes for them parsed: the same
+            // bytes as an object rendered whole (those written before) and nothing to rewrite.
+            assert_eq!(serde_json::to_vec(&object).unwrap(), text);
+            for (i, version) in definition.versions.iter().enumerate() {
+                let shown = &object["spec"]["versions"][i]["schema"]["openAPIV3Schema"];
+                assert!(shown.is_object(), "{i}");
+                assert_eq!(Some(shown.clone()), version.openapi_schema_value());
+                // A schema deeper than serde_json's default limit is compiled, not dropped.
+                assert!(version.schema().is_some(), "{i}");
+            }
+            let stored = Stored::read(&text).expect("a deep object is read back");
+            let again = render_text(definition, &Facts::default(), Some(&stored)).unwrap();
+            let again: Value = crate::core::nesting::from_slice(&again).unwrap();
+            assert_eq!(again["metadata"], object["metadata"], "the same uid, creation and generation");
+            assert_eq!(again["spec"], object["spec"]);
+        }
     }
 
     #[test]
