@@ -249,7 +249,8 @@ pub fn take_schema_texts(crd: &mut CustomResourceDefinition) -> Vec<Option<Arc<s
 pub fn with_schema_texts(manifest: &CustomResourceDefinition, texts: &[Option<Arc<str>>]) -> CustomResourceDefinition {
     let mut full = manifest.clone();
     for (version, text) in full.spec.versions.iter_mut().zip(texts) {
-        version.schema = text.as_deref().and_then(|t| serde_json::from_str(t).ok()).map(|schema| {
+        // Read past serde_json's 128-level limit, as the schema's value is (`Version::openapi_schema_value`).
+        version.schema = text.as_deref().and_then(|t| crate::core::nesting::from_str(t).ok()).map(|schema| {
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceValidation {
                 open_api_v3_schema: Some(schema),
             }
@@ -533,6 +534,25 @@ spec:
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_schema_deeper_than_serde_jsons_limit_is_put_back_whole() {
+        // Deep values are read on a large stack, as the server reads them.
+        let checked = std::thread::Builder::new().stack_size(crate::core::nesting::THREAD_STACK_BYTES).spawn(|| {
+            let mut schema = serde_json::json!({"type": "string"});
+            for _ in 0..150 {
+                schema = serde_json::json!({"type": "object", "properties": {"next": schema}});
+            }
+            let mut crd: CustomResourceDefinition = serde_saphyr::from_str(GOOD).unwrap();
+            crd.spec.versions[0].schema =
+                Some(serde_json::from_value(serde_json::json!({"openAPIV3Schema": {"type": "object"}})).unwrap());
+            let texts = vec![Some(Arc::from(serde_json::to_string(&schema).unwrap()))];
+            let full = with_schema_texts(&crd, &texts);
+            let put_back = full.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref());
+            assert_eq!(serde_json::to_value(put_back).unwrap(), schema);
+        });
+        checked.unwrap().join().unwrap();
     }
 
     #[test]

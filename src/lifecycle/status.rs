@@ -144,7 +144,7 @@ pub async fn update_impact(
     let key = object_key(&definition.name);
     for _ in 0..8 {
         let current = store.get(&key).await?;
-        let existing: Option<Value> = current.as_ref().and_then(|c| serde_json::from_slice(&c.value).ok());
+        let existing: Option<Value> = current.as_ref().and_then(|c| crate::core::nesting::from_slice(&c.value).ok());
         let Some(impact) = change(existing.as_ref().and_then(|e| e.pointer("/status/impact"))) else {
             return Ok(None);
         };

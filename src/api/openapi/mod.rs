@@ -391,7 +391,7 @@ impl Documents {
     /// JSON document (asked for rarely: only kubectl before 1.28 reads it).
     pub fn v2_protobuf(&self) -> &Document {
         self.v2_protobuf.get_or_init(|| {
-            let value: Value = serde_json::from_slice(&self.v2().body).unwrap_or(Value::Null);
+            let value: Value = crate::core::nesting::from_slice(&self.v2().body).unwrap_or(Value::Null);
             let body = Bytes::from(v2_proto::encode(&value));
             let hash = hex_sha512(&body);
             Document { body, hash }
