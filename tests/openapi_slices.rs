@@ -44,6 +44,20 @@ fn start_with(flags: &[&str]) -> Sliced {
     Sliced { plane, server }
 }
 
+/// Runs `kubectl explain` of a CronTab field through the double (it reads OpenAPI v3) and
+/// checks its answer; returns the admin's kubeconfig.
+fn explains_crontab_replicas(plane: &ControlPlane, server: &TestServer) -> std::path::PathBuf {
+    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
+    let out = kubectl_with(&admin, server.dir.path(), &["explain", "crontab.spec.replicas"], None);
+    let explained = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && explained.contains("FIELD: replicas <integer>"),
+        "{explained}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    admin
+}
+
 #[test]
 fn each_apiservice_downloads_only_its_slice_and_then_304s() {
     let Sliced { plane, server } = start();
@@ -99,14 +113,7 @@ fn each_apiservice_downloads_only_its_slice_and_then_304s() {
     assert!(downloads[3..].iter().all(|d| d.status == 304), "{downloads:?}");
 
     // kubectl explain reads v3 through the double, as before.
-    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
-    let out = kubectl_with(&admin, server.dir.path(), &["explain", "crontab.spec.replicas"], None);
-    let explained = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && explained.contains("FIELD: replicas <integer>"),
-        "{explained}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    explains_crontab_replicas(&plane, &server);
     // kube-aggregator downloads the v3 index once per APIService and keeps each whole: a group
     // version's (or a group's) Service gets its own entries alone, the main Service every one.
     let indexes = plane.openapi_v3_indexes();
@@ -211,14 +218,7 @@ fn an_empty_v2_document_leaves_the_merged_one_without_our_resources() {
     assert_ne!(proto.headers["etag"], direct.headers["etag"]);
 
     // The schemas are in OpenAPI v3, which kubectl explain reads; requests work.
-    let admin = plane.cert_kubeconfig("admin", &["system:masters"]);
-    let out = kubectl_with(&admin, server.dir.path(), &["explain", "crontab.spec.replicas"], None);
-    let explained = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && explained.contains("FIELD: replicas <integer>"),
-        "{explained}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let admin = explains_crontab_replicas(&plane, &server);
     let out = kubectl_with(&admin, server.dir.path(), &["get", "crontabs", "-A", "-o", "name"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
