@@ -64,6 +64,22 @@ fn waits(retry_at: &HashMap<String, Instant>, name: &str) -> bool {
     retry_at.get(name).is_some_and(|at| Instant::now() < *at)
 }
 
+/// What settling a definition takes, looked at before it is settled.
+enum Work {
+    /// Nothing: no pass is needed.
+    Settled,
+    /// A pass over a definition with no stored object.
+    PassWithoutObjects,
+    /// A pass over stored objects, which may rewrite them.
+    PassOverObjects,
+}
+
+impl Work {
+    fn rewrites_nothing(&self) -> bool {
+        !matches!(self, Work::PassOverObjects)
+    }
+}
+
 /// What settling a definition did.
 struct Pass {
     /// Nothing is left to do for it.
@@ -246,27 +262,29 @@ impl Controller {
                     continue;
                 }
                 let Some(definition) = served(&catalog).find(|d| d.name == name).cloned() else { continue };
-                // Definitions without objects settle together (`SETTLE_TOGETHER`).
-                let together = self.may_settle_together(&definition).await;
-                let mut group = vec![definition];
-                if together {
-                    while group.len() < SETTLE_TOGETHER {
-                        let Some(next) = names.peek() else { break };
-                        if waits(&retry_at, next) {
-                            break;
-                        }
-                        let Some(definition) = served(&catalog).find(|d| &d.name == next).cloned() else {
-                            names.next();
-                            continue;
-                        };
-                        if !self.may_settle_together(&definition).await {
-                            break;
-                        }
-                        names.next();
-                        group.push(definition);
+                // Definitions whose settling rewrites nothing settle together (`SETTLE_TOGETHER`).
+                let work = self.work(&definition).await;
+                let together = work.as_ref().is_ok_and(Work::rewrites_nothing);
+                let (mut group, mut works) = (vec![definition], vec![work]);
+                while together && group.len() < SETTLE_TOGETHER {
+                    let Some(next) = names.peek() else { break };
+                    if waits(&retry_at, next) {
+                        break;
                     }
+                    let Some(definition) = served(&catalog).find(|d| &d.name == next).cloned() else {
+                        names.next();
+                        continue;
+                    };
+                    let work = self.work(&definition).await;
+                    if !work.as_ref().is_ok_and(Work::rewrites_nothing) {
+                        break;
+                    }
+                    names.next();
+                    group.push(definition);
+                    works.push(work);
                 }
-                let outcomes = futures_util::future::join_all(group.iter().map(|d| self.settle(d))).await;
+                let settling = group.iter().zip(works).map(|(d, work)| self.settle(d, work));
+                let outcomes = futures_util::future::join_all(settling).await;
                 let mut settled = Vec::new();
                 for (definition, outcome) in group.iter().zip(outcomes) {
                     let name = definition.name.clone();
@@ -359,22 +377,23 @@ impl Controller {
         }
     }
 
-    /// Whether settling `definition` rewrites nothing: it needs no pass, or no object of it is
-    /// stored (objects are counted only then; a store error counts as work).
-    async fn may_settle_together(&self, definition: &Definition) -> bool {
-        match migrate::needs_pass(self.store(), definition).await {
-            Ok(false) => true,
-            Ok(true) => {
-                let prefix = crate::store::key::resource_prefix(&definition.group, &definition.plural);
-                matches!(crate::store::Store::count(self.store(), &prefix).await, Ok(0))
-            }
-            Err(_) => false,
+    /// What settling `definition` takes (objects are counted only when it needs a pass; a
+    /// count that fails counts as objects).
+    async fn work(&self, definition: &Definition) -> Result<Work, Stop> {
+        if !migrate::needs_pass(self.store(), definition).await? {
+            return Ok(Work::Settled);
         }
+        let prefix = crate::store::key::resource_prefix(&definition.group, &definition.plural);
+        Ok(match crate::store::Store::count(self.store(), &prefix).await {
+            Ok(0) => Work::PassWithoutObjects,
+            _ => Work::PassOverObjects,
+        })
     }
 
-    /// Migrates `definition` if it needs it; its status object is the caller's to write.
-    async fn settle(&self, definition: &Arc<Definition>) -> Result<Pass, Stop> {
-        if !migrate::needs_pass(self.store(), definition).await? {
+    /// Migrates `definition` if `work` says it needs it; its status object is the caller's to
+    /// write.
+    async fn settle(&self, definition: &Arc<Definition>, work: Result<Work, Stop>) -> Result<Pass, Stop> {
+        if let Work::Settled = work? {
             return Ok(Pass { done: true, progress: None, dropped_versions: false });
         }
         let stored = stored_versions::read(self.store(), &definition.name).await?;

@@ -569,7 +569,7 @@ mod tests {
     #[test]
     fn the_text_written_is_what_serde_json_writes_for_the_object_and_reads_back_unchanged() {
         // Deep schemas are loaded on a large stack, as the server loads definitions.
-        let checked = std::thread::Builder::new().stack_size(256 << 20).spawn(|| {
+        let checked = std::thread::Builder::new().stack_size(crate::core::nesting::THREAD_STACK_BYTES).spawn(|| {
             for definition in [definition("one"), deep_definition(150)] {
                 render_reads_back(&definition);
             }
