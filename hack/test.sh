@@ -39,6 +39,12 @@ hack/install-helm.sh >/dev/null
 # promtool, Prometheus' PromQL parser and rule tester, for the Grafana dashboard's tests.
 hack/install-promtool.sh >/dev/null
 
+# No incremental compilation: a run builds everything once, and rustc's incremental caches
+# (one per test binary and per lint pass, each with its own copy of the crate's compiled code)
+# took 3.9 GB of disk after the two lint passes alone, where a CI machine may have little.
+export CARGO_INCREMENTAL=0
+echo "== disk before the build: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
+
 echo "== format"
 cargo fmt --all -- --check
 echo "== lint"
