@@ -196,6 +196,16 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
             return Ok(vec![v]);
         }
     }
+    // What manifests are written in is read from the parser's events; anything else, and every
+    // error, by serde-saphyr, whose reading the subset's matches.
+    match super::yaml_subset::documents(text) {
+        Some(docs) => Ok(docs),
+        None => parse_documents_in_full(text),
+    }
+}
+
+/// [`parse_documents`] of any YAML, with serde-saphyr.
+pub fn parse_documents_in_full(text: &str) -> Result<Vec<Value>, String> {
     // Comments are read past, not kept: a manifest's are of no use here, and keeping them is a
     // fifth of the parser's work on large commented files (issue 32: 102 MB of upjet YAML).
     let options = serde_saphyr::options! { emit_comments: false };
