@@ -1,3 +1,6 @@
+//! The subset read against serde-saphyr: manifests, what it gives back, depth, random documents
+//! and this repository's own manifests, each compared with serde-saphyr's reading.
+
 use super::*;
 use crate::definitions::load::parse_documents_in_full;
 
