@@ -87,12 +87,8 @@ impl Reader {
             },
             Event::Scalar(text, style, 0, None) => {
                 self.count()?;
-                if let Some(Open::Mapping(fields, key @ None)) = self.open.last_mut() {
-                    let name = key_text(text, style)?;
-                    if fields.contains_key(&name) {
-                        return None;
-                    }
-                    *key = Some(name);
+                if let Some(Open::Mapping(_, key @ None)) = self.open.last_mut() {
+                    *key = Some(key_text(text, style)?);
                     return Some(());
                 }
                 let value = match style {
@@ -132,7 +128,10 @@ impl Reader {
                 }
             }
             Some(Open::Mapping(fields, key)) => {
-                fields.insert(key.take()?, value);
+                // A key given twice: serde-saphyr's duplicate-key policy decides.
+                if fields.insert(key.take()?, value).is_some() {
+                    return None;
+                }
             }
             Some(Open::Sequence(items)) => items.push(value),
         }
