@@ -113,6 +113,8 @@ pub struct Api {
     /// expired: a resource taken over from the main apiserver (`takeover`) answers the
     /// resourceVersions clients hold from there as Kubernetes answers compacted ones (410).
     floors: ArcSwap<std::collections::HashMap<String, crate::store::Revision>>,
+    /// The initial states watches are sending, shared among watches that start alike.
+    initial_states: watch::initial::InitialStates,
 }
 
 impl Api {
@@ -136,7 +138,13 @@ impl Api {
             namespaces,
             admission: Arc::new(crate::admission::Admission::without_cluster()),
             floors: ArcSwap::default(),
+            initial_states: watch::initial::InitialStates::default(),
         }
+    }
+
+    /// The initial states watches are sending (`watch::initial`).
+    pub(crate) fn initial_states(&self) -> &watch::initial::InitialStates {
+        &self.initial_states
     }
 
     /// The same API admitting writes through `admission` (the cluster's webhooks).

@@ -10,8 +10,10 @@
 //! the stream ends cleanly after what was already handed to the connection, and the client
 //! watches again from the last resourceVersion it saw.
 
+pub(crate) mod initial;
 pub(crate) mod pipe;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,6 +34,7 @@ use crate::core::field::{FieldError, Path};
 use crate::core::status::ApiError;
 use crate::core::strconv;
 use crate::store::{self, EventType, ListOptions, Revision, Store};
+use initial::InitialState;
 
 /// How often a watch that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
@@ -136,8 +139,9 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
     let params = params(api, call)?;
     let prefix = call.prefix();
     // The initial state as the store holds it: each object's bytes (shared with the store)
-    // and revision, rendered only as the connection drains.
-    let mut initial = Vec::new();
+    // and revision, rendered only as the connection drains; shared with the watches that
+    // started from the same list (`initial`).
+    let mut initial = None;
     let start = if params.initial_events {
         let mut options = ListOptions::default();
         if let Some(rv) = call.query.get("resourceVersion").filter(|rv| !rv.is_empty()) {
@@ -149,8 +153,11 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
             options.freshness = store::Freshness::NotOlderThan(revision);
         }
         let page = api.store().list(&prefix, options).await.map_err(|e| errors::storage(e, call, ""))?;
-        initial = page.items.into_iter().map(|kv| (kv.revision, kv.value)).collect();
-        page.revision
+        let objects = page.items.into_iter().map(|kv| (kv.revision, kv.value)).collect();
+        let state = api.initial_states().share(&prefix, InitialState { revision: page.revision, objects });
+        let start = state.revision;
+        initial = Some(state);
+        start
     } else {
         let from = params.from.unwrap_or_else(|| api.store().current_revision());
         if from > api.store().current_revision() {
@@ -182,7 +189,7 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         call.headers = http::HeaderMap::new();
         let watcher = call.served.series.watcher();
         let stream = Stream {
-            columns: Columns::for_version(&call.served.version),
+            columns: None,
             call,
             output,
             filter,
@@ -271,7 +278,9 @@ struct Stream {
     call: Call,
     output: Output,
     filter: Filter,
-    columns: Columns,
+    /// The version's printer columns, built for the first event of a table watch (1.3 KiB that
+    /// every other watch, open for as long as its client likes, would keep for nothing).
+    columns: Option<Columns>,
     sink: pipe::Sink,
     /// The revision the watcher is known to have seen everything up to.
     last: Revision,
@@ -288,14 +297,17 @@ struct Stream {
 }
 
 impl Stream {
-    async fn run(mut self, mut events: store::Watch, initial: Vec<(Revision, Bytes)>, params: Params) {
+    async fn run(mut self, mut events: store::Watch, initial: Option<Arc<InitialState>>, params: Params) {
         let deadline = tokio::time::sleep_until(self.deadline);
         tokio::pin!(deadline);
-        // Each object is let go once written: a slow watch holds less and less of the state.
-        for (revision, value) in initial {
-            let event = store::Event { kind: EventType::Added, key: String::new(), revision, value, prev: None };
-            if !self.deliver(&event, &events).await {
-                return;
+        // The shared state is let go once written (by its last watch).
+        if let Some(initial) = initial {
+            for (revision, value) in &initial.objects {
+                let (revision, value) = (*revision, value.clone());
+                let event = store::Event { kind: EventType::Added, key: String::new(), revision, value, prev: None };
+                if !self.deliver(&event, &events).await {
+                    return;
+                }
             }
         }
         if params.initial_events_end {
@@ -354,6 +366,14 @@ impl Stream {
         // nothing holds no line beyond its budget (the event stays shared until then).
         let expected = event.value.len() + VERBATIM_FRAMING_BYTES;
         let Some(room) = self.unless_ended(self.sink.room(expected), events).await else { return false };
+        // Rendering and handing over the line, on the heap: a watch whose client stopped
+        // reading waits above, and its task keeps room only for that wait (~1.4 KiB less
+        // for each such watch, at one allocation per event sent).
+        Box::pin(self.deliver_in(room, event, events)).await
+    }
+
+    /// [`Stream::deliver`], once the connection has `room` for the event's line.
+    async fn deliver_in(&mut self, room: pipe::Room, event: &store::Event, events: &store::Watch) -> bool {
         if self.filter.is_empty()
             && self.output.view == View::Object
             && let Some(line) = verbatim_line(&self.call, event)
@@ -417,9 +437,11 @@ impl Stream {
                 let rv = objects::resource_version(object).to_string();
                 let no_headers = std::mem::replace(&mut self.headers_sent, true)
                     || self.call.query.get("noHeaders").is_some_and(|v| v == "true");
+                let version = &self.call.served.version;
+                let columns = self.columns.get_or_insert_with(|| Columns::for_version(version));
                 table::build(
                     v,
-                    &self.columns,
+                    columns,
                     std::slice::from_ref(object),
                     json!({"resourceVersion": rv}),
                     include,
@@ -430,8 +452,10 @@ impl Stream {
         self.send_line(room, Line::Rendered(encode_event(kind, &rendered)), events).await
     }
 
+    /// Sends a bookmark or the like, waiting for room: on the heap, as `deliver` renders (a
+    /// watch holds room for its wait for the next event, not for this).
     async fn send_raw(&self, kind: &str, object: &Value, events: &store::Watch) -> bool {
-        self.send_line(None, Line::Rendered(encode_event(kind, object)), events).await
+        Box::pin(self.send_line(None, Line::Rendered(encode_event(kind, object)), events)).await
     }
 
     /// Hands an event to the connection once it has room (`pipe`): in `room` taken before it

@@ -227,3 +227,53 @@ async fn a_watch_whose_connection_takes_nothing_is_closed_once_its_queue_fills()
     assert!((1..=pipe::LINES).contains(&stalled_seen.len()), "{} lines handed over", stalled_seen.len());
     assert_eq!(stalled_seen[..], seen[..stalled_seen.len()], "a prefix of the changes, in order");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn watches_that_start_from_the_same_list_share_its_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = api(dir.path());
+    let padding = "x".repeat(20_000);
+    for i in 0..3 {
+        let object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": format!("c{i}")}, "spec": {"image": padding, "replicas": 1}});
+        assert_eq!(
+            serve(&api, http::Method::POST, &collection(), object.to_string()).await.status(),
+            StatusCode::CREATED
+        );
+    }
+    let target = format!("{}?watch=1&timeoutSeconds=3600", collection());
+    // Two watches whose connections take nothing yet, and a third after a change.
+    let mut first = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    let mut second = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    settle().await;
+    let Ok([shared]) = <[_; 1]>::try_from(api.initial_states().in_use()) else { panic!("one state in use") };
+    assert_eq!(shared.objects.len(), 3);
+    // The two watches' handles and this one: one list for both watches.
+    assert_eq!(Arc::strong_count(&shared), 3);
+    assert_eq!(serve(&api, http::Method::POST, &collection(), crontab("c3")).await.status(), StatusCode::CREATED);
+    let mut third = serve(&api, http::Method::GET, &target, String::new()).await.into_body();
+    settle().await;
+    let Ok([newer]) = <[_; 1]>::try_from(api.initial_states().in_use()) else { panic!("the newest state in use") };
+    assert_eq!(newer.objects.len(), 4, "a later list is a state of its own");
+    assert_eq!(Arc::strong_count(&shared), 3, "the first two watches still send theirs");
+    drop((shared, newer));
+    // Each watch sends its whole state, in order; the first two then see the change.
+    for body in [&mut first, &mut second, &mut third] {
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            settle().await;
+            let lines = ready_frames(body);
+            assert!(!lines.is_empty(), "stalled after {seen:?}");
+            for line in lines {
+                let event: Value = serde_json::from_slice(&line).unwrap();
+                seen.push(format!(
+                    "{} {}",
+                    event["type"].as_str().unwrap(),
+                    event["object"]["metadata"]["name"].as_str().unwrap()
+                ));
+            }
+        }
+        assert_eq!(seen, ["ADDED c0", "ADDED c1", "ADDED c2", "ADDED c3"]);
+    }
+    assert!(api.initial_states().in_use().is_empty(), "let go once every watch sent it");
+}
