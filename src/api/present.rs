@@ -13,6 +13,7 @@ use super::table::{self, Columns, IncludeObject, TableWriter};
 use super::verbatim;
 use crate::core::nesting;
 use crate::core::status::ApiError;
+use crate::definitions::registry::Served;
 use crate::definitions::{Definition, Version};
 use crate::store::Revision;
 
@@ -20,11 +21,16 @@ use crate::store::Revision;
 /// with the schema of the version it is stored in (defaults are not written back), then
 /// converted. Objects that provably need none of it (`verbatim`) are only parsed.
 pub fn from_storage(call: &Call, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
+    from_storage_as(&call.served, bytes, revision)
+}
+
+/// [`from_storage`] for the resource and version `served`.
+pub fn from_storage_as(served: &Served, bytes: &[u8], revision: Revision) -> Result<Value, ApiError> {
     let mut rendered = Vec::new();
-    if verbatim::render(&call.served.definition, &call.served.version, bytes, revision, &mut rendered) {
+    if verbatim::render(&served.definition, &served.version, bytes, revision, &mut rendered) {
         return nesting::from_slice(&rendered).map_err(not_json);
     }
-    read_stored(&call.served.definition, &call.served.version, bytes, revision)
+    read_stored(&served.definition, &served.version, bytes, revision)
 }
 
 /// The general read path: every stored object can take it.

@@ -33,6 +33,7 @@ use super::verbatim;
 use crate::core::field::{FieldError, Path};
 use crate::core::status::ApiError;
 use crate::core::strconv;
+use crate::definitions::registry::Served;
 use crate::store::{self, EventType, ListOptions, Revision, Store};
 use initial::InitialState;
 
@@ -183,14 +184,16 @@ pub async fn watch(api: &Api, call: &Call) -> Result<Response<RespBody>, ApiErro
         Err(e) => return Err(errors::storage(e, call, "")),
     };
     if let Some(events) = events {
-        // The request's headers are not needed past negotiation; they would keep the
-        // connection's read buffer they were parsed from alive for as long as the watch runs.
-        let mut call = call.clone();
-        call.headers = http::HeaderMap::new();
-        let watcher = call.served.series.watcher();
+        // Of the request, the watch keeps what it serves and its table options, no more: a
+        // watch lasts as long as its client likes (the headers would even keep the
+        // connection's read buffer they were parsed from alive).
+        let served = call.served.clone();
+        let watcher = served.series.watcher();
         let stream = Stream {
             columns: None,
-            call,
+            include_object: IncludeObject::parse(call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata),
+            no_headers: call.query.get("noHeaders").is_some_and(|v| v == "true"),
+            served,
             output,
             filter,
             sink,
@@ -232,14 +235,14 @@ const SHARED_FROM_BYTES: usize = 4 << 10;
 
 /// The line of an unfiltered plain-object event written from the stored bytes, when they
 /// read back unchanged (`verbatim`): what `encode_event` writes for the object read from them.
-fn verbatim_line(call: &Call, event: &store::Event) -> Option<Line> {
+fn verbatim_line(served: &Served, event: &store::Event) -> Option<Line> {
     let (kind, opening): (&str, &'static [u8]) = match event.kind {
         EventType::Added => ("ADDED", b"{\"type\":\"ADDED\",\"object\":"),
         EventType::Modified => ("MODIFIED", b"{\"type\":\"MODIFIED\",\"object\":"),
         EventType::Deleted => ("DELETED", b"{\"type\":\"DELETED\",\"object\":"),
     };
     const CLOSING: &[u8] = b"}\n";
-    let (definition, version) = (&call.served.definition, &call.served.version);
+    let (definition, version) = (&served.definition, &served.version);
     if event.value.len() >= SHARED_FROM_BYTES {
         let object = verbatim::render_shared(definition, version, &event.value, event.revision)?;
         let pieces = [opening.into(), object.head, object.splice.into(), object.tail, CLOSING.into()];
@@ -275,7 +278,11 @@ fn encode_event(kind: &str, object: &Value) -> Vec<u8> {
 
 /// One running watch.
 struct Stream {
-    call: Call,
+    /// The resource and version watched.
+    served: Served,
+    /// A table watch's `includeObject` and `noHeaders`.
+    include_object: IncludeObject,
+    no_headers: bool,
     output: Output,
     filter: Filter,
     /// The version's printer columns, built for the first event of a table watch (1.3 KiB that
@@ -350,7 +357,7 @@ impl Stream {
     /// see the resource as it is now served, or a 404.
     fn still_served(&mut self) -> bool {
         let catalog = self.catalog.borrow_and_update();
-        let (definition, version) = (&self.call.served.definition, &self.call.served.version);
+        let (definition, version) = (&self.served.definition, &self.served.version);
         catalog
             .registry
             .lookup(&definition.group, &version.name, &definition.plural)
@@ -376,21 +383,21 @@ impl Stream {
     async fn deliver_in(&mut self, room: pipe::Room, event: &store::Event, events: &store::Watch) -> bool {
         if self.filter.is_empty()
             && self.output.view == View::Object
-            && let Some(line) = verbatim_line(&self.call, event)
+            && let Some(line) = verbatim_line(&self.served, event)
         {
             return self.send_line(Some(room), line, events).await;
         }
         // An event that cannot be shown (its conversion webhook failed) ends the watch, as in
         // Kubernetes: skipping it would leave the watcher's cache silently stale, while a
         // closed watch makes it resume from its last resourceVersion.
-        let object = match present::from_storage(&self.call, &event.value, event.revision) {
+        let object = match present::from_storage_as(&self.served, &event.value, event.revision) {
             Ok(object) => object,
             Err(e) => return self.give_up(&e),
         };
         let now = self.filter.matches(&object);
         let previous = match (&event.prev, event.kind) {
             (Some(prev), EventType::Modified) if !self.filter.is_empty() => {
-                match present::from_storage(&self.call, prev, event.revision) {
+                match present::from_storage_as(&self.served, prev, event.revision) {
                     Ok(previous) => Some(previous),
                     Err(e) => return self.give_up(&e),
                 }
@@ -411,7 +418,7 @@ impl Stream {
 
     /// Logs why an event could not be shown; the watch ends.
     fn give_up(&self, error: &ApiError) -> bool {
-        let d = &self.call.served.definition;
+        let d = &self.served.definition;
         tracing::warn!(resource = %d.name, error = %error.message, "watch ended: an event could not be encoded");
         false
     }
@@ -423,8 +430,9 @@ impl Stream {
         if initial_events_end {
             crate::api::objects::put(&mut metadata, "annotations", json!({"k8s.io/initial-events-end": "true"}));
         }
-        let d = &self.call.served.definition;
-        json!({"kind": d.kind, "apiVersion": self.call.api_version(), "metadata": metadata})
+        let d = &self.served.definition;
+        let api_version = crate::core::gvr::join_api_version(&d.group, &self.served.version.name);
+        json!({"kind": d.kind, "apiVersion": api_version, "metadata": metadata})
     }
 
     async fn send(&mut self, room: Option<pipe::Room>, kind: &str, object: &Value, events: &store::Watch) -> bool {
@@ -432,12 +440,10 @@ impl Stream {
             View::Object => object.clone(),
             View::Metadata(v) => table::partial_metadata(object, v),
             View::Table(v) => {
-                let include =
-                    IncludeObject::parse(self.call.query.get("includeObject")).unwrap_or(IncludeObject::Metadata);
+                let include = self.include_object;
                 let rv = objects::resource_version(object).to_string();
-                let no_headers = std::mem::replace(&mut self.headers_sent, true)
-                    || self.call.query.get("noHeaders").is_some_and(|v| v == "true");
-                let version = &self.call.served.version;
+                let no_headers = std::mem::replace(&mut self.headers_sent, true) || self.no_headers;
+                let version = &self.served.version;
                 let columns = self.columns.get_or_insert_with(|| Columns::for_version(version));
                 table::build(
                     v,
@@ -461,7 +467,7 @@ impl Stream {
     /// Hands an event to the connection once it has room (`pipe`): in `room` taken before it
     /// was rendered, or in room waited for now.
     async fn send_line(&self, room: Option<pipe::Room>, line: Line, events: &store::Watch) -> bool {
-        self.call.served.series.watch_event(line.len());
+        self.served.series.watch_event(line.len());
         let sent = async {
             let room = match room {
                 Some(room) => room,
@@ -487,9 +493,9 @@ impl Stream {
             done = work => done,
             () = tokio::time::sleep_until(self.deadline) => None,
             () = events.fell_behind() => {
-                let d = &self.call.served.definition;
+                let d = &self.served.definition;
                 tracing::info!(group = %d.group, resource = %d.plural, "forcing watcher close due to unresponsiveness");
-                self.call.served.series.watcher_terminated();
+                self.served.series.watcher_terminated();
                 None
             }
         }

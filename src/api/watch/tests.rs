@@ -24,7 +24,7 @@ fn verbatim_lines_are_the_encoded_events() {
         for kind in [EventType::Added, EventType::Modified, EventType::Deleted] {
             let revision = i as u64 + 1;
             let event = store::Event { kind, key: String::new(), revision, value: bytes.clone().into(), prev: None };
-            let Some(Line::Rendered(line)) = verbatim_line(&call, &event) else { continue };
+            let Some(Line::Rendered(line)) = verbatim_line(&call.served, &event) else { continue };
             // A stalled watch holds its line: reserved once, never grown (and doubled).
             assert!(line.capacity() <= bytes.len() + VERBATIM_FRAMING_BYTES, "{} for {}", line.capacity(), line.len());
             let object = present::from_storage(&call, &bytes, revision).unwrap();
@@ -52,7 +52,7 @@ fn verbatim_lines_of_large_objects_share_the_stored_bytes() {
         let value = Bytes::from(crate::core::json::to_vec(&object).unwrap());
         let revision = i as u64 + 1;
         let event = store::Event { kind: EventType::Modified, key: String::new(), revision, value, prev: None };
-        let Some(line) = verbatim_line(&call, &event) else { continue };
+        let Some(line) = verbatim_line(&call.served, &event) else { continue };
         let Line::Pieces(pieces) = line else { panic!("a line of {} bytes was copied", event.value.len()) };
         let expected = encode_event("MODIFIED", &present::from_storage(&call, &event.value, revision).unwrap());
         assert_eq!(pieces.concat(), expected);
