@@ -191,12 +191,9 @@ where
     } else {
         Protocol::Http1
     };
-    let peer_certificates: Vec<_> = session
-        .peer_certificates()
-        .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
-        .unwrap_or_default();
+    let peer_certificates = super::conn::shared_chain(session.peer_certificates().unwrap_or_default());
     let server_name = session.server_name().map(Arc::from);
-    let info = ConnInfo { remote, peer_certificates: Arc::new(peer_certificates), activity, server_name };
+    let info = ConnInfo { remote, peer_certificates, activity, server_name };
     let sealing = Sealing { inner: tls_stream, streaming: streaming.clone(), limit: TLS_SEND_BUFFER_BYTES };
     Some((sealing, protocol, info, streaming))
 }
