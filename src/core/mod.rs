@@ -26,3 +26,4 @@ pub mod status;
 pub mod strconv;
 pub mod time;
 pub mod user;
+pub mod weak_table;

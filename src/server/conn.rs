@@ -1,14 +1,14 @@
 //! What the server knows of a connection, attached to every request on it, and the table
 //! that lets connections presenting the same certificate chain share one copy of it.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustls_pki_types::CertificateDer;
 
 use super::activity::Activity;
+use crate::core::weak_table::WeakTable;
 
 #[derive(Clone)]
 pub struct ConnInfo {
@@ -42,17 +42,7 @@ impl std::fmt::Debug for ConnInfo {
 }
 
 /// The chains connections hold, by a hash of their bytes.
-#[derive(Default)]
-struct Chains {
-    held: HashMap<u64, Weak<Vec<CertificateDer<'static>>>>,
-    /// The size at which the table is next swept of chains no connection holds: twice what
-    /// the last sweep left, at least `SWEEP_FROM`.
-    sweep_at: usize,
-}
-
-const SWEEP_FROM: usize = 64;
-
-static CHAINS: Mutex<Option<Chains>> = Mutex::new(None);
+static CHAINS: Mutex<Option<WeakTable<u64, Vec<CertificateDer<'static>>>>> = Mutex::new(None);
 
 /// `chain`, owned, shared with every open connection that presented the same one: the
 /// aggregator (and each replica of a client) opens its connections with one certificate, and
@@ -68,20 +58,16 @@ pub fn shared_chain(chain: &[CertificateDer<'_>]) -> Arc<Vec<CertificateDer<'sta
     }
     let hash = hasher.finish();
     let mut table = CHAINS.lock().unwrap_or_else(PoisonError::into_inner);
-    let chains = table.get_or_insert_with(Chains::default);
-    if let Some(held) = chains.held.get(&hash).and_then(Weak::upgrade)
+    let chains = table.get_or_insert_with(WeakTable::default);
+    if let Some(held) = chains.get(&hash)
         && held.iter().map(AsRef::as_ref).eq(chain.iter().map(AsRef::<[u8]>::as_ref))
     {
         return held;
     }
     let owned = Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>());
-    if chains.held.len() >= chains.sweep_at.max(SWEEP_FROM) {
-        chains.held.retain(|_, chain| chain.strong_count() > 0);
-        chains.sweep_at = chains.held.len() * 2;
-    }
     // A chain whose hash another chain has is kept apart, not shared: the table points at the
     // newest.
-    chains.held.insert(hash, Arc::downgrade(&owned));
+    chains.insert(hash, &owned);
     owned
 }
 
@@ -112,10 +98,10 @@ mod tests {
         drop(held);
         assert!(weak.upgrade().is_none());
         assert_eq!(*shared_chain(&chain(b"let go")), chain(b"let go"));
-        for i in 0..SWEEP_FROM * 4 {
+        for i in 0..1000 {
             drop(shared_chain(&chain(format!("gone {i}").as_bytes())));
         }
         let table = CHAINS.lock().unwrap();
-        assert!(table.as_ref().unwrap().held.len() <= SWEEP_FROM * 2, "swept");
+        assert!(table.as_ref().unwrap().len() <= 128, "swept: {}", table.as_ref().unwrap().len());
     }
 }

@@ -10,11 +10,11 @@
 //!
 //! Owns the table of states in use; knows nothing of how they are sent.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 
+use crate::core::weak_table::WeakTable;
 use crate::store::Revision;
 
 /// The objects a watch starts with, in key order: each one's revision and stored bytes.
@@ -25,21 +25,10 @@ pub struct InitialState {
     pub objects: Vec<(Revision, Bytes)>,
 }
 
-/// States a table holds before it drops those no watch uses any more.
-const SWEEP_FROM: usize = 256;
-
 /// The states watches are sending, by key prefix.
 #[derive(Debug, Default)]
 pub struct InitialStates {
-    table: Mutex<Table>,
-}
-
-#[derive(Debug, Default)]
-struct Table {
-    in_use: HashMap<String, Weak<InitialState>>,
-    /// The size at which the table is next swept of states no watch uses: twice what the last
-    /// sweep left (so that sweeping costs O(1) per state put in), at least `SWEEP_FROM`.
-    sweep_at: usize,
+    in_use: Mutex<WeakTable<String, InitialState>>,
 }
 
 impl InitialStates {
@@ -47,18 +36,14 @@ impl InitialStates {
     /// one (`state` is dropped), else `state`, which later watches may then share.
     pub fn share(&self, prefix: &str, state: InitialState) -> Arc<InitialState> {
         // A poisoned lock holds a table of weak handles, sound whatever panicked.
-        let mut table = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(shared) = table.in_use.get(prefix).and_then(Weak::upgrade)
+        let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(shared) = in_use.get(prefix)
             && shared.revision == state.revision
         {
             return shared;
         }
         let state = Arc::new(state);
-        if table.in_use.len() >= table.sweep_at.max(SWEEP_FROM) {
-            table.in_use.retain(|_, state| state.strong_count() > 0);
-            table.sweep_at = table.in_use.len() * 2;
-        }
-        table.in_use.insert(prefix.to_owned(), Arc::downgrade(&state));
+        in_use.insert(prefix.to_owned(), &state);
         state
     }
 }
@@ -67,8 +52,7 @@ impl InitialStates {
 impl InitialStates {
     /// The states watches are sending now.
     pub fn in_use(&self) -> Vec<Arc<InitialState>> {
-        let table = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        table.in_use.values().filter_map(Weak::upgrade).collect()
+        self.in_use.lock().unwrap_or_else(PoisonError::into_inner).values().collect()
     }
 }
 
@@ -105,17 +89,5 @@ mod tests {
         assert!(weak.upgrade().is_none(), "the table holds no state alive");
         let again = states.share("/p/", state(3, &["x"]));
         assert_eq!(again.objects, vec![(3, Bytes::from_static(b"x"))]);
-    }
-
-    #[test]
-    fn the_table_sweeps_states_no_watch_uses() {
-        let states = InitialStates::default();
-        let kept = states.share("/kept/", state(1, &[]));
-        for i in 0..SWEEP_FROM * 4 {
-            drop(states.share(&format!("/gone/{i}/"), state(1, &[])));
-        }
-        let table = states.table.lock().unwrap();
-        assert!(table.in_use.len() <= SWEEP_FROM, "{} entries", table.in_use.len());
-        assert!(table.in_use.get("/kept/").and_then(Weak::upgrade).is_some_and(|s| Arc::ptr_eq(&s, &kept)));
     }
 }
