@@ -7,14 +7,14 @@
 //!
 //! Owns the window and the fan-out to watchers. Must not do I/O: backends feed it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::watch;
 
+use crate::store::watchers::{self, SharedRegistry, locked};
 use crate::store::{Error, Event, Result, Revision, Versioned, Watch, key};
 
 /// One change and the revision of the value it replaced. The event is shared with every
@@ -39,75 +39,6 @@ impl Record {
     }
 }
 
-/// The bytes of values an event holds in a watcher's queue (shared with the window and every
-/// other watcher, but kept alive by the queue for as long as it holds them).
-fn queued_bytes(event: &Event) -> usize {
-    event.value.len() + event.prev.as_ref().map_or(0, Bytes::len)
-}
-
-/// What a watcher's queue and its `Watch` share: the bytes queued, and whether the store
-/// dropped the watcher because the queue filled.
-#[derive(Default)]
-pub(crate) struct Queue {
-    bytes: AtomicUsize,
-    overflowed: AtomicBool,
-    wake: Notify,
-}
-
-impl Queue {
-    /// The watcher took `event` from its queue.
-    pub fn taken(&self, event: &Event) {
-        self.bytes.fetch_sub(queued_bytes(event), Ordering::Relaxed);
-    }
-
-    /// Resolves once the queue overflowed (at once if it already did).
-    pub async fn overflowed(&self) {
-        loop {
-            let woken = self.wake.notified();
-            if self.overflowed.load(Ordering::Acquire) {
-                return;
-            }
-            woken.await;
-        }
-    }
-
-    fn overflow(&self) {
-        self.overflowed.store(true, Ordering::Release);
-        self.wake.notify_waiters();
-    }
-}
-
-struct Watcher {
-    prefix: String,
-    tx: mpsc::Sender<Arc<Event>>,
-    queue: Arc<Queue>,
-}
-
-impl Watcher {
-    /// Queues `event`; false when the watcher must be dropped: its receiver is gone, or its
-    /// queue is full in events or in bytes (a watcher that stopped reading). A single event
-    /// larger than the byte limit still goes into an empty queue.
-    fn offer(&self, event: &Arc<Event>) -> bool {
-        let size = queued_bytes(event);
-        let before = self.queue.bytes.fetch_add(size, Ordering::Relaxed);
-        if before > 0 && before + size > WATCHER_BYTES {
-            self.queue.bytes.fetch_sub(size, Ordering::Relaxed);
-            self.queue.overflow();
-            return false;
-        }
-        match self.tx.try_send(event.clone()) {
-            Ok(()) => true,
-            Err(refused) => {
-                self.queue.bytes.fetch_sub(size, Ordering::Relaxed);
-                if matches!(refused, mpsc::error::TrySendError::Full(_)) {
-                    self.queue.overflow();
-                }
-                false
-            }
-        }
-    }
-}
-
 /// Limits of the retained window.
 #[derive(Debug, Clone, Copy)]
 pub struct HistoryLimits {
@@ -124,14 +55,6 @@ impl Default for HistoryLimits {
 /// How far past its limits the window grows to keep a pinned revision readable.
 const PINNED_LIMIT_FACTOR: usize = 8;
 
-/// Events queued per watcher; a watcher that falls this far behind is dropped. Each is a
-/// pointer to the shared event: 1024 of them cost a watcher 8 KiB at most, and absorb bursts
-/// (a migration's page, a `deletecollection`) for watchers that do read.
-pub(crate) const WATCHER_EVENTS: usize = 1024;
-/// Bytes of values queued per watcher: what one watcher that stopped reading can keep alive
-/// after the window has let the values go.
-pub(crate) const WATCHER_BYTES: usize = 16 << 20;
-
 pub(crate) struct History {
     records: VecDeque<Record>,
     bytes: usize,
@@ -142,8 +65,8 @@ pub(crate) struct History {
     /// `durable` for those who wait for a revision (`Store::wait_for_revision`).
     durable_tx: watch::Sender<Revision>,
     limits: HistoryLimits,
-    /// Watchers by resource prefix (`/group/plural/`).
-    watchers: HashMap<String, Vec<Watcher>>,
+    /// Watchers by resource prefix (`/group/plural/`), each `Watch` holding a weak handle.
+    watchers: SharedRegistry,
     /// Revisions readers are reading at for longer than the window may last (a backup), with
     /// how many of them: every event after the oldest is kept until it is unpinned.
     pins: BTreeMap<Revision, usize>,
@@ -158,7 +81,7 @@ impl History {
             durable: revision,
             durable_tx: watch::channel(revision).0,
             limits,
-            watchers: HashMap::new(),
+            watchers: SharedRegistry::default(),
             pins: BTreeMap::new(),
         }
     }
@@ -227,19 +150,16 @@ impl History {
     pub fn make_durable(&mut self, revision: Revision) {
         let start = self.index_after(self.durable);
         let end = self.index_after(revision);
+        let mut watchers = locked(&self.watchers);
         for record in self.records.range(start..end) {
             let event = &record.event;
             let Some(resource) = key::resource_prefix_of(&event.key) else {
                 continue;
             };
-            if let Some(watchers) = self.watchers.get_mut(resource) {
-                // A full queue means the watcher stopped reading: drop it rather than wait.
-                watchers.retain(|w| !event.key.starts_with(&w.prefix) || w.offer(event));
-                if watchers.is_empty() {
-                    self.watchers.remove(resource);
-                }
-            }
+            // A full queue means the watcher stopped reading: drop it rather than wait.
+            watchers.deliver(resource, |watcher| watcher.deliver(event));
         }
+        drop(watchers);
         self.durable = revision;
         self.durable_tx.send_replace(revision);
         self.trim();
@@ -255,7 +175,7 @@ impl History {
         self.compacted = revision;
         self.durable = revision;
         self.durable_tx.send_replace(revision);
-        self.watchers.clear();
+        locked(&self.watchers).clear();
     }
 
     /// The revision of the newest event recorded, durable or pending.
@@ -338,20 +258,8 @@ impl History {
             .filter(|r| r.event.key.starts_with(prefix))
             .map(|r| r.event.clone())
             .collect();
-        let (tx, live) = mpsc::channel(WATCHER_EVENTS);
-        let queue = Arc::new(Queue::default());
         let resource = key::resource_prefix_of(prefix).unwrap_or(prefix).to_string();
-        let watcher = Watcher { prefix: prefix.to_string(), tx, queue: queue.clone() };
-        self.watchers.entry(resource).or_default().push(watcher);
-        Ok(Watch { backlog, live, queue })
-    }
-
-    /// Forgets watchers whose receivers are gone.
-    pub fn prune_closed_watchers(&mut self) {
-        self.watchers.retain(|_, ws| {
-            ws.retain(|w| !w.tx.is_closed());
-            !ws.is_empty()
-        });
+        Ok(watchers::register(&self.watchers, resource, prefix, backlog))
     }
 }
 
@@ -359,6 +267,7 @@ impl History {
 mod tests {
     use super::*;
     use crate::store::EventType;
+    use crate::store::watchers::{WATCHER_BYTES, WATCHER_EVENTS};
 
     fn record(revision: Revision, key: &str) -> Record {
         sized(revision, key, Bytes::from_static(b"{}"))
@@ -375,6 +284,12 @@ mod tests {
             history.push_pending(vec![record]);
             history.make_durable(revision);
         }
+    }
+
+    /// What `next` gives at once: `Some(Some(event))`, `Some(None)` when the watch ended, `None`
+    /// while it would wait.
+    fn next_now(watch: &mut Watch) -> Option<Option<Arc<Event>>> {
+        futures_util::FutureExt::now_or_never(watch.next())
     }
 
     /// Whether `fell_behind` has resolved, without waiting.
@@ -399,8 +314,8 @@ mod tests {
         history.discard_pending_after(11);
         history.make_durable(13);
         assert_eq!((history.durable(), history.newest()), (13, 11));
-        assert_eq!(watch.live.try_recv().unwrap().revision, 11);
-        assert!(watch.live.try_recv().is_err());
+        assert_eq!(next_now(&mut watch).flatten().unwrap().revision, 11);
+        assert!(next_now(&mut watch).is_none(), "nothing more queued");
         assert!(history.changed_since("/g/r/", None, 11).is_empty());
     }
 
@@ -435,7 +350,7 @@ mod tests {
         history.push_pending(vec![record(11, "/g/r/a")]);
         history.reset(20);
         assert_eq!((history.durable(), history.newest()), (20, 20));
-        assert!(matches!(watch.live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
+        assert!(matches!(next_now(&mut watch), Some(None)), "ended");
         assert!(!fell_behind(&watch), "ended, not dropped for falling behind");
         assert!(matches!(history.subscribe("/g/r/", 15), Err(Error::Expired { requested: 15, oldest: 20 })));
         assert!(history.subscribe("/g/r/", 20).is_ok());
@@ -449,19 +364,19 @@ mod tests {
         let limit = WATCHER_EVENTS as u64;
         for revision in 1..=limit {
             write(&mut history, [record(revision, "/g/r/a")]);
-            assert_eq!(reading.live.try_recv().unwrap().revision, revision);
+            assert_eq!(next_now(&mut reading).flatten().unwrap().revision, revision);
         }
         assert!(!fell_behind(&stalled), "a full queue is not yet an overflow");
         write(&mut history, [record(limit + 1, "/g/r/a")]);
         assert!(fell_behind(&stalled));
         assert!(!fell_behind(&reading));
-        assert_eq!(reading.live.try_recv().unwrap().revision, limit + 1);
+        assert_eq!(next_now(&mut reading).flatten().unwrap().revision, limit + 1);
         // What was queued can still be taken; then the stream ends.
         for revision in 1..=limit {
-            assert_eq!(stalled.live.try_recv().unwrap().revision, revision);
+            assert_eq!(next_now(&mut stalled).flatten().unwrap().revision, revision);
         }
-        assert!(matches!(stalled.live.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)));
-        assert_eq!(history.watchers.get("/g/r/").map(Vec::len), Some(1));
+        assert!(matches!(next_now(&mut stalled), Some(None)), "ended");
+        assert_eq!(locked(&history.watchers).count("/g/r/"), 1);
     }
 
     #[test]
@@ -470,7 +385,7 @@ mod tests {
         let mut watch = history.subscribe("/g/r/", 0).unwrap();
         let quarter = Bytes::from(vec![b'x'; WATCHER_BYTES / 4]);
         write(&mut history, (1..=4).map(|r| sized(r, "/g/r/a", quarter.clone())));
-        assert_eq!(watch.queue.bytes.load(Ordering::Relaxed), WATCHER_BYTES);
+        assert_eq!(watch.queue().bytes(), WATCHER_BYTES);
         // Taking one event makes room for one more.
         let taken = futures_util::FutureExt::now_or_never(watch.next()).flatten().unwrap();
         assert_eq!(taken.revision, 1);
@@ -482,7 +397,7 @@ mod tests {
         let mut large = history.subscribe("/g/r/", 6).unwrap();
         write(&mut history, [sized(7, "/g/r/a", Bytes::from(vec![b'x'; WATCHER_BYTES + 1]))]);
         assert!(!fell_behind(&large));
-        assert_eq!(large.live.try_recv().unwrap().revision, 7);
+        assert_eq!(next_now(&mut large).flatten().unwrap().revision, 7);
     }
 
     #[test]
@@ -490,8 +405,27 @@ mod tests {
         let mut history = History::new(0, HistoryLimits::default());
         let mut watches: Vec<Watch> = (0..3).map(|_| history.subscribe("/g/r/", 0).unwrap()).collect();
         write(&mut history, [record(1, "/g/r/a")]);
-        let received: Vec<Arc<Event>> = watches.iter_mut().map(|w| w.live.try_recv().unwrap()).collect();
+        let received: Vec<Arc<Event>> = watches.iter_mut().map(|w| next_now(w).flatten().unwrap()).collect();
         let kept = &history.records.front().unwrap().event;
         assert!(received.iter().all(|event| Arc::ptr_eq(event, kept)));
+    }
+
+    #[test]
+    fn a_dropped_watch_leaves_the_registry_at_once() {
+        let mut history = History::new(0, HistoryLimits::default());
+        let gone: Vec<Watch> = (0..1000).map(|_| history.subscribe("/g/r/a", 0).unwrap()).collect();
+        let mut kept = history.subscribe("/g/r/", 0).unwrap();
+        assert_eq!(locked(&history.watchers).count("/g/r/"), 1001);
+        let burst = locked(&history.watchers).slots("/g/r/");
+        drop(gone);
+        // No event of the resource came after they went: their watchers left all the same,
+        // and so did most of the slots they took.
+        assert_eq!(locked(&history.watchers).count("/g/r/"), 1);
+        assert!(locked(&history.watchers).slots("/g/r/") * 8 <= burst, "{burst}");
+        write(&mut history, [record(1, "/g/r/b")]);
+        assert_eq!(next_now(&mut kept).flatten().unwrap().revision, 1);
+        // A closed store ends the watches still held.
+        drop(history);
+        assert!(matches!(next_now(&mut kept), Some(None)), "ended");
     }
 }

@@ -18,6 +18,8 @@ pub(crate) mod history;
 pub mod key;
 pub mod leadership;
 pub mod sled;
+pub(crate) mod watchers;
+pub use watchers::Watch;
 
 mod backend;
 pub use backend::Backend;
@@ -152,47 +154,6 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
-
-/// A stream of events for one watch.
-///
-/// Events are shared: every watcher of a change holds the same `Arc<Event>`, whose values are
-/// the very `Bytes` the store keeps, so a watcher's queue costs a pointer per event. The queue
-/// is bounded (`history::WATCHER_EVENTS` events, `history::WATCHER_BYTES` bytes of values);
-/// a watcher that lets it fill is dropped by the store, which `fell_behind` reports at once.
-pub struct Watch {
-    /// Events that happened before the watch registered, in revision order.
-    backlog: std::collections::VecDeque<std::sync::Arc<Event>>,
-    live: tokio::sync::mpsc::Receiver<std::sync::Arc<Event>>,
-    queue: std::sync::Arc<history::Queue>,
-}
-
-impl Watch {
-    /// The next event; `None` when the store ended the watch (shutdown, or this watcher fell
-    /// too far behind and was dropped so that it cannot slow writers or other watchers).
-    pub async fn next(&mut self) -> Option<std::sync::Arc<Event>> {
-        if let Some(event) = self.backlog.pop_front() {
-            return Some(event);
-        }
-        let event = self.live.recv().await?;
-        self.queue.taken(&event);
-        Some(event)
-    }
-
-    /// True when every event delivered so far has been taken. Every event at or below the
-    /// store's current revision is delivered before that revision becomes current, so an idle
-    /// watch read after `current_revision()` has seen everything up to it.
-    pub fn is_idle(&self) -> bool {
-        self.backlog.is_empty() && self.live.is_empty()
-    }
-
-    /// Resolves once the store dropped this watcher because its queue was full (it did not
-    /// take its events as fast as they came). What is queued can still be taken, but a caller
-    /// that cannot keep up should end the watch instead, freeing what it holds (as
-    /// Kubernetes' cacher terminates an unresponsive watcher).
-    pub async fn fell_behind(&self) {
-        self.queue.overflowed().await;
-    }
-}
 
 /// The storage contract. `Send` futures so that handlers can await them on any worker.
 pub trait Store: Send + Sync + 'static {

@@ -190,7 +190,7 @@ async fn a_watch_whose_connection_takes_nothing_is_closed_once_its_queue_fills()
     // The stalled watch's task fills the body's line queue and waits on the next line; the
     // store then queues its events up to the limit and drops it on the one after: at most
     // this many changes, whatever the order the tasks ran in.
-    let writes = pipe::LINES + 1 + store::history::WATCHER_EVENTS + 1;
+    let writes = pipe::LINES + 1 + store::watchers::WATCHER_EVENTS + 1;
     let mut seen = Vec::new();
     let mut created = 0;
     while created < writes {

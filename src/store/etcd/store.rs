@@ -602,7 +602,6 @@ impl Store for EtcdStore {
             self.shared.wait_until_fresh(from, CATCH_UP_TIMEOUT).await;
         }
         let mut history = self.shared.history();
-        history.prune_closed_watchers();
         history.subscribe(prefix, from)
     }
 

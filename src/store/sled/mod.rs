@@ -444,7 +444,6 @@ impl Store for SledStore {
 
     async fn watch(&self, prefix: &str, from: Revision) -> Result<Watch> {
         let mut history = self.shared.history();
-        history.prune_closed_watchers();
         history.subscribe(prefix, from)
     }
 
