@@ -3,7 +3,8 @@
 //! `--watchers` watches that never read their bodies (each on its own HTTP/1.1 connection, or
 //! `--http2`: up to 500 streams per connection, as client-go multiplexes), waits until the
 //! server's resident memory settles, closes them all and waits again. Prints the server's
-//! resident memory (`VmRSS` of `--server-pid`) before, while open and after each round, and
+//! resident memory (`VmRSS` of `--server-pid`) before, while open, after each round and after
+//! gets served then (what the allocator kept while idle and what it gives back once busy), and
 //! how many watches the server still counted as registered while they were open.
 //!
 //! Usage: watchmem --port P --ca CA.crt --cert C.crt --key C.key --server-pid PID
@@ -25,6 +26,8 @@ const NAMESPACE: &str = "watchmem";
 const STREAMS_PER_CONNECTION: usize = 500;
 /// How long after the memory settled the server's resident memory is read again.
 const LATER: Duration = Duration::from_secs(10);
+/// Gets served after the watchers went, before memory is read the last time.
+const SERVED_AFTER: usize = 2000;
 /// Connections opened at once.
 const CONNECTING: usize = 64;
 
@@ -195,16 +198,25 @@ async fn main() {
         // Whether memory the allocator kept comes back by itself once the server is idle.
         tokio::time::sleep(LATER).await;
         let later = rss_mib(pid);
+        // Whether it comes back once the server serves again: mimalloc frees and purges the
+        // pages it kept on later allocations, not on a timer of its own.
+        let mut getter = connect(port, config.clone()).await;
+        for _ in 0..SERVED_AFTER {
+            send(&mut getter, Request::new("GET", format!("{coll}/m0"), 200)).await;
+        }
+        let served = settled_rss(pid, limit).await;
         let per_watcher = (open - before) * 1024.0 / watchers as f64;
         println!(
             "round {round}: opened in {:.1}s; rss open {open:.0} MiB (+{:.0} MiB, {per_watcher:.1} KiB per watcher), \
              {registered} still registered; rss when all gone {gone:.0} MiB, settled {closed:.0} MiB \
-             ({:+.0} MiB against before), {} s later {later:.0} MiB ({:+.0} MiB)",
+             ({:+.0} MiB against before), {} s later {later:.0} MiB ({:+.0} MiB), \
+             after {SERVED_AFTER} gets {served:.0} MiB ({:+.0} MiB)",
             opened.as_secs_f64(),
             open - before,
             closed - before,
             LATER.as_secs(),
             later - before,
+            served - before,
         );
     }
 }

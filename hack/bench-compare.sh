@@ -16,7 +16,6 @@ target=$(realpath "${CARGO_TARGET_DIR:-target}")
 results=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$results"' EXIT
-export MIMALLOC_ARENA_EAGER_COMMIT=0
 source hack/lib/dev-server.sh
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; ${seconds}s per phase, ${rounds} rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "base: $base"

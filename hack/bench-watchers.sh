@@ -4,7 +4,8 @@
 # in three shapes, two rounds each (examples/watchmem.rs): from the initial state on HTTP/1.1
 # (one TLS connection per watch), from now on HTTP/1.1, and from the initial state on HTTP/2
 # (500 streams per connection, as client-go multiplexes). Prints the server's resident memory
-# before, while the watches are open, and after they are closed.
+# before, while the watches are open, after they are closed, and after 2,000 gets served then.
+# The server runs with the image's allocator options (hack/lib/dev-server.sh).
 # Usage: hack/bench-watchers.sh [WATCHERS]
 #        SERVER=path/to/crd-apiserver hack/bench-watchers.sh   (another build of the server)
 set -euo pipefail
@@ -19,12 +20,10 @@ work=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r manifests "$work/"
-# As the image runs it (Dockerfile): mimalloc commits arena memory as it is used.
-export MIMALLOC_ARENA_EAGER_COMMIT=0
 source hack/lib/dev-server.sh
 dev_server "$work" "$binary"
 echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | awk '{print int($2/1048576)}') GiB; load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "server: $binary"
+echo "server: $binary; allocator: $(env | grep ^MIMALLOC_ | sort | tr "\n" " ")"
 tls=(--port "$port" --ca "$work/certs/dev/serving-ca.crt" --cert "$work/certs/dev/admin.crt" --key "$work/certs/dev/admin.key")
 for shape in "" "--from-now" "--http2"; do
   # shellcheck disable=SC2086

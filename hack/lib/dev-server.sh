@@ -28,3 +28,9 @@ dev_server() {
   done
   ready=$(echo "$(date +%s.%N) - $started" | bc)
 }
+
+# The allocator's options as the image sets them (the Dockerfile's `ENV MIMALLOC_*` lines), so
+# that benchmarks measure what deployments run; a value already in the environment wins.
+while read -r name value; do
+  [ -n "${!name+set}" ] || export "$name=$value"
+done < <(sed -n 's/^ENV \(MIMALLOC_[A-Z_]*\)=\(.*\)$/\1 \2/p' "$(dirname "${BASH_SOURCE[0]}")/../../Dockerfile")
