@@ -26,8 +26,8 @@ const NAMESPACE: &str = "watchmem";
 const STREAMS_PER_CONNECTION: usize = 500;
 /// How long after the memory settled the server's resident memory is read again.
 const LATER: Duration = Duration::from_secs(10);
-/// Gets served after the watchers went, before memory is read the last time.
-const SERVED_AFTER: usize = 2000;
+/// Gets served after the watchers went, in all, at each of which memory is read again.
+const SERVED_AFTER: [usize; 3] = [100, 500, 2000];
 /// Connections opened at once.
 const CONNECTING: usize = 64;
 
@@ -201,22 +201,28 @@ async fn main() {
         // Whether it comes back once the server serves again: mimalloc frees and purges the
         // pages it kept on later allocations, not on a timer of its own.
         let mut getter = connect(port, config.clone()).await;
-        for _ in 0..SERVED_AFTER {
-            send(&mut getter, Request::new("GET", format!("{coll}/m0"), 200)).await;
+        let mut served = Vec::new();
+        let mut done = 0;
+        for upto in SERVED_AFTER {
+            for _ in done..upto {
+                send(&mut getter, Request::new("GET", format!("{coll}/m0"), 200)).await;
+            }
+            done = upto;
+            let rss = settled_rss(pid, limit).await;
+            served.push(format!("{upto}: {rss:.0} MiB ({:+.0})", rss - before));
         }
-        let served = settled_rss(pid, limit).await;
         let per_watcher = (open - before) * 1024.0 / watchers as f64;
         println!(
             "round {round}: opened in {:.1}s; rss open {open:.0} MiB (+{:.0} MiB, {per_watcher:.1} KiB per watcher), \
              {registered} still registered; rss when all gone {gone:.0} MiB, settled {closed:.0} MiB \
-             ({:+.0} MiB against before), {} s later {later:.0} MiB ({:+.0} MiB), \
-             after {SERVED_AFTER} gets {served:.0} MiB ({:+.0} MiB)",
+             ({:+.0} MiB against before), {} s later {later:.0} MiB ({:+.0} MiB); \
+             after gets {}",
             opened.as_secs_f64(),
             open - before,
             closed - before,
             LATER.as_secs(),
             later - before,
-            served - before,
+            served.join(", "),
         );
     }
 }
