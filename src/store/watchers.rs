@@ -46,8 +46,6 @@ struct Queued {
     /// The store let the watcher go (it fell behind, the store was reset or closed): what is
     /// queued can still be taken, then the watch ends.
     ended: bool,
-    /// The `Watch` was dropped: nothing more is queued.
-    abandoned: bool,
 }
 
 /// What a watcher's two sides share: the events queued, and whether the store dropped the
@@ -69,15 +67,11 @@ enum Taken {
 }
 
 impl Queue {
-    /// Queues `event`; false when the watcher must be dropped: its `Watch` is gone, or its
-    /// queue is full in events or in bytes (a watcher that stopped reading). A single event
+    /// Queues `event`; false when the watcher must be dropped: its queue is full in events or in bytes (a watcher that stopped reading). A single event
     /// larger than the byte limit still goes into an empty queue.
     fn offer(&self, event: &Arc<Event>) -> bool {
         let size = queued_bytes(event);
         let mut queued = locked(&self.queued);
-        if queued.abandoned {
-            return false;
-        }
         let over_bytes = queued.bytes > 0 && queued.bytes + size > WATCHER_BYTES;
         if queued.events.len() >= WATCHER_EVENTS || over_bytes {
             drop(queued);
@@ -114,14 +108,6 @@ impl Queue {
     fn end(&self) {
         locked(&self.queued).ended = true;
         self.ready.notify_one();
-    }
-
-    /// The `Watch` went: what is queued is let go now, not when the store drops the watcher.
-    fn abandon(&self) {
-        let mut queued = locked(&self.queued);
-        queued.abandoned = true;
-        queued.events = VecDeque::new();
-        queued.bytes = 0;
     }
 
     #[cfg(test)]
@@ -161,8 +147,7 @@ pub(crate) struct Registry {
 impl Registry {
     /// The watchers of `resource`, for delivering one of its events (`Watcher::deliver`);
     /// those for which `keep` is false are dropped.
-    pub fn deliver(&mut self, resource: &str, keep: impl FnMut(&Watcher) -> bool) {
-        let mut keep = keep;
+    pub fn deliver(&mut self, resource: &str, mut keep: impl FnMut(&Watcher) -> bool) {
         if let Some(watchers) = self.by_resource.get_mut(resource) {
             watchers.retain(|_, watcher| keep(watcher));
             if watchers.is_empty() {
@@ -290,7 +275,8 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.queue.abandon();
+        // The watcher's queue, and the events in it, go with the last of its two handles:
+        // this one, once the registry let go of the other.
         if let Some(registry) = self.registration.registry.upgrade() {
             locked(&registry).remove(&self.registration.resource, self.registration.id);
         }
