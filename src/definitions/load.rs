@@ -196,8 +196,11 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
             return Ok(vec![v]);
         }
     }
-    // What manifests are written in is read from the parser's events; anything else, and every
-    // error, by serde-saphyr, whose reading the subset's matches.
+    // What generators write is read line by line; what manifests are written in, from the
+    // parser's events; anything else, and every error, by serde-saphyr, whose reading both match.
+    if let Some(docs) = super::yaml_lines::documents(text) {
+        return Ok(docs);
+    }
     match super::yaml_subset::documents(text) {
         Some(docs) => Ok(docs),
         None => parse_documents_in_full(text),

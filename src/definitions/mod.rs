@@ -22,6 +22,7 @@ pub mod validate;
 pub mod version_order;
 pub mod versions;
 pub mod watch;
+pub mod yaml_lines;
 pub mod yaml_subset;
 
 pub use load::{LoadReport, Problem, load_paths};

@@ -19,11 +19,11 @@ use serde_json::{Map, Value};
 /// Limits under serde-saphyr's default budget (depth 64, 250,000 nodes, 1,000,000 events,
 /// 1,024 documents, 64 MiB of scalars, 256 MiB of input): a text that reaches one is given
 /// back, so that serde-saphyr accepts or refuses it as it always did.
-const MAX_DEPTH: usize = 60;
-const MAX_NODES: usize = 200_000;
+pub(super) const MAX_DEPTH: usize = 60;
+pub(super) const MAX_NODES: usize = 200_000;
 const MAX_EVENTS: usize = 800_000;
-const MAX_DOCUMENTS: usize = 1_000;
-const MAX_TEXT_BYTES: usize = 32 << 20;
+pub(super) const MAX_DOCUMENTS: usize = 1_000;
+pub(super) const MAX_TEXT_BYTES: usize = 32 << 20;
 
 /// The parser settings serde-saphyr reads with by default (its budget's lookahead and flow
 /// nesting, its block nesting floor, no comments, lenient indentation).
@@ -154,7 +154,7 @@ fn key_text(text: std::borrow::Cow<'_, str>, style: ScalarStyle) -> Option<Strin
 /// YAML 1.1 booleans, then integers, then floats, else a string), for the forms this reads:
 /// `None` for other YAML 1.1 booleans (`yes`, `off`...) and for anything that starts as a
 /// number does but is not a plain decimal integer (floats, `0x1F`, `017`, `1_000`, `+1`).
-fn plain(text: &str) -> Option<Value> {
+pub(super) fn plain(text: &str) -> Option<Value> {
     if text.is_empty() || text == "~" || text.eq_ignore_ascii_case("null") {
         return Some(Value::Null);
     }
