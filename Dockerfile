@@ -19,11 +19,11 @@ COPY --from=build /src/target/release/crd-apiserver /usr/local/bin/crd-apiserver
 # mimalloc (the binary's allocator) commits its arenas on demand: committed on reservation,
 # they kept about 50 MiB more resident after a burst of writes, for no measurable speed.
 ENV MIMALLOC_ARENA_EAGER_COMMIT=0
-# It gives freed pages back at once, and sweeps its heaps every 1,000 slow-path allocations
-# rather than every 10,000: after 10,000 watches went, it kept 116 MiB of them resident with
-# its defaults, 23 MiB with these (8 MiB after some requests). hack/lib/dev-server.sh runs the
-# benchmarks with these lines too.
-ENV MIMALLOC_PURGE_DELAY=0
+# It sweeps its heaps every 1,000 slow-path allocations rather than every 10,000: after 10,000
+# watches went, it kept 119 MiB of them resident after some requests with its defaults, 7 MiB
+# with this. (Purging freed pages at once, MIMALLOC_PURGE_DELAY=0, returned no more, and cost a
+# start with 2,065 definitions 15% more CPU.) hack/lib/dev-server.sh runs the benchmarks with
+# these lines too.
 ENV MIMALLOC_GENERIC_COLLECT=1000
 # 65532: the conventional "nonroot" user; the pod's securityContext uses the same ids.
 USER 65532:65532
