@@ -155,6 +155,11 @@ fn key_text(text: std::borrow::Cow<'_, str>, style: ScalarStyle) -> Option<Strin
 /// `None` for other YAML 1.1 booleans (`yes`, `off`...) and for anything that starts as a
 /// number does but is not a plain decimal integer (floats, `0x1F`, `017`, `1_000`, `+1`).
 pub(super) fn plain(text: &str) -> Option<Value> {
+    // Every word typed below has five letters or fewer, and numbers do not start with a letter:
+    // a longer text that does (most keys and words of a manifest) is a string.
+    if text.len() > 5 && text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Some(Value::String(text.to_string()));
+    }
     if text.is_empty() || text == "~" || text.eq_ignore_ascii_case("null") {
         return Some(Value::Null);
     }
