@@ -137,6 +137,13 @@ fn generated_manifests_are_read_as_serde_saphyr_reads_them() {
     ] {
         assert!(read_alike(text), "the line reader reads {text:?}");
     }
+    // Lines past the 1,024 characters a simple key may take: values are read, keys given back.
+    let long = "word ".repeat(600);
+    let long = long.trim_end();
+    for text in [format!("a: {long}\n"), format!("a: '{long}'\n"), format!("- {long}\n- b: {long}\n")] {
+        assert!(read_alike(&text), "the line reader reads a long line");
+    }
+    assert_eq!(documents(&format!("{}: a\n", "k".repeat(1025))), None);
 }
 
 #[test]
