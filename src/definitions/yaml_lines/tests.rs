@@ -134,6 +134,7 @@ fn generated_manifests_are_read_as_serde_saphyr_reads_them() {
         "# header\na: 1\n",
         "a:\n  b:\n    c: d\n  e: f\n",
         "a: é ü 中文 🙂\n",
+        "key  : spaced before its colon\nother:   spaced after\n",
     ] {
         assert!(read_alike(text), "the line reader reads {text:?}");
     }
