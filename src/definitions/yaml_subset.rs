@@ -205,4 +205,4 @@ fn decimal_integer(text: &str) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

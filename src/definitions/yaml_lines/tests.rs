@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::definitions::load::parse_documents_in_full;
+use crate::definitions::yaml_subset::tests::{nested, repository_manifests};
 
 /// Reads `text` both ways. Whenever the line reader reads it, serde-saphyr reads exactly the
 /// same documents; returns whether the line reader read it.
@@ -195,18 +196,6 @@ fn what_it_does_not_read_is_given_back() {
     }
 }
 
-/// Mappings nested `depth` deep.
-fn nested(depth: usize) -> String {
-    let mut text = String::new();
-    for level in 0..depth {
-        text.push_str(&"  ".repeat(level));
-        text.push_str("k:\n");
-    }
-    text.push_str(&"  ".repeat(depth));
-    text.push_str("leaf: 1\n");
-    text
-}
-
 #[test]
 fn deep_documents_are_given_back_before_serde_saphyrs_depth_budget() {
     assert!(read_alike(&nested(40)));
@@ -393,20 +382,6 @@ fn random_block_documents_are_read_alike() {
 
 #[test]
 fn the_manifests_of_this_repository_are_read_alike() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut read = 0;
-    let mut pending = vec![root.join("manifests"), root.join("tests/fixtures"), root.join("fuzz/definitions")];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml")
-                && read_alike(&std::fs::read_to_string(&path).unwrap())
-            {
-                read += 1;
-            }
-        }
-    }
+    let read = repository_manifests().iter().filter(|text| read_alike(text)).count();
     assert!(read >= 5, "the line reader read {read} manifests");
 }
