@@ -221,10 +221,11 @@ fn pod_args(extra: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn an_empty_openapi_v2_document_is_a_value() {
+fn the_openapi_v2_content_is_a_value() {
     let flag = |args: &[String]| args.iter().filter(|a| a.starts_with("--openapi-v2")).cloned().collect::<Vec<_>>();
     assert_eq!(flag(&pod_args(&[])), Vec::<String>::new(), "the server's default (full)");
     assert_eq!(flag(&pod_args(&["--set", "apiService.openAPIV2=empty"])), ["--openapi-v2=empty"]);
+    assert_eq!(flag(&pod_args(&["--set", "apiService.openAPIV2=definitions"])), ["--openapi-v2=definitions"]);
     let refused = render_refused(&["--set", "apiService.openAPIV2=none"]);
     assert!(refused.contains("openAPIV2"), "{refused}");
 }

@@ -222,3 +222,71 @@ fn an_empty_v2_document_leaves_the_merged_one_without_our_resources() {
     let out = kubectl_with(&admin, server.dir.path(), &["get", "crontabs", "-A", "-o", "name"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--openapi-v2=definitions`: every APIService's download has its group version's definitions
+/// and no paths; kube-aggregator keeps definitions no path used, so the cluster's merged
+/// /openapi/v2 has our kinds (what v2 readers look up by group-version-kind) and none of our
+/// paths; re-downloads are 304, and `kubectl explain` reads both documents.
+#[test]
+fn a_definitions_v2_document_gives_the_merged_one_our_kinds_without_paths() {
+    let Sliced { plane, server } = start_with(&["--openapi-v2=definitions"]);
+    let (status, etag, merged) = plane.openapi_v2(None);
+    assert_eq!(status, 200);
+    let merged = merged.unwrap();
+    let ours: Vec<&String> = merged["paths"]
+        .as_object()
+        .map(|paths| paths.keys().filter(|p| p.contains(".example.com/") || p.contains("crd-apiserver.io/")).collect())
+        .unwrap_or_default();
+    assert!(ours.is_empty(), "{ours:?}");
+    let definitions = merged["definitions"].as_object().unwrap();
+    assert_eq!(
+        definitions["com.example.stable.v1.CronTab"]["x-kubernetes-group-version-kind"],
+        serde_json::json!([{"group": "stable.example.com", "kind": "CronTab", "version": "v1"}])
+    );
+    for name in [
+        "com.example.stable.v1.CronTabList",
+        "com.example.platform.v1.Tenant",
+        "io.crd-apiserver.v1alpha1.ServedDefinition",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
+    ] {
+        assert!(definitions.contains_key(name), "{name} missing from {:?}", definitions.keys());
+    }
+    let downloads = plane.openapi_v2_downloads();
+    assert_eq!(downloads.len(), 3, "{downloads:?}");
+    assert!(downloads.iter().all(|d| d.status == 200 && d.paths.is_empty()), "{downloads:?}");
+    let (status, again, _) = plane.openapi_v2(Some(&etag));
+    assert_eq!((status, again.as_str()), (304, etag.as_str()));
+    assert!(plane.openapi_v2_downloads()[3..].iter().all(|d| d.status == 304));
+
+    // Asked directly: the definitions and the Kubernetes types they refer to, nothing that
+    // only paths use.
+    let proxy = &plane.front_proxy_client;
+    let (cert, key) = (server.write("proxy.crt", &proxy.cert), server.write("proxy.key", &proxy.key));
+    let direct = Client::new(&server, Some((&cert, &key))).header("X-Remote-User", "system:admin").get("/openapi/v2");
+    let document = direct.unwrap().json();
+    assert_eq!(document["paths"], serde_json::json!({}));
+    assert_eq!(document.get("parameters"), None);
+    let names: Vec<&String> = document["definitions"].as_object().unwrap().keys().collect();
+    assert!(names.iter().any(|n| *n == "com.example.stable.v1.CronTab"), "{names:?}");
+    for only_paths_use in ["DeleteOptions", "Status", "Patch"] {
+        let name = format!("io.k8s.apimachinery.pkg.apis.meta.v1.{only_paths_use}");
+        assert!(!names.contains(&&name), "{name} in {names:?}");
+    }
+
+    // kubectl explain finds the kind in v2 (from the cluster's merged document) and in v3.
+    let admin = explains_crontab_replicas(&plane, &server);
+    let out = kubectl_with(
+        &admin,
+        server.dir.path(),
+        &["explain", "--output", "plaintext-openapiv2", "crontab.spec.replicas"],
+        None,
+    );
+    let explained = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && explained.contains("FIELD:    replicas <integer>"),
+        "{explained}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -68,6 +68,14 @@ impl Catalog {
         Catalog::build(registry, None)
     }
 
+    /// [`Catalog::new`] with its OpenAPI v2 documents in the form `--openapi-v2` asks for (the
+    /// next catalogs keep it).
+    pub fn with_v2_content(registry: Registry, content: openapi::V2Content) -> Catalog {
+        let mut catalog = Catalog::build(registry, None);
+        catalog.openapi = catalog.openapi.with_v2_content(content);
+        catalog
+    }
+
     /// [`Catalog::new`], reusing what `previous` built for every group whose definitions are
     /// the same `Arc`s (a reload that changed one definition encodes only its group's
     /// documents again, plus those listing every group).
@@ -129,7 +137,7 @@ impl Api {
         options: ApiOptions,
         namespaces: Arc<dyn namespaces::Namespaces>,
     ) -> Api {
-        let catalog = Arc::new(Catalog::new(registry));
+        let catalog = Arc::new(Catalog::with_v2_content(registry, options.openapi_v2));
         Api {
             catalog: ArcSwap::new(catalog.clone()),
             catalog_changes: tokio::sync::watch::Sender::new(catalog),

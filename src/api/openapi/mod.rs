@@ -37,6 +37,8 @@ use crate::definitions::Definition;
 use crate::definitions::registry::{Registry, Served, same_definitions};
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
+/// How v3 documents refer to a definition.
+const V3_REFS: &str = "#/components/schemas/";
 
 /// An encoded document and its entity tag.
 #[derive(Debug, Clone)]
@@ -72,6 +74,22 @@ pub enum V2Content {
     /// registers an APIService without parsing one (it does so in one worker, for every
     /// APIService in turn). Clients read these resources' schemas from OpenAPI v3.
     Empty,
+    /// Every served version's definitions (the kind's schema and its list's, with the
+    /// Kubernetes types they refer to) without paths. kube-aggregator keeps the definitions no
+    /// path refers to (`FilterSpecByPathsWithoutSideEffects` drops only those that a dropped
+    /// path used), and what reads kube-apiserver's `/openapi/v2` for a kind looks it up by its
+    /// `x-kubernetes-group-version-kind` among the definitions: `kubectl explain --output
+    /// plaintext-openapiv2`, kubectl's client-side validation before 1.27, client-go's typed
+    /// converters, Argo CD's diffs. The paths are 40% of a full document's text and more than
+    /// half of its nodes (issue 32).
+    Definitions,
+}
+
+impl V2Content {
+    /// Whether documents in this form have paths.
+    fn paths(self) -> bool {
+        self == V2Content::Full
+    }
 }
 
 /// The document `--openapi-v2=empty` serves, in JSON and in protobuf (`v2_proto`): the keys of
@@ -193,6 +211,8 @@ pub struct Documents {
     v2_protobuf: OnceLock<Document>,
     slice_names: Arc<slices::SliceNames>,
     hold: Option<BuildHold>,
+    /// What the v2 documents hold (`Empty` is served without them).
+    v2_content: V2Content,
 }
 
 /// What a group version's documents depend on, hashed. Schemas are named by their digests
@@ -254,6 +274,13 @@ impl Documents {
         Documents::build_from(registry, None)
     }
 
+    /// The same documents with `content` in their v2 form (the catalog sets it once, before any
+    /// is built; the next registry's documents keep it).
+    pub fn with_v2_content(mut self, content: V2Content) -> Documents {
+        self.v2_content = content;
+        self
+    }
+
     /// The documents of `registry`, reusing those of `previous` (hashes and the v3 documents
     /// built so far) for every group whose definitions are the same; the index and the v2
     /// document are those of the whole registry, the v2 documents of changed groups and the
@@ -292,6 +319,7 @@ impl Documents {
             v2_protobuf: OnceLock::new(),
             slice_names,
             hold: previous.and_then(|p| p.hold.clone()),
+            v2_content: previous.map_or(V2Content::Full, |p| p.v2_content),
         }
     }
 
@@ -355,7 +383,7 @@ impl Documents {
                     docs.versions.iter().map(move |(v, e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
                 })
                 .collect();
-            v2::document(&all, shared(), previous)
+            v2::document(&all, shared(), previous, self.v2_content.paths())
         })
     }
 
@@ -375,7 +403,7 @@ impl Documents {
         Some(docs.v2.get(self.hold.as_ref(), |previous| {
             let versions: Vec<(&str, &str, &[Served])> =
                 docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
-            v2::document(&versions, shared(), previous)
+            v2::document(&versions, shared(), previous, self.v2_content.paths())
         }))
     }
 
@@ -383,7 +411,7 @@ impl Documents {
     pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<Document> {
         let entry = self.groups.get(group)?.versions.get(version)?;
         Some(entry.v2.get(self.hold.as_ref(), |previous| {
-            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous)
+            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous, self.v2_content.paths())
         }))
     }
 
@@ -405,6 +433,9 @@ pub struct SharedSchemas {
     definitions: Map<String, Value>,
     /// The same in v2's form, as members of a v2 document, encoded once.
     v2_members: Vec<v2::Member<'static>>,
+    /// The names of those the kinds' and lists' schemas refer to (ObjectMeta, ListMeta and
+    /// theirs): the shared types of a v2 document without paths.
+    referred_by_kinds: std::collections::BTreeSet<String>,
     api_version_description: String,
     kind_description: String,
 }
@@ -442,8 +473,36 @@ impl SharedSchemas {
         definitions.remove("io.k8s.api.core.v1.ConfigMap");
         kubernetes_types::amend_v3(&mut definitions);
         let v2_members = v2::shared_members(&definitions);
-        SharedSchemas { definitions, v2_members, api_version_description, kind_description }
+        let roots = [format!("{META}.ObjectMeta"), format!("{META}.ListMeta")];
+        let referred_by_kinds = referred(&definitions, &roots);
+        SharedSchemas { definitions, v2_members, referred_by_kinds, api_version_description, kind_description }
     }
+}
+
+/// `roots` and every definition they refer to, directly or not.
+fn referred(definitions: &Map<String, Value>, roots: &[String]) -> std::collections::BTreeSet<String> {
+    fn references(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(target) = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(V3_REFS)) {
+                    found.push(target.to_string());
+                }
+                map.values().for_each(|v| references(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+            _ => {}
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pending = roots.to_vec();
+    while let Some(name) = pending.pop() {
+        if let Some(schema) = definitions.get(&name)
+            && seen.insert(name)
+        {
+            references(schema, &mut pending);
+        }
+    }
+    seen
 }
 
 /// What kube-apiserver says of an embedded resource's `apiVersion` and `kind`.
@@ -510,7 +569,7 @@ fn upper_camel(text: &str) -> String {
 }
 
 fn reference(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
+    json!({"$ref": format!("{V3_REFS}{name}")})
 }
 
 fn gvk(group: &str, version: &str, kind: &str) -> Value {

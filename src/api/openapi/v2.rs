@@ -12,11 +12,10 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::v2_shared_parameters::{self, SharedParameter};
-use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, add_embedded_properties, definition_name, gvk, v3};
+use super::{META, OBJECT_META_DESCRIPTION, SharedSchemas, V3_REFS, add_embedded_properties, definition_name, gvk, v3};
 use crate::definitions::Definition;
 use crate::definitions::registry::Served;
 
-const V3_REFS: &str = "#/components/schemas/";
 const V2_REFS: &str = "#/definitions/";
 
 /// Rewrites a CRD schema for v2.
@@ -275,11 +274,14 @@ impl Encoded {
 /// resource by resource and written in key order, as serde_json writes the whole document: the
 /// value of the whole (many times the size of its text) never exists at once. Parameters that
 /// kube-openapi shares are written once, under `parameters` (`v2_shared_parameters`). The
-/// members of a resource `previous` was built from are copied from it.
+/// members of a resource `previous` was built from are copied from it. Without `with_paths`
+/// the document has the definitions alone: the kinds', their lists' and the Kubernetes types
+/// those refer to (`--openapi-v2=definitions`).
 pub fn document(
     group_versions: &[(&str, &str, &[Served])],
     shared: &SharedSchemas,
     previous: Option<&Encoded>,
+    with_paths: bool,
 ) -> Encoded {
     let resources: Vec<(&str, &str, &Served)> = group_versions
         .iter()
@@ -290,11 +292,15 @@ pub fn document(
     let parts = crate::core::parallel::map(&resources, |&(group, version, served)| {
         previous
             .and_then(|p| p.reusable(version, served))
-            .unwrap_or_else(|| resource_part(group, version, served, shared))
+            .unwrap_or_else(|| resource_part(group, version, served, shared, with_paths))
     });
     let mut paths: Members<'_> = BTreeMap::new();
-    let mut definitions: Members<'_> =
-        shared.v2_members.iter().map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest))).collect();
+    let mut definitions: Members<'_> = shared
+        .v2_members
+        .iter()
+        .filter(|m| with_paths || shared.referred_by_kinds.contains(&m.key))
+        .map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest)))
+        .collect();
     // Resources share parameters: each is written once (the same key, the same value).
     let mut parameters: Members<'_> = BTreeMap::new();
     let mut placed: Vec<Placed> = Vec::with_capacity(resources.len());
@@ -357,10 +363,17 @@ struct Part<'a> {
     parameters: Vec<Member<'a>>,
 }
 
-fn resource_part<'a>(group: &str, version: &str, served: &Served, shared: &SharedSchemas) -> Part<'a> {
+fn resource_part<'a>(
+    group: &str,
+    version: &str,
+    served: &Served,
+    shared: &SharedSchemas,
+    with_paths: bool,
+) -> Part<'a> {
     let mut part = Part { paths: Vec::new(), definitions: Vec::new(), parameters: Vec::new() };
     let mut shared_parameters: Vec<SharedParameter> = Vec::new();
-    for (path, item) in v3::resource_paths(group, version, served) {
+    let paths = if with_paths { v3::resource_paths(group, version, served) } else { Map::new() };
+    for (path, item) in paths {
         let Value::Object(item) = item else { continue };
         let mut converted: Map<String, Value> = item
             .iter()
@@ -490,7 +503,7 @@ mod tests {
             .collect();
         let all: Vec<(&str, &str, &[Served])> =
             groups.iter().map(|(g, v, r)| (g.as_str(), v.as_str(), r.as_slice())).collect();
-        let bytes = document(&all, super::super::shared(), None).body;
+        let bytes = document(&all, super::super::shared(), None, true).body;
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
         assert_eq!(value["swagger"], "2.0");
@@ -499,6 +512,32 @@ mod tests {
         assert!(
             value["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["get"].is_object()
         );
+    }
+
+    #[test]
+    fn without_paths_the_document_has_the_kinds_and_what_they_refer_to() {
+        let report = crate::definitions::load_paths(&[std::path::PathBuf::from("manifests/examples")]);
+        let (registry, _) = crate::definitions::Registry::build(report.definitions);
+        let resources: Vec<Served> = registry.resources("stable.example.com", "v1").into_iter().cloned().collect();
+        let shared = super::super::shared();
+        let bytes = document(&[("stable.example.com", "v1", &resources)], shared, None, false).body;
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
+        assert_eq!((&value["paths"], value.get("parameters")), (&json!({}), None));
+        let names: Vec<&str> = value["definitions"].as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected: Vec<&str> = shared.referred_by_kinds.iter().map(String::as_str).collect();
+        let kinds = ["CronTab", "CronTabList", "Shirt", "ShirtList"].map(|k| format!("com.example.stable.v1.{k}"));
+        expected.extend(kinds.iter().map(String::as_str));
+        expected.sort();
+        assert_eq!(names, expected);
+        // Every reference in it has its definition.
+        let text = value.to_string();
+        for reference in text.split("\"#/definitions/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(names.contains(&name), "{name}");
+        }
+        assert!(names.contains(&"io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry"), "{names:?}");
+        assert!(!names.contains(&"io.k8s.apimachinery.pkg.apis.meta.v1.Status"), "{names:?}");
     }
 
     #[test]

@@ -68,9 +68,24 @@ fn references(value: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The definitions `roots` refers to, directly or through other definitions of `document`.
+fn used_definitions(document: &Value, roots: &Value) -> std::collections::BTreeSet<String> {
+    let mut wanted = Vec::new();
+    references(roots, &mut wanted);
+    let mut used = std::collections::BTreeSet::new();
+    while let Some(name) = wanted.pop() {
+        if let Some(schema) = document["definitions"].get(&name)
+            && used.insert(name)
+        {
+            references(schema, &mut wanted);
+        }
+    }
+    used
+}
+
 /// kube-openapi's `FilterSpecByPathsWithoutSideEffects`: the paths under `prefix`, the shared
-/// parameters (kept whole, as there) and the definitions they use, directly or through other
-/// definitions.
+/// parameters (kept whole, as there) and the definitions but those that only the dropped paths
+/// used (directly or through other definitions): one that no path uses stays.
 fn filter_by_path(document: &Value, prefix: &str) -> Value {
     let paths: serde_json::Map<String, Value> = document["paths"]
         .as_object()
@@ -80,19 +95,15 @@ fn filter_by_path(document: &Value, prefix: &str) -> Value {
         .map(|(path, item)| (path.clone(), item.clone()))
         .collect();
     let parameters = document.get("parameters").cloned().unwrap_or_else(|| json!({}));
-    let mut wanted = Vec::new();
-    references(&Value::Object(paths.clone()), &mut wanted);
-    references(&parameters, &mut wanted);
-    let mut definitions = serde_json::Map::new();
-    while let Some(name) = wanted.pop() {
-        if definitions.contains_key(&name) {
-            continue;
-        }
-        if let Some(schema) = document["definitions"].get(&name) {
-            references(schema, &mut wanted);
-            definitions.insert(name, schema.clone());
-        }
-    }
+    let used_before = used_definitions(document, &document["paths"]);
+    let used = used_definitions(document, &json!([paths, parameters]));
+    let definitions: serde_json::Map<String, Value> = document["definitions"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| used.contains(*name) || !used_before.contains(*name))
+        .map(|(name, schema)| (name.clone(), schema.clone()))
+        .collect();
     json!({"paths": paths, "definitions": definitions, "parameters": parameters})
 }
 
