@@ -163,6 +163,24 @@ pub fn amend_v3(definitions: &mut Map<String, Value>) {
     }
 }
 
+/// Brings k8s-openapi's APIResourceList and APIResource (the schemas of a group version's
+/// discovery path, which only v2 documents without resource paths have) to what kube-apiserver
+/// 1.36 publishes in v2: kube-aggregator keeps one definition of a name only if every APIService's
+/// is deeply equal to it, lists' order included.
+pub fn amend_discovery(definitions: &mut Map<String, Value>) {
+    let meta = |kind: &str| format!("{META}.{kind}");
+    let (list, resource) = (meta("APIResourceList"), meta("APIResource"));
+    set(definitions, &list, "/properties/resources", "x-kubernetes-list-type", json!("atomic"));
+    let kind = json!([{"group": "", "kind": "APIResourceList", "version": "v1"}]);
+    set(definitions, &list, "", "x-kubernetes-group-version-kind", kind);
+    set(definitions, &list, "", "required", json!(["groupVersion", "resources"]));
+    for field in ["categories", "shortNames"] {
+        set(definitions, &resource, &format!("/properties/{field}"), "x-kubernetes-list-type", json!("atomic"));
+    }
+    let required = json!(["name", "singularName", "namespaced", "kind", "verbs"]);
+    set(definitions, &resource, "", "required", required);
+}
+
 /// The v2 form of an amended schema: kube-apiserver's v2 definitions carry no defaults, and a
 /// reference with a description is a `$ref` beside it rather than v3's one-element `allOf`.
 pub fn v2_form(schema: &Value) -> Value {
@@ -309,5 +327,49 @@ mod tests {
         let members: Vec<&str> = shared.v2_members.iter().map(|m| m.key()).collect();
         let names: Vec<&str> = shared.definitions.keys().map(String::as_str).collect();
         assert_eq!(members, names, "every shared type in the v2 documents");
+    }
+
+    /// Read from a real kube-apiserver v1.36.2's `/openapi/v2`: kube-aggregator merges a
+    /// definition of the same name only when it is deeply equal (lists' order included).
+    #[test]
+    fn discovery_definitions_are_kube_apiserver_1_36s() {
+        let shared = super::super::shared();
+        let members: std::collections::BTreeMap<&str, Value> =
+            shared.v2_discovery_members.iter().map(|m| (m.key(), serde_json::from_slice(m.value()).unwrap())).collect();
+        let m = |kind: &str| format!("io.k8s.apimachinery.pkg.apis.meta.v1.{kind}");
+        let (list, resource) = (&members[m("APIResourceList").as_str()], &members[m("APIResource").as_str()]);
+        assert_eq!(members.len(), 2, "{:?}", members.keys());
+        assert_eq!(list["required"], json!(["groupVersion", "resources"]));
+        assert_eq!(
+            list["x-kubernetes-group-version-kind"],
+            json!([{"group": "", "kind": "APIResourceList", "version": "v1"}])
+        );
+        assert_eq!(
+            list["properties"]["resources"]["items"]["$ref"],
+            json!(format!("#/definitions/{}", m("APIResource")))
+        );
+        assert_eq!(list["properties"]["resources"]["x-kubernetes-list-type"], "atomic");
+        let keys: Vec<&String> = list["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["apiVersion", "groupVersion", "kind", "resources"]);
+        assert_eq!(resource["required"], json!(["name", "singularName", "namespaced", "kind", "verbs"]));
+        for field in ["categories", "shortNames"] {
+            assert_eq!(resource["properties"][field]["x-kubernetes-list-type"], "atomic", "{field}");
+        }
+        assert_eq!(resource["properties"]["verbs"].get("x-kubernetes-list-type"), None);
+        let keys: Vec<&String> = resource["properties"].as_object().unwrap().keys().collect();
+        let expected = [
+            "categories",
+            "group",
+            "kind",
+            "name",
+            "namespaced",
+            "shortNames",
+            "singularName",
+            "storageVersionHash",
+            "verbs",
+            "version",
+        ];
+        assert_eq!(keys, expected);
+        assert!(resource["description"].as_str().unwrap().starts_with("APIResource specifies the name"));
     }
 }

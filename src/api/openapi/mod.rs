@@ -434,8 +434,11 @@ pub struct SharedSchemas {
     /// The same in v2's form, as members of a v2 document, encoded once.
     v2_members: Vec<v2::Member<'static>>,
     /// The names of those the kinds' and lists' schemas refer to (ObjectMeta, ListMeta and
-    /// theirs): the shared types of a v2 document without paths.
+    /// theirs): the shared types of a v2 document without resource paths.
     referred_by_kinds: std::collections::BTreeSet<String>,
+    /// APIResourceList and APIResource in v2's form, as members: what the discovery path of
+    /// each group version in such a document refers to (`v2::discovery_path`).
+    v2_discovery_members: Vec<v2::Member<'static>>,
     api_version_description: String,
     kind_description: String,
 }
@@ -475,7 +478,19 @@ impl SharedSchemas {
         let v2_members = v2::shared_members(&definitions);
         let roots = [format!("{META}.ObjectMeta"), format!("{META}.ListMeta")];
         let referred_by_kinds = referred(&definitions, &roots);
-        SharedSchemas { definitions, v2_members, referred_by_kinds, api_version_description, kind_description }
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>();
+        let mut discovery = generator.take_definitions(true);
+        kubernetes_types::amend_discovery(&mut discovery);
+        let v2_discovery_members = v2::shared_members(&discovery);
+        SharedSchemas {
+            definitions,
+            v2_members,
+            referred_by_kinds,
+            v2_discovery_members,
+            api_version_description,
+            kind_description,
+        }
     }
 }
 

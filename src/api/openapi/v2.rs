@@ -237,6 +237,12 @@ impl<'a> Member<'a> {
     pub(super) fn key(&self) -> &str {
         &self.key
     }
+
+    /// The member's encoded value.
+    #[cfg(test)]
+    pub(super) fn value(&self) -> &[u8] {
+        &self.value
+    }
 }
 
 /// The shared Kubernetes types (`definitions`, in v3's form) as members of a v2 document.
@@ -299,8 +305,18 @@ pub fn document(
         .v2_members
         .iter()
         .filter(|m| with_paths || shared.referred_by_kinds.contains(&m.key))
+        .chain(shared.v2_discovery_members.iter().filter(|_| !with_paths))
         .map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest)))
         .collect();
+    if !with_paths {
+        // kube-aggregator merges nothing of a document without paths: each group version keeps
+        // its discovery path.
+        for &(group, version, _) in group_versions {
+            let (path, item) = discovery_path(group, version);
+            let member = Member::new(path, encoded(&item));
+            paths.insert(member.key, (None, member.value, member.digest));
+        }
+    }
     // Resources share parameters: each is written once (the same key, the same value).
     let mut parameters: Members<'_> = BTreeMap::new();
     let mut placed: Vec<Placed> = Vec::with_capacity(resources.len());
@@ -398,6 +414,25 @@ fn resource_part<'a>(
     let list = super::kubernetes_types::v2_form(&list);
     part.definitions.push(Member::new(definition_name(group, version, &d.list_kind), encoded(&rewrite_refs(&list))));
     part
+}
+
+/// A group version's discovery path (`/apis/<group>/<version>/`, its APIResourceList), as
+/// kube-apiserver publishes one for each of its own group versions.
+fn discovery_path(group: &str, version: &str) -> (String, Value) {
+    let media = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    let get = json!({
+        "consumes": media,
+        "description": "get available resources",
+        "operationId": format!("get{}APIResources", v3::operation_group_version(group, version)),
+        "produces": media,
+        "responses": {
+            "200": {"description": "OK", "schema": {"$ref": format!("{V2_REFS}{META}.APIResourceList")}},
+            "401": {"description": "Unauthorized"},
+        },
+        "schemes": ["https"],
+        "tags": [v3::tag(group, version)],
+    });
+    (format!("/apis/{group}/{version}/"), json!({"get": get}))
 }
 
 pub(super) fn encoded(value: &Value) -> Vec<u8> {
@@ -523,9 +558,16 @@ mod tests {
         let bytes = document(&[("stable.example.com", "v1", &resources)], shared, None, false).body;
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
-        assert_eq!((&value["paths"], value.get("parameters")), (&json!({}), None));
+        // The group version's discovery path alone: kube-aggregator merges nothing of a
+        // document without paths.
+        let paths: Vec<&str> = value["paths"].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!((paths, value.get("parameters")), (vec!["/apis/stable.example.com/v1/"], None));
+        let get = &value["paths"]["/apis/stable.example.com/v1/"]["get"];
+        assert_eq!(get["operationId"], "getStableExampleComV1APIResources");
+        assert_eq!(get["tags"], json!(["stableExampleCom_v1"]));
         let names: Vec<&str> = value["definitions"].as_object().unwrap().keys().map(String::as_str).collect();
         let mut expected: Vec<&str> = shared.referred_by_kinds.iter().map(String::as_str).collect();
+        expected.extend(shared.v2_discovery_members.iter().map(|m| m.key.as_str()));
         let kinds = ["CronTab", "CronTabList", "Shirt", "ShirtList"].map(|k| format!("com.example.stable.v1.{k}"));
         expected.extend(kinds.iter().map(String::as_str));
         expected.sort();

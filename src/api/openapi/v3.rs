@@ -193,20 +193,24 @@ pub fn document(group: &str, version: &str, resources: &[&Served], shared: &Shar
     })
 }
 
+/// The tag of a group version's operations: `stableExampleCom_v1`.
+pub(super) fn tag(group: &str, version: &str) -> String {
+    let camel: String =
+        upper_camel(group).chars().enumerate().map(|(i, c)| if i == 0 { c.to_ascii_lowercase() } else { c }).collect();
+    format!("{camel}_{version}")
+}
+
+/// A group version in its operations' ids: `StableExampleComV1`.
+pub(super) fn operation_group_version(group: &str, version: &str) -> String {
+    format!("{}{}", upper_camel(group), upper_camel(version))
+}
+
 /// The paths of one resource of a group version: they depend on nothing else the document
 /// holds (the v2 document is assembled resource by resource from them).
 pub fn resource_paths(group: &str, version: &str, served: &Served) -> Map<String, Value> {
     let mut paths = Map::new();
-    let tag = format!(
-        "{}_{}",
-        upper_camel(group)
-            .chars()
-            .enumerate()
-            .map(|(i, c)| if i == 0 { c.to_ascii_lowercase() } else { c })
-            .collect::<String>(),
-        version
-    );
-    let gv = format!("{}{}", upper_camel(group), upper_camel(version));
+    let tag = tag(group, version);
+    let gv = operation_group_version(group, version);
     let status = reference(&format!("{META}.Status"));
     let patch_body = request_body(&reference(&format!("{META}.Patch")), PATCH_CONTENT, true);
     let delete_body = request_body(&reference(&format!("{META}.DeleteOptions")), JSON_AND_YAML, false);

@@ -1,7 +1,8 @@
 //! The double's OpenAPI, as kube-aggregator serves it: `/openapi/v2` merged from one download
 //! of the backend's document per APIService (as `system:aggregator`, through the APIService's
 //! Service and so with its TLS server name, with `If-None-Match`; filtered to the APIService's
-//! group version's paths and the definitions they use; a 404 is skipped) and
+//! group version's paths and the definitions that only other paths used dropped; a 404 or a
+//! part without new paths is skipped) and
 //! served as JSON or protobuf by `Accept`, with an entity tag and `Vary: Accept`;
 //! `/openapi/v3` the union of the indexes downloaded once per APIService through its own
 //! Service (kube-aggregator's specProxier keeps each whole); `/openapi/v3/<path>` of a path some
@@ -148,8 +149,8 @@ async fn api_service_v2(state: &State, backend: &Backend, service: &ApiService) 
 }
 
 /// The cluster's v2 document: the double's own (no definitions of its own) merged with each
-/// proxied APIService's part, in the order of their priorities; on a name clash the first
-/// one stays.
+/// proxied APIService's part that has a path the merge does not have yet, in the order of
+/// their priorities; on a name clash the first one stays.
 async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
     let mut merged = json!({
         "swagger": "2.0",
@@ -168,6 +169,12 @@ async fn merged_v2(state: &State, backend: Option<&Backend>) -> Value {
     });
     for service in &services {
         let Some(part) = api_service_v2(state, backend, service).await else { continue };
+        // kube-openapi's mergeSpecs (ignoring path conflicts, as kube-aggregator merges) takes
+        // nothing from a part that brings no new path, its definitions included.
+        let new_path = part["paths"].as_object().into_iter().flatten().any(|(p, _)| merged["paths"].get(p).is_none());
+        if !new_path {
+            continue;
+        }
         for section in ["paths", "definitions", "parameters"] {
             let incoming = part[section].as_object().cloned().unwrap_or_default();
             if let Some(target) = merged[section].as_object_mut() {
