@@ -75,12 +75,14 @@ pub enum V2Content {
     /// APIService in turn). Clients read these resources' schemas from OpenAPI v3.
     Empty,
     /// Every served version's definitions (the kind's schema and its list's, with the
-    /// Kubernetes types they refer to) without paths. kube-aggregator keeps the definitions no
-    /// path refers to (`FilterSpecByPathsWithoutSideEffects` drops only those that a dropped
-    /// path used), and what reads kube-apiserver's `/openapi/v2` for a kind looks it up by its
+    /// Kubernetes types they refer to) without the resources' paths: each group version keeps
+    /// its discovery path alone, since kube-aggregator's merge takes nothing from a document
+    /// without a new path. kube-aggregator keeps the definitions no path refers to
+    /// (`FilterSpecByPathsWithoutSideEffects` drops only those that a dropped path used), and
+    /// what reads kube-apiserver's `/openapi/v2` for a kind looks it up by its
     /// `x-kubernetes-group-version-kind` among the definitions: `kubectl explain --output
     /// plaintext-openapiv2`, kubectl's client-side validation before 1.27, client-go's typed
-    /// converters, Argo CD's diffs. The paths are 40% of a full document's text and more than
+    /// converters, GitOps tools' diffs. The paths are 40% of a full document's text and nearly
     /// half of its nodes (issue 32).
     Definitions,
 }
