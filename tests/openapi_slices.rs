@@ -301,3 +301,62 @@ fn a_definitions_v2_document_gives_the_merged_one_our_kinds_without_their_paths(
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A definition of 1.7 MB (as Crossplane's firehose `deliverystreams` is) among others: served,
+/// its group version's slice downloaded and merged beside the others', explained and written,
+/// with `--openapi-v2=definitions` as with `full`.
+#[test]
+fn a_definition_of_1_7_mb_is_served_and_documented_beside_the_others() {
+    let fields: serde_json::Map<String, serde_json::Value> = (0..1500)
+        .map(|i| {
+            let description =
+                format!("Field {i} of the stream's destination. {}", "Words that describe it. ".repeat(46));
+            (format!("field{i:04}"), serde_json::json!({"type": "string", "description": description}))
+        })
+        .collect();
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "deliverystreams.big.example.com"},
+        "spec": {"group": "big.example.com", "scope": "Namespaced",
+            "names": {"plural": "deliverystreams", "singular": "deliverystream", "kind": "DeliveryStream", "listKind": "DeliveryStreamList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": fields}}}}}]}
+    })
+    .to_string();
+    assert!(crd.len() > 1_700_000, "{} bytes", crd.len());
+    for mode in ["--openapi-v2=full", "--openapi-v2=definitions"] {
+        let plane = ControlPlane::start();
+        let server = TestServer::start_delegated(&[CRONTAB_CRD, &crd], &plane.server_kubeconfig(), &[mode]);
+        plane.register_backend(server.port, &server.pki.serving_ca());
+        plane.register_via("stable.example.com", "v1", &slice_service("stable.example.com"));
+        plane.register_via(
+            "big.example.com",
+            "v1",
+            &format!("crd-apiserver-{}", version_suffix("big.example.com", "v1")),
+        );
+        let (status, _, merged) = plane.openapi_v2(None);
+        assert_eq!(status, 200, "{mode}");
+        let merged = merged.unwrap();
+        let big = &merged["definitions"]["com.example.big.v1.DeliveryStream"];
+        assert_eq!(big["properties"]["spec"]["properties"].as_object().map(|p| p.len()), Some(1500), "{mode}");
+        assert!(merged["definitions"]["com.example.stable.v1.CronTab"].is_object(), "{mode}");
+        let downloads = plane.openapi_v2_downloads();
+        let big_download = downloads.iter().find(|d| d.api_service == "v1.big.example.com").unwrap();
+        assert!(big_download.status == 200 && big_download.bytes > 1_700_000, "{mode}: {big_download:?}");
+
+        let admin = explains_crontab_replicas(&plane, &server);
+        let out = kubectl_with(&admin, server.dir.path(), &["explain", "deliverystream.spec.field1499"], None);
+        let explained = String::from_utf8_lossy(&out.stdout);
+        assert!(explained.contains("FIELD: field1499 <string>"), "{mode}: {explained}");
+        let object = "apiVersion: big.example.com/v1\nkind: DeliveryStream\nmetadata:\n  name: s1\n  namespace: default\nspec:\n  field0007: seven\n";
+        let out = kubectl_with(&admin, server.dir.path(), &["create", "-f", "-"], Some(object));
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = kubectl_with(
+            &admin,
+            server.dir.path(),
+            &["get", "deliverystreams", "s1", "-n", "default", "-o", "jsonpath={.spec.field0007}"],
+            None,
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "seven", "{mode}");
+    }
+}
