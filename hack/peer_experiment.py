@@ -375,10 +375,14 @@ def main():
         log("statuses seen while polling: " + ", ".join(f"{s} {p}: {n}" for (s, p), n in sorted(seen.items())))
         # The pass over the kinds is bounded by how many lists kube-apiserver proxies a second; the
         # last failure says from when on a request for any kind succeeded.
-        log("every list through kube-apiserver answered 200 from "
-            + (f"{last_failure[0]:.1f} s on (the last other answer was to a list sent then)" if last_failure[0] is not None
-               else f"the first on: no other answer (the poll began {polled_from:.1f} s after the creation began, once the last APIService was created)")
-            + (f"; one pass over all {len(resources)} kinds took {all_usable - polled_from:.1f} s" if all_usable is not None and last_failure[0] is None else ""))
+        if last_failure[0] is not None:
+            log(f"every list through kube-apiserver answered 200 from {last_failure[0]:.1f} s on "
+                "(the last other answer was to a list sent then)")
+        else:
+            passed = f"; one pass over all {len(resources)} kinds took {all_usable - polled_from:.1f} s" \
+                if all_usable is not None else ""
+            log("every list through kube-apiserver answered 200 from the first on: no other answer (the poll "
+                f"began {polled_from:.1f} s after the creation began, once the last APIService was created){passed}")
 
         # kube-apiserver over the first 60 s and 120 s.
         while time.time() - t0 < 120:

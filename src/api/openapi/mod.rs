@@ -88,8 +88,8 @@ pub enum V2Content {
 }
 
 impl V2Content {
-    /// Whether documents in this form have paths.
-    fn paths(self) -> bool {
+    /// Whether documents in this form have the resources' paths.
+    fn resource_paths(self) -> bool {
         self == V2Content::Full
     }
 }
@@ -385,7 +385,7 @@ impl Documents {
                     docs.versions.iter().map(move |(v, e)| (g.as_str(), v.as_str(), e.resources.as_slice()))
                 })
                 .collect();
-            v2::document(&all, shared(), previous, self.v2_content.paths())
+            v2::document(&all, shared(), previous, self.v2_content.resource_paths())
         })
     }
 
@@ -405,7 +405,7 @@ impl Documents {
         Some(docs.v2.get(self.hold.as_ref(), |previous| {
             let versions: Vec<(&str, &str, &[Served])> =
                 docs.versions.iter().map(|(v, e)| (group, v.as_str(), e.resources.as_slice())).collect();
-            v2::document(&versions, shared(), previous, self.v2_content.paths())
+            v2::document(&versions, shared(), previous, self.v2_content.resource_paths())
         }))
     }
 
@@ -413,7 +413,7 @@ impl Documents {
     pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<Document> {
         let entry = self.groups.get(group)?.versions.get(version)?;
         Some(entry.v2.get(self.hold.as_ref(), |previous| {
-            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous, self.v2_content.paths())
+            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous, self.v2_content.resource_paths())
         }))
     }
 

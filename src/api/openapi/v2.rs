@@ -281,8 +281,8 @@ impl Encoded {
 /// value of the whole (many times the size of its text) never exists at once. Parameters that
 /// kube-openapi shares are written once, under `parameters` (`v2_shared_parameters`). The
 /// members of a resource `previous` was built from are copied from it. Without `with_paths`
-/// the document has the definitions alone: the kinds', their lists' and the Kubernetes types
-/// those refer to (`--openapi-v2=definitions`).
+/// the document has the definitions (the kinds', their lists' and the Kubernetes types those
+/// refer to) and each group version's discovery path alone (`--openapi-v2=definitions`).
 pub fn document(
     group_versions: &[(&str, &str, &[Served])],
     shared: &SharedSchemas,
@@ -309,8 +309,8 @@ pub fn document(
         .map(|m| (m.key.clone(), (None, Cow::Borrowed(&*m.value), m.digest)))
         .collect();
     if !with_paths {
-        // kube-aggregator merges nothing of a document without paths: each group version keeps
-        // its discovery path.
+        // kube-aggregator merges nothing of a document that brings no new path: each group
+        // version keeps its discovery path.
         for &(group, version, _) in group_versions {
             let (path, item) = discovery_path(group, version);
             let member = Member::new(path, encoded(&item));
@@ -559,7 +559,7 @@ mod tests {
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
         // The group version's discovery path alone: kube-aggregator merges nothing of a
-        // document without paths.
+        // document that brings no new path.
         let paths: Vec<&str> = value["paths"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!((paths, value.get("parameters")), (vec!["/apis/stable.example.com/v1/"], None));
         let get = &value["paths"]["/apis/stable.example.com/v1/"]["get"];
