@@ -413,7 +413,12 @@ impl Documents {
     pub fn v2_version_slice(&self, group: &str, version: &str) -> Option<Document> {
         let entry = self.groups.get(group)?.versions.get(version)?;
         Some(entry.v2.get(self.hold.as_ref(), |previous| {
-            v2::document(&[(group, version, entry.resources.as_slice())], shared(), previous, self.v2_content.resource_paths())
+            v2::document(
+                &[(group, version, entry.resources.as_slice())],
+                shared(),
+                previous,
+                self.v2_content.resource_paths(),
+            )
         }))
     }
 
