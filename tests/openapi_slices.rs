@@ -169,6 +169,15 @@ fn requests_and_discovery_go_through_each_apiservices_own_service() {
     assert!(crontabs.iter().all(|name| **name == expected), "{crontabs:?}");
 }
 
+/// The paths of the cluster's merged v2 document that are ours (our groups'), in order.
+fn our_paths(merged: &serde_json::Value) -> Vec<&String> {
+    let ours = |path: &&String| path.contains(".example.com/") || path.contains("crd-apiserver.io/");
+    let mut paths: Vec<&String> =
+        merged["paths"].as_object().map(|p| p.keys().filter(ours).collect()).unwrap_or_default();
+    paths.sort();
+    paths
+}
+
 /// `--openapi-v2=empty`: every APIService's download is a valid document with nothing in it, so
 /// the cluster's merged /openapi/v2 holds none of our paths or definitions; re-downloads are
 /// 304; OpenAPI v3 (`kubectl explain`) and requests are as before.
@@ -178,10 +187,7 @@ fn an_empty_v2_document_leaves_the_merged_one_without_our_resources() {
     let (status, etag, merged) = plane.openapi_v2(None);
     assert_eq!(status, 200);
     let merged = merged.unwrap();
-    let ours: Vec<&String> = merged["paths"]
-        .as_object()
-        .map(|paths| paths.keys().filter(|p| p.contains(".example.com/") || p.contains("crd-apiserver.io/")).collect())
-        .unwrap_or_default();
+    let ours = our_paths(&merged);
     assert!(ours.is_empty(), "{ours:?}");
     assert!(merged["definitions"].get("com.example.stable.v1.CronTab").is_none(), "{}", merged["definitions"]);
     let downloads = plane.openapi_v2_downloads();
@@ -224,8 +230,8 @@ fn an_empty_v2_document_leaves_the_merged_one_without_our_resources() {
 }
 
 /// `--openapi-v2=definitions`: every APIService's download has its group version's definitions
-/// and one path, its discovery path (kube-aggregator merges nothing of a document without
-/// paths, and keeps definitions no path used), so the cluster's merged /openapi/v2 has our
+/// and one path, its discovery path (kube-aggregator merges nothing of a document that brings
+/// no new path, and keeps definitions no path used), so the cluster's merged /openapi/v2 has our
 /// kinds (what v2 readers look up by group-version-kind) and none of their paths; re-downloads
 /// are 304, and `kubectl explain` reads both documents.
 #[test]
@@ -234,11 +240,7 @@ fn a_definitions_v2_document_gives_the_merged_one_our_kinds_without_their_paths(
     let (status, etag, merged) = plane.openapi_v2(None);
     assert_eq!(status, 200);
     let merged = merged.unwrap();
-    let mut ours: Vec<&String> = merged["paths"]
-        .as_object()
-        .map(|paths| paths.keys().filter(|p| p.contains(".example.com/") || p.contains("crd-apiserver.io/")).collect())
-        .unwrap_or_default();
-    ours.sort();
+    let ours = our_paths(&merged);
     let discovery =
         ["/apis/crd-apiserver.io/v1alpha1/", "/apis/platform.example.com/v1/", "/apis/stable.example.com/v1/"];
     assert_eq!(ours, discovery);
